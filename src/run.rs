@@ -1,0 +1,245 @@
+//! The run record (SPEC §4): what one execution of a workflow did, step by step and attempt by
+//! attempt. This is what the store keeps, `fluxo run --json` prints, and the API answers.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::clock::{parse_rfc3339, rfc3339};
+
+/// A UTC instant, unix milliseconds in memory, RFC 3339 (`2026-01-01T00:00:00.000Z`) on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(pub i64);
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&rfc3339(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_rfc3339(&s)
+            .map(Timestamp)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{s}` is not an RFC 3339 timestamp")))
+    }
+}
+
+/// Where a run came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Webhook,
+    Api,
+    Manual,
+    Replay,
+    Cli,
+}
+
+/// `live` runs act; `dry` runs simulate every side effect (SPEC §4 "Dry run").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    #[default]
+    Live,
+    Dry,
+}
+
+/// Run lifecycle (SPEC §4). `queued` and `running` are the only non-final states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Interrupted,
+    ];
+    /// The wire name (`timed_out`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+    /// Parse a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+    /// True once the run can no longer change.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Trigger {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Webhook => "webhook",
+            Trigger::Api => "api",
+            Trigger::Manual => "manual",
+            Trigger::Replay => "replay",
+            Trigger::Cli => "cli",
+        }
+    }
+}
+
+impl Mode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Dry => "dry",
+        }
+    }
+}
+
+/// Status of one step inside a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Running,
+    Succeeded,
+    Failed,
+    /// Failed, then recovered by an `error_handler` in `fallback` mode.
+    Fallback,
+}
+
+/// A step's failure, as recorded and as seen by templates in `error` (SPEC §2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// Machine-readable code: `template_error`, `empty_key`, `http_status`, `timeout`,
+    /// `connection`, `deadline_exceeded`, `config`, `store`, `rethrown`, …
+    pub code: String,
+    /// Human-readable message naming what and where.
+    pub message: String,
+    /// The step that failed.
+    pub step: String,
+    /// Attempts made before giving up.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The last HTTP status seen, if the failure was an HTTP answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+}
+
+/// One attempt of one step (SPEC §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub started_at: Timestamp,
+    pub duration_ms: u64,
+    /// Wait before this attempt (backoff or `Retry-After`), in milliseconds; 0 for the first.
+    pub delay_before_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What one step did in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub step_id: String,
+    pub kind: String,
+    pub status: StepStatus,
+    pub started_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    pub duration_ms: u64,
+    /// The step's config after template rendering.
+    #[serde(default)]
+    pub resolved_config: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
+    /// Port(s) the walk left this step by (`out`, `error`, a route name, `default`).
+    #[serde(default)]
+    pub ports: Vec<String>,
+}
+
+/// One execution of a workflow (SPEC §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Time-sortable id (UUIDv7).
+    pub id: String,
+    pub workflow_id: String,
+    pub workflow_version: u64,
+    /// SHA-256 (hex) of the canonical JSON of the definition that ran.
+    pub definition_hash: String,
+    pub trigger: Trigger,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    pub mode: Mode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
+    /// Runs that replayed this one (newest last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replayed_by: Vec<String>,
+    pub input: Value,
+    pub status: RunStatus,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Final error (the last error kept on `timed_out`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// Non-fatal notes, e.g. an error logged by an `error_handler` in `log` mode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(default)]
+    pub steps: Vec<StepRecord>,
+    /// The workflow definition as it ran (for replay of the original version and "open on canvas").
+    #[serde(default)]
+    pub snapshot: Value,
+}
+
+impl RunRecord {
+    /// The record of one step, if it ran.
+    pub fn step(&self, id: &str) -> Option<&StepRecord> {
+        self.steps.iter().find(|s| s.step_id == id)
+    }
+}
+
+/// A new time-sortable run id: UUIDv7 (RFC 9562 §5.7) stamped with `now_ms` from the engine's
+/// clock, with a monotonic counter so ids made in one millisecond still sort in creation order.
+pub fn new_run_id(now_ms: i64) -> String {
+    use std::sync::Mutex;
+    static CONTEXT: Mutex<Option<uuid::ContextV7>> = Mutex::new(None);
+    let mut guard = CONTEXT.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = guard.get_or_insert_with(uuid::ContextV7::new);
+    let ms = now_ms.max(0) as u64;
+    let ts = uuid::Timestamp::from_unix(&*ctx, ms / 1000, ((ms % 1000) * 1_000_000) as u32);
+    uuid::Uuid::new_v7(ts).to_string()
+}

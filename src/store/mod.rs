@@ -1,0 +1,342 @@
+//! Storage: the traits the engine and server program against, and their backends.
+//!
+//! * [`MemoryStore`]: the Memory step's persistent keys, with TTL and atomic no-overwrite writes.
+//! * [`RunStore`]: run history with indexes by workflow, status, time and idempotency/event key,
+//!   cursor paging (newest first), stats and retention (SPEC §4).
+//! * [`IdempotencyStore`]: the server's webhook claims (claim + queued run in one transaction)
+//!   and the REST API's idempotency records (SPEC §5).
+//!
+//! Backends: [`sled_store::SledStore`] (embedded, durable, the default) and
+//! [`mem_store::InMemoryStore`] (unit tests, benches). The traits assume nothing about a single
+//! process: claims are compare-and-set, so a shared database backend can come later.
+//!
+//! All instants are UTC unix milliseconds passed in by the caller from the engine's
+//! [`crate::clock::Clock`]; stores never read the wall clock themselves.
+
+pub mod mem_store;
+pub mod sled_store;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::run::{Mode, RunRecord, RunStatus, Timestamp, Trigger};
+
+pub use mem_store::InMemoryStore;
+pub use sled_store::{SledConfig, SledStore};
+
+/// A storage failure. Never carries payload contents.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The backend failed (I/O, corruption, transaction aborted).
+    #[error("store backend error: {0}")]
+    Backend(String),
+    /// A stored record could not be decoded.
+    #[error("stored record is unreadable: {0}")]
+    Corrupt(String),
+    /// A fault injected by a test (see `tests/`), reported like a backend failure.
+    #[error("injected fault: {0}")]
+    Injected(String),
+}
+
+/// Result alias for store operations.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+// ---------------------------------------------------------------------------------------------
+// Memory keys
+// ---------------------------------------------------------------------------------------------
+
+/// One Memory entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryEntry {
+    pub namespace: String,
+    pub key: String,
+    pub value: Value,
+    /// When it was written (UTC unix ms).
+    pub written_at: i64,
+    /// When it expires (UTC unix ms); `None` = never. Measured from `written_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+impl MemoryEntry {
+    /// Expired entries are treated as absent everywhere, whether or not the sweeper ran.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        self.expires_at.is_some_and(|e| e <= now_ms)
+    }
+}
+
+/// Options of a Memory write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// `false` = write only if the key is absent or expired (atomic; the claim primitive).
+    pub allow_overwrite: bool,
+    /// Time to live in **milliseconds** from the write; `None` = no expiry.
+    pub ttl_ms: Option<u64>,
+}
+
+/// Answer of a Memory write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteResult {
+    /// The value was stored.
+    Written { expires_at: Option<i64> },
+    /// `allow_overwrite: false` and a live entry exists; nothing changed.
+    Exists { existing: MemoryEntry },
+}
+
+/// Persistent Memory keys with TTL.
+pub trait MemoryStore: Send + Sync {
+    /// Write `value` at `namespace`/`key`. With `allow_overwrite: false` this is an atomic
+    /// claim: of any number of concurrent writers exactly one gets [`WriteResult::Written`]
+    /// (compare-and-swap), the rest [`WriteResult::Exists`]. An expired entry counts as absent.
+    fn write(
+        &self,
+        namespace: &str,
+        key: &str,
+        value: &Value,
+        opts: WriteOptions,
+        now_ms: i64,
+    ) -> StoreResult<WriteResult>;
+    /// Read a live entry; an expired one is `None` even before the sweeper removes it.
+    fn read(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>>;
+    /// Delete; `true` if a live entry was removed.
+    fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool>;
+    /// Live entries of a namespace whose key starts with `prefix`, in key order, after `after`
+    /// (exclusive), at most `limit`.
+    fn list(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: i64,
+    ) -> StoreResult<Vec<MemoryEntry>>;
+    /// Namespaces that hold at least one entry (live or not yet swept), sorted.
+    fn namespaces(&self) -> StoreResult<Vec<String>>;
+    /// Remove up to `max` expired entries using the expiry index; returns how many went.
+    fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+// ---------------------------------------------------------------------------------------------
+
+/// The list view of a run: everything but input, steps and snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub id: String,
+    pub workflow_id: String,
+    pub workflow_version: u64,
+    pub trigger: Trigger,
+    pub mode: Mode,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+}
+
+impl From<&RunRecord> for RunSummary {
+    fn from(r: &RunRecord) -> Self {
+        RunSummary {
+            id: r.id.clone(),
+            workflow_id: r.workflow_id.clone(),
+            workflow_version: r.workflow_version,
+            trigger: r.trigger,
+            mode: r.mode,
+            status: r.status,
+            idempotency_key: r.idempotency_key.clone(),
+            replay_of: r.replay_of.clone(),
+            created_at: r.created_at,
+            finished_at: r.finished_at,
+            duration_ms: r.duration_ms,
+            error_code: r.error.as_ref().map(|e| e.code.clone()),
+            error_message: r.error.as_ref().map(|e| e.message.clone()),
+        }
+    }
+}
+
+/// Filters of a run listing (SPEC §5 `GET /api/v1/runs`). All set filters must match.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunQuery {
+    pub workflow: Option<String>,
+    pub status: Option<RunStatus>,
+    pub mode: Option<Mode>,
+    pub trigger: Option<Trigger>,
+    /// Exact idempotency/event key.
+    pub key: Option<String>,
+    /// Created at or after (UTC unix ms).
+    pub since: Option<i64>,
+    /// Created before (UTC unix ms).
+    pub until: Option<i64>,
+    /// Free search: a run id (exact or prefix) or a key (exact or prefix).
+    pub q: Option<String>,
+    /// Page size; callers clamp it (API: 1..=500).
+    pub limit: usize,
+    /// Opaque cursor from the previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+/// One page of runs, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPage {
+    pub runs: Vec<RunSummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Counts of runs by status in one time bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatsBucket {
+    /// Bucket start (UTC unix ms).
+    pub start: Timestamp,
+    /// `status -> count`, only non-zero statuses.
+    pub counts: std::collections::BTreeMap<String, u64>,
+}
+
+/// Retention policy (SPEC §4). Both limits apply when both are set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Keep the newest N **finished** runs per workflow, by finish time.
+    pub max_runs_per_workflow: Option<usize>,
+    /// Keep finished runs whose finish time is within this many milliseconds of now.
+    pub max_age_ms: Option<i64>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            max_runs_per_workflow: Some(10_000),
+            max_age_ms: None,
+        }
+    }
+}
+
+/// Run history.
+pub trait RunStore: Send + Sync {
+    /// Insert or replace a run and keep every index in step with it.
+    fn put_run(&self, run: &RunRecord) -> StoreResult<()>;
+    /// One run.
+    fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
+    /// A page of run summaries, newest first (by id, which is time-sortable).
+    fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage>;
+    /// Ids of every run in `status`, oldest first (crash recovery).
+    fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>>;
+    /// Counts by status per bucket of `bucket_ms`, over runs created in `[since, until)`,
+    /// optionally of one workflow. Buckets in time order; empty buckets left out.
+    fn run_stats(
+        &self,
+        workflow: Option<&str>,
+        since: i64,
+        until: i64,
+        bucket_ms: i64,
+    ) -> StoreResult<Vec<StatsBucket>>;
+    /// Apply retention; never removes a `queued` or `running` run. Streams over the indexes.
+    /// Returns how many runs were removed.
+    fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idempotency records (server)
+// ---------------------------------------------------------------------------------------------
+
+/// A webhook delivery's claim on its key (SPEC §5): the window counts from `claimed_at` and is
+/// never extended by repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebhookClaim {
+    pub workflow_id: String,
+    pub key: String,
+    pub run_id: String,
+    pub claimed_at: i64,
+    pub expires_at: i64,
+}
+
+/// Answer of [`IdempotencyStore::claim_and_enqueue`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    /// The key was free (or its window had passed): claim and queued run written together.
+    Claimed,
+    /// A live claim exists: the original run id; nothing was written.
+    Duplicate { run_id: String },
+}
+
+/// State of a REST API idempotency record (Stripe idempotent requests; IETF
+/// `draft-ietf-httpapi-idempotency-key-header`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ApiRecordState {
+    /// Being processed by `owner` until `lease_until` (UTC ms); reclaimable after that.
+    InProgress { owner: String, lease_until: i64 },
+    /// Finished: the stored answer, replayed byte for byte.
+    Done { status: u16, body: String },
+}
+
+/// A REST API idempotency record, scoped by `scope` (a hash of the API token).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiRecord {
+    pub scope: String,
+    pub key: String,
+    /// SHA-256 of method + path + canonical JSON body.
+    pub fingerprint: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    #[serde(flatten)]
+    pub state: ApiRecordState,
+}
+
+/// Answer of [`IdempotencyStore::api_begin`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiBegin {
+    /// No live record: one was created `InProgress` for the caller.
+    Started,
+    /// A live record exists for another request (different fingerprint).
+    Conflict,
+    /// The same request is still being processed by a live owner.
+    InProgress,
+    /// The same request finished: replay this.
+    Replay { status: u16, body: String },
+}
+
+/// The server's idempotency records.
+pub trait IdempotencyStore: Send + Sync {
+    /// Atomically: if `claim.workflow_id`/`claim.key` has a live claim (`expires_at > now_ms`)
+    /// answer `Duplicate` and write nothing; else write the claim **and** `run` (status
+    /// `queued`, with its indexes) in one transaction. Durability is the caller's
+    /// [`Store::flush`] (group commit).
+    fn claim_and_enqueue(
+        &self,
+        claim: &WebhookClaim,
+        run: &RunRecord,
+        now_ms: i64,
+    ) -> StoreResult<ClaimOutcome>;
+    /// The live claim of a key, if any.
+    fn get_claim(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<WebhookClaim>>;
+    /// Start (or join) an API request under an idempotency key. An `InProgress` record whose
+    /// lease has passed is taken over (its owner died).
+    fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin>;
+    /// Store the final answer of a started request.
+    fn api_complete(&self, scope: &str, key: &str, status: u16, body: &str) -> StoreResult<()>;
+    /// Forget a started request that failed before producing an answer worth replaying.
+    fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()>;
+    /// Remove expired claims and API records; returns how many went.
+    fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
+}
+
+/// Everything the engine and server need from a backend.
+pub trait Store: MemoryStore + RunStore + IdempotencyStore {
+    /// Make every write so far durable (blocking; call from the blocking pool).
+    fn flush(&self) -> StoreResult<()>;
+}

@@ -1,0 +1,1 @@
+//! sled backend (placeholder until the store lands).
