@@ -12,4 +12,7 @@
 //!   backend and an in-memory backend.
 pub mod clock;
 pub mod run;
+pub mod runtime;
+pub mod steps;
 pub mod store;
+pub mod workflow;

@@ -13,6 +13,7 @@
 //! All instants are UTC unix milliseconds passed in by the caller from the engine's
 //! [`crate::clock::Clock`]; stores never read the wall clock themselves.
 
+mod common;
 pub mod mem_store;
 pub mod sled_store;
 

@@ -1,0 +1,198 @@
+//! The side effects of a run, chosen once per run by its mode: live effects act; dry effects
+//! simulate (SPEC §4). Steps reach Memory, HTTP and waits only through [`Effects`], so a dry
+//! run is the same walk with these swapped, not `if dry` checks scattered through the steps.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::http::{HttpTransport, SimulatedHttp};
+use crate::clock::Clock;
+use crate::run::Mode;
+use crate::steps::memory::Scope;
+use crate::store::{MemoryEntry, MemoryStore, StoreResult, WriteOptions, WriteResult};
+
+/// Memory, HTTP and waits for one run.
+pub struct Effects {
+    mode: Mode,
+    memory: Arc<dyn MemoryStore>,
+    run_memory: Overlay,
+    http: Arc<dyn HttpTransport>,
+}
+
+impl Effects {
+    /// Live: the real store and the real network; waits really wait.
+    pub fn live(store: Arc<dyn MemoryStore>, http: Arc<dyn HttpTransport>) -> Self {
+        Effects {
+            mode: Mode::Live,
+            memory: store,
+            run_memory: Overlay::new(None),
+            http,
+        }
+    }
+
+    /// Dry: Memory through an overlay (reads see the real store plus this run's simulated
+    /// writes; nothing is written to the store), HTTP simulated, waits skipped.
+    pub fn dry(store: Arc<dyn MemoryStore>) -> Self {
+        Effects {
+            mode: Mode::Dry,
+            memory: Arc::new(Overlay::new(Some(store))),
+            run_memory: Overlay::new(None),
+            http: Arc::new(SimulatedHttp),
+        }
+    }
+
+    /// The run's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Memory for a scope: the store (or its dry overlay) for `persistent`, this run's own
+    /// map for `run`.
+    pub fn memory(&self, scope: Scope) -> &dyn MemoryStore {
+        match scope {
+            Scope::Persistent => self.memory.as_ref(),
+            Scope::Run => &self.run_memory,
+        }
+    }
+
+    /// The HTTP transport.
+    pub fn http(&self) -> &dyn HttpTransport {
+        self.http.as_ref()
+    }
+
+    /// Wait before a retry: really (live) or not at all (dry; the planned delay is recorded).
+    pub async fn wait(&self, clock: &dyn Clock, d: Duration) {
+        if self.mode == Mode::Live {
+            clock.sleep(d).await;
+        }
+    }
+}
+
+/// A Memory layer over an optional base store: writes and deletes stay in the layer
+/// (`None` in the map = deleted here); reads fall through to the base. Used for dry runs
+/// (base = the real store, read only) and `scope: run` keys (no base).
+pub struct Overlay {
+    base: Option<Arc<dyn MemoryStore>>,
+    layer: Mutex<BTreeMap<(String, String), Option<MemoryEntry>>>,
+}
+
+impl Overlay {
+    /// An empty layer over `base`.
+    pub fn new(base: Option<Arc<dyn MemoryStore>>) -> Self {
+        Overlay {
+            base,
+            layer: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn lookup(
+        &self,
+        layer: &BTreeMap<(String, String), Option<MemoryEntry>>,
+        ns: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<MemoryEntry>> {
+        match layer.get(&(ns.to_string(), key.to_string())) {
+            Some(Some(e)) if !e.is_expired(now_ms) => Ok(Some(e.clone())),
+            Some(_) => Ok(None),
+            None => match &self.base {
+                Some(b) => b.read(ns, key, now_ms),
+                None => Ok(None),
+            },
+        }
+    }
+}
+
+impl MemoryStore for Overlay {
+    fn write(
+        &self,
+        ns: &str,
+        key: &str,
+        value: &Value,
+        opts: WriteOptions,
+        now_ms: i64,
+    ) -> StoreResult<WriteResult> {
+        let mut layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+        if !opts.allow_overwrite {
+            if let Some(existing) = self.lookup(&layer, ns, key, now_ms)? {
+                return Ok(WriteResult::Exists { existing });
+            }
+        }
+        let expires_at = opts.ttl_ms.map(|t| now_ms.saturating_add(t as i64));
+        layer.insert(
+            (ns.to_string(), key.to_string()),
+            Some(MemoryEntry {
+                namespace: ns.to_string(),
+                key: key.to_string(),
+                value: value.clone(),
+                written_at: now_ms,
+                expires_at,
+            }),
+        );
+        Ok(WriteResult::Written { expires_at })
+    }
+
+    fn read(&self, ns: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>> {
+        let layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+        self.lookup(&layer, ns, key, now_ms)
+    }
+
+    fn delete(&self, ns: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+        let mut layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+        let existed = self.lookup(&layer, ns, key, now_ms)?.is_some();
+        layer.insert((ns.to_string(), key.to_string()), None);
+        Ok(existed)
+    }
+
+    fn list(
+        &self,
+        ns: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: i64,
+    ) -> StoreResult<Vec<MemoryEntry>> {
+        let layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut merged: BTreeMap<String, MemoryEntry> = match &self.base {
+            Some(b) => b
+                .list(ns, prefix, after, usize::MAX, now_ms)?
+                .into_iter()
+                .map(|e| (e.key.clone(), e))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        for ((n, k), e) in layer.iter() {
+            if n != ns || !k.starts_with(prefix) || after.is_some_and(|a| k.as_str() <= a) {
+                continue;
+            }
+            match e {
+                Some(e) if !e.is_expired(now_ms) => {
+                    merged.insert(k.clone(), e.clone());
+                }
+                _ => {
+                    merged.remove(k);
+                }
+            }
+        }
+        Ok(merged.into_values().take(limit).collect())
+    }
+
+    fn namespaces(&self) -> StoreResult<Vec<String>> {
+        let layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<String> = match &self.base {
+            Some(b) => b.namespaces()?,
+            None => Vec::new(),
+        };
+        out.extend(layer.keys().map(|(n, _)| n.clone()));
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn sweep_expired(&self, _now_ms: i64, _max: usize) -> StoreResult<usize> {
+        Ok(0)
+    }
+}

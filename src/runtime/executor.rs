@@ -1,0 +1,626 @@
+//! The executor: walks a compiled workflow's graph over ports, one step at a time.
+//!
+//! * The walk starts at the trigger (its output is the run input) and follows the edges of the
+//!   port(s) each step leaves by, depth first in edge order; each step runs at most once a run.
+//! * A failed step with edges on its `error` port sends the walk there with `error` in scope;
+//!   without them the run fails at once (SPEC §1).
+//! * `error_handler` modes are carried out here (see [`crate::steps::error_handler`]).
+//! * The run deadline (`settings.run_timeout_s`) bounds everything: no step starts past it
+//!   outside an error branch (compensation still runs), retries never wait past it, and the run
+//!   then ends `timed_out` with the last error kept.
+//! * The run record is written to the store as it goes and an event is broadcast per change.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use super::effects::Effects;
+use super::http::{HttpTransport, LiveHttp};
+use crate::clock::Clock;
+use crate::run::{
+    new_run_id, Attempt, ErrorInfo, Mode, RunRecord, RunStatus, StepRecord, StepStatus, Timestamp,
+    Trigger,
+};
+use crate::steps::error_handler::{self, HandlerMode};
+use crate::steps::{parse_rendered, Registry, StepContext, StepError, StepOutput};
+use crate::store::{Store, StoreError};
+use crate::workflow::model::{PORT_ERROR, PORT_OUT};
+use crate::workflow::template::Scope;
+use crate::workflow::Compiled;
+
+/// Prefix of process variables visible to templates as `env.NAME` (SPEC §2).
+pub const ENV_PREFIX: &str = "FLUXO_ENV_";
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRequest {
+    pub input: Value,
+    pub trigger: Trigger,
+    pub mode: Mode,
+    pub idempotency_key: Option<String>,
+    pub replay_of: Option<String>,
+}
+
+impl RunRequest {
+    /// A live or dry run of `input` started by `trigger`.
+    pub fn new(input: Value, trigger: Trigger, mode: Mode) -> Self {
+        RunRequest {
+            input,
+            trigger,
+            mode,
+            idempotency_key: None,
+            replay_of: None,
+        }
+    }
+}
+
+/// Which definition a replay runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VersionChoice {
+    /// The workflow as it is now (default).
+    #[default]
+    Current,
+    /// The snapshot the original run recorded.
+    Original,
+}
+
+/// A change in a run, broadcast to subscribers (the server's SSE stream, the app).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunEvent {
+    /// `run_started`, `step_finished`, `run_finished`.
+    pub event: &'static str,
+    pub run_id: String,
+    pub workflow_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+    /// Run status, or the step's status for `step_finished`.
+    pub status: String,
+    pub mode: Mode,
+    pub at: Timestamp,
+}
+
+/// The engine: a store, a clock, an HTTP transport, the step registry and env variables.
+/// Cheap to clone; share one per process.
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn Store>,
+    registry: Arc<Registry>,
+    clock: Arc<dyn Clock>,
+    http: Arc<dyn HttpTransport>,
+    env: Arc<RwLock<BTreeMap<String, String>>>,
+    events: broadcast::Sender<RunEvent>,
+}
+
+impl Engine {
+    /// An engine over `store` and `clock`, with the live HTTP transport, the built-in kinds and
+    /// the `FLUXO_ENV_*` process variables as `env`.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        Engine {
+            store,
+            registry: Arc::new(Registry::builtin()),
+            clock,
+            http: Arc::new(LiveHttp::new()),
+            env: Arc::new(RwLock::new(env_from_process())),
+            events,
+        }
+    }
+
+    /// Replace the HTTP transport (tests, embedding).
+    pub fn with_http(mut self, http: Arc<dyn HttpTransport>) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// Set variables visible as `env.NAME` (they win over process variables of the same name).
+    pub fn set_env(&self, vars: BTreeMap<String, String>) {
+        let mut env = env_from_process();
+        env.extend(vars);
+        *self.env.write().unwrap_or_else(|e| e.into_inner()) = env;
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+    /// The step registry.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+    /// Subscribe to run events.
+    pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
+        self.events.subscribe()
+    }
+
+    /// A new `queued` run record for `wf` (not stored).
+    pub fn new_run(&self, wf: &Compiled, req: RunRequest) -> RunRecord {
+        let now = self.clock.now_ms();
+        RunRecord {
+            id: new_run_id(now),
+            workflow_id: wf.workflow.id.clone(),
+            workflow_version: wf.workflow.version,
+            definition_hash: wf.hash.clone(),
+            trigger: req.trigger,
+            idempotency_key: req.idempotency_key,
+            mode: req.mode,
+            replay_of: req.replay_of,
+            replayed_by: Vec::new(),
+            input: req.input,
+            status: RunStatus::Queued,
+            created_at: Timestamp(now),
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            error: None,
+            warnings: Vec::new(),
+            steps: Vec::new(),
+            snapshot: serde_json::to_value(&wf.workflow).unwrap_or(Value::Null),
+        }
+    }
+
+    /// Create and execute a run; the final record is stored and returned.
+    pub async fn run(&self, wf: &Compiled, req: RunRequest) -> Result<RunRecord, StoreError> {
+        let run = self.new_run(wf, req);
+        self.execute(wf, run).await
+    }
+
+    /// Replay `original` (SPEC §4): a new run linked by `replay_of`, with the original input, a
+    /// fresh time budget and trigger `replay`; `wf` is the definition to run (the current one,
+    /// or one compiled from `original.snapshot`). The original records the new run in
+    /// `replayed_by`.
+    pub async fn replay(
+        &self,
+        original: &RunRecord,
+        wf: &Compiled,
+        mode: Mode,
+    ) -> Result<RunRecord, StoreError> {
+        let mut req = RunRequest::new(original.input.clone(), Trigger::Replay, mode);
+        req.replay_of = Some(original.id.clone());
+        req.idempotency_key = original.idempotency_key.clone();
+        let run = self.new_run(wf, req);
+        if let Some(mut orig) = self.store.get_run(&original.id)? {
+            orig.replayed_by.push(run.id.clone());
+            self.store.put_run(&orig)?;
+        }
+        self.execute(wf, run).await
+    }
+
+    /// Execute a (queued) run to its end, storing progress as it goes. Progress writes that
+    /// fail are logged; the final write's failure is returned.
+    pub async fn execute(
+        &self,
+        wf: &Compiled,
+        mut run: RunRecord,
+    ) -> Result<RunRecord, StoreError> {
+        let started = self.clock.now_ms();
+        run.status = RunStatus::Running;
+        run.started_at = Some(Timestamp(started));
+        self.store.put_run(&run)?;
+        self.emit(&run, "run_started", None, run.status.as_str());
+        let effects = match run.mode {
+            Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
+            Mode::Dry => Effects::dry(self.store.clone()),
+        };
+        let env = self.env.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let run_meta = json!({
+            "id": run.id,
+            "workflow_id": run.workflow_id,
+            "attempt": 1,
+            "mode": run.mode.as_str(),
+            "replay_of": run.replay_of,
+        });
+        let scope = Scope::new(&run.input, &run_meta, &env);
+        let deadline_ms = started
+            .saturating_add((wf.workflow.settings.run_timeout_s as i64).saturating_mul(1000));
+        let t0 = Instant::now();
+        let mut walk = Walk {
+            engine: self,
+            wf,
+            effects,
+            scope,
+            deadline_ms,
+            visited: vec![false; wf.workflow.steps.len()],
+            fatal: None,
+            rethrow: None,
+            timed_out: false,
+        };
+        walk.walk(&mut run).await;
+        let (status, error) = match (walk.fatal.take(), walk.rethrow.take()) {
+            (Some(e), _) | (None, Some(e)) => (
+                if walk.timed_out {
+                    RunStatus::TimedOut
+                } else {
+                    RunStatus::Failed
+                },
+                Some(e),
+            ),
+            (None, None) => (RunStatus::Succeeded, None),
+        };
+        run.status = status;
+        run.error = error;
+        run.finished_at = Some(Timestamp(self.clock.now_ms()));
+        run.duration_ms = Some(t0.elapsed().as_millis() as u64);
+        self.store.put_run(&run)?;
+        self.emit(&run, "run_finished", None, run.status.as_str());
+        Ok(run)
+    }
+
+    fn emit(&self, run: &RunRecord, event: &'static str, step: Option<&str>, status: &str) {
+        // No subscribers is fine.
+        let _ = self.events.send(RunEvent {
+            event,
+            run_id: run.id.clone(),
+            workflow_id: run.workflow_id.clone(),
+            step_id: step.map(String::from),
+            status: status.to_string(),
+            mode: run.mode,
+            at: Timestamp(self.clock.now_ms()),
+        });
+    }
+
+    fn save_progress(&self, run: &RunRecord) {
+        if let Err(e) = self.store.put_run(run) {
+            tracing::error!(run_id = %run.id, error = %e, "could not store run progress");
+        }
+    }
+}
+
+/// `FLUXO_ENV_NAME=value` process variables as `NAME -> value`; nothing else of the process
+/// environment is visible to templates.
+pub fn env_from_process() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter_map(|(k, v)| {
+            k.strip_prefix(ENV_PREFIX)
+                .filter(|n| !n.is_empty())
+                .map(|n| (n.to_string(), v))
+        })
+        .collect()
+}
+
+/// A failure travelling down an error edge.
+#[derive(Debug, Clone)]
+struct Failure {
+    step: usize,
+    info: ErrorInfo,
+}
+
+struct Frame {
+    step: usize,
+    error: Option<Arc<Failure>>,
+}
+
+struct Walk<'a> {
+    engine: &'a Engine,
+    wf: &'a Compiled,
+    effects: Effects,
+    scope: Scope,
+    deadline_ms: i64,
+    visited: Vec<bool>,
+    /// The run failed here (no error edge): stop.
+    fatal: Option<ErrorInfo>,
+    /// An error handler rethrew (or a retry_once failed): fail after the walk.
+    rethrow: Option<ErrorInfo>,
+    timed_out: bool,
+}
+
+impl Walk<'_> {
+    async fn walk(&mut self, run: &mut RunRecord) {
+        let mut stack = vec![Frame {
+            step: self.wf.trigger_index(),
+            error: None,
+        }];
+        while let Some(frame) = stack.pop() {
+            if self.fatal.is_some() {
+                break;
+            }
+            if std::mem::replace(&mut self.visited[frame.step], true) {
+                continue;
+            }
+            if frame.error.is_none() && self.engine.clock.now_ms() >= self.deadline_ms {
+                self.timed_out = true;
+                let id = &self.wf.workflow.steps[frame.step].id;
+                self.fatal = Some(last_error(run).unwrap_or(ErrorInfo {
+                    code: "deadline_exceeded".into(),
+                    message: format!("the run deadline passed before step `{id}` could start"),
+                    step: id.clone(),
+                    attempts: 0,
+                    http_status: None,
+                }));
+                break;
+            }
+            match &frame.error {
+                Some(f) => self.scope.set_error(&error_value(&f.info)),
+                None => self.scope.clear_error(),
+            }
+            let is_handler = self.wf.workflow.steps[frame.step].kind == "error_handler";
+            match (is_handler, frame.error.clone()) {
+                (true, Some(failure)) => {
+                    self.handle_error(run, frame.step, failure, &mut stack)
+                        .await
+                }
+                _ => {
+                    let result = self.exec_step(run, frame.step, true).await;
+                    self.follow(run, frame.step, result, frame.error, &mut stack);
+                }
+            }
+        }
+    }
+
+    /// Push the successors of a finished step, or route its failure.
+    fn follow(
+        &mut self,
+        _run: &mut RunRecord,
+        step: usize,
+        result: Result<StepOutput, ErrorInfo>,
+        carried: Option<Arc<Failure>>,
+        stack: &mut Vec<Frame>,
+    ) {
+        match result {
+            Ok(out) => {
+                let mut next = Vec::new();
+                for port in &out.ports {
+                    next.extend(self.wf.targets(step, port).iter().copied());
+                }
+                push_all(stack, &next, carried);
+            }
+            Err(info) => {
+                let targets = self.wf.targets(step, PORT_ERROR).to_vec();
+                if targets.is_empty() {
+                    self.fatal = Some(info);
+                } else {
+                    let failure = Arc::new(Failure { step, info });
+                    push_all(stack, &targets, Some(failure));
+                }
+            }
+        }
+    }
+
+    async fn handle_error(
+        &mut self,
+        run: &mut RunRecord,
+        handler: usize,
+        failure: Arc<Failure>,
+        stack: &mut Vec<Frame>,
+    ) {
+        if let Err(info) = self.exec_step(run, handler, true).await {
+            // The handler itself failed (e.g. a bad template): the run fails with it.
+            self.fatal = Some(info);
+            return;
+        }
+        let resolved = run
+            .step(&self.wf.workflow.steps[handler].id)
+            .map(|r| r.resolved_config.clone())
+            .unwrap_or(Value::Null);
+        let config: error_handler::Config = match parse_rendered(resolved) {
+            Ok(c) => c,
+            Err(e) => {
+                self.fatal = Some(self.info_of(handler, &e));
+                return;
+            }
+        };
+        let handler_out = self.wf.targets(handler, PORT_OUT).to_vec();
+        let failed = failure.step;
+        match config.mode {
+            HandlerMode::Log => {
+                run.warnings.push(format!(
+                    "step `{}` failed ({}: {}); logged by `{}`",
+                    failure.info.step,
+                    failure.info.code,
+                    failure.info.message,
+                    self.wf.workflow.steps[handler].id
+                ));
+                push_all(stack, &handler_out, Some(failure));
+            }
+            HandlerMode::Rethrow => {
+                self.rethrow.get_or_insert_with(|| failure.info.clone());
+                push_all(stack, &handler_out, Some(failure));
+            }
+            HandlerMode::Fallback => {
+                let value = config.fallback_value.unwrap_or(Value::Null);
+                let failed_id = self.wf.workflow.steps[failed].id.clone();
+                if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == failed_id) {
+                    rec.status = StepStatus::Fallback;
+                    rec.output = Some(value.clone());
+                    rec.ports = vec![PORT_OUT.to_string()];
+                }
+                self.scope.set_output(&failed_id, &value);
+                self.scope.clear_error();
+                let next = self.wf.targets(failed, PORT_OUT).to_vec();
+                push_all(stack, &next, None);
+            }
+            HandlerMode::RetryOnce => {
+                self.scope.clear_error();
+                match self.exec_step(run, failed, false).await {
+                    Ok(out) => {
+                        let mut next = Vec::new();
+                        for port in &out.ports {
+                            next.extend(self.wf.targets(failed, port).iter().copied());
+                        }
+                        push_all(stack, &next, None);
+                    }
+                    Err(info) => {
+                        self.rethrow.get_or_insert_with(|| info.clone());
+                        let again = Arc::new(Failure { step: failed, info });
+                        self.scope.set_error(&error_value(&again.info));
+                        push_all(stack, &handler_out, Some(again));
+                    }
+                }
+            }
+        }
+        self.engine.save_progress(run);
+    }
+
+    fn info_of(&self, step: usize, e: &StepError) -> ErrorInfo {
+        ErrorInfo {
+            code: e.code.to_string(),
+            message: e.message.clone(),
+            step: self.wf.workflow.steps[step].id.clone(),
+            attempts: e.attempts.max(1),
+            http_status: e.http_status,
+        }
+    }
+
+    /// Render, run and record one step. A re-run (`retry_once`) appends to its record.
+    async fn exec_step(
+        &mut self,
+        run: &mut RunRecord,
+        step: usize,
+        retries_enabled: bool,
+    ) -> Result<StepOutput, ErrorInfo> {
+        let def = &self.wf.workflow.steps[step];
+        let kind = self.wf.kind(step).clone();
+        let clock = self.engine.clock.as_ref();
+        let started = clock.now_ms();
+        let t0 = Instant::now();
+        let ctx = self.scope.context();
+
+        // Render every field but the kind's expression fields.
+        let skip = kind.unrendered_fields();
+        let mut resolved = serde_json::Map::new();
+        let mut render_error = None;
+        if let Some(obj) = def.config.as_object() {
+            for (field, value) in obj {
+                if skip.contains(&field.as_str()) {
+                    resolved.insert(field.clone(), value.clone());
+                    continue;
+                }
+                match self.wf.templates.render_value(value, &ctx, field) {
+                    Ok(v) => {
+                        resolved.insert(field.clone(), v);
+                    }
+                    Err(e) => {
+                        render_error = Some(StepError::new(
+                            "template_error",
+                            format!("step `{}`: {e}", def.id),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        let resolved = Value::Object(resolved);
+        let cx = StepContext::new(
+            &def.id,
+            &run.id,
+            &run.workflow_id,
+            run.mode,
+            &run.input,
+            &self.effects,
+            clock,
+            self.deadline_ms,
+            retries_enabled,
+            &self.wf.templates,
+            &ctx,
+        );
+        let result = match render_error {
+            Some(e) => Err(e),
+            None => kind.run(&cx, resolved.clone()).await,
+        };
+        let mut attempts = cx.take_attempts();
+        drop(cx);
+        let duration_ms = t0.elapsed().as_millis() as u64;
+        if attempts.is_empty() {
+            attempts.push(Attempt {
+                started_at: Timestamp(started),
+                duration_ms,
+                delay_before_ms: 0,
+                http_status: result.as_ref().err().and_then(|e| e.http_status),
+                error: result.as_ref().err().map(|e| e.message.clone()),
+            });
+        }
+        let finished = Timestamp(clock.now_ms());
+        let (status, output, error, ports) = match &result {
+            Ok(o) => (
+                StepStatus::Succeeded,
+                Some(o.output.clone()),
+                None,
+                o.ports.clone(),
+            ),
+            Err(e) => {
+                if e.deadline {
+                    self.timed_out = true;
+                }
+                let mut info = self.info_of(step, e);
+                info.attempts = info.attempts.max(attempts.len() as u32);
+                (
+                    StepStatus::Failed,
+                    None,
+                    Some(info),
+                    vec![PORT_ERROR.to_string()],
+                )
+            }
+        };
+        if let Some(o) = &output {
+            self.scope.set_output(&def.id, o);
+        }
+        let error_out = error.clone();
+        match run.steps.iter_mut().find(|s| s.step_id == def.id) {
+            Some(rec) => {
+                rec.status = status;
+                rec.finished_at = Some(finished);
+                rec.duration_ms += duration_ms;
+                rec.resolved_config = resolved;
+                rec.output = output;
+                rec.error = error;
+                rec.attempts.extend(attempts);
+                rec.ports = ports;
+            }
+            None => run.steps.push(StepRecord {
+                step_id: def.id.clone(),
+                kind: def.kind.clone(),
+                status,
+                started_at: Timestamp(started),
+                finished_at: Some(finished),
+                duration_ms,
+                resolved_config: resolved,
+                output,
+                error,
+                attempts,
+                ports,
+            }),
+        }
+        let status_str = match status {
+            StepStatus::Succeeded => "succeeded",
+            _ => "failed",
+        };
+        self.engine.save_progress(run);
+        self.engine
+            .emit(run, "step_finished", Some(&def.id), status_str);
+        match result {
+            Ok(o) => Ok(o),
+            Err(_) => Err(error_out.expect("error recorded")),
+        }
+    }
+}
+
+fn push_all(stack: &mut Vec<Frame>, targets: &[usize], error: Option<Arc<Failure>>) {
+    // Reverse so the first edge is walked first.
+    for &t in targets.iter().rev() {
+        stack.push(Frame {
+            step: t,
+            error: error.clone(),
+        });
+    }
+}
+
+fn error_value(info: &ErrorInfo) -> Value {
+    json!({
+        "message": info.message,
+        "code": info.code,
+        "step": info.step,
+        "attempts": info.attempts,
+        "http_status": info.http_status,
+    })
+}
+
+fn last_error(run: &RunRecord) -> Option<ErrorInfo> {
+    run.steps.iter().rev().find_map(|s| s.error.clone())
+}

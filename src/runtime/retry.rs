@@ -1,0 +1,247 @@
+//! Safe retries: which failures are retried, how long to wait, and never past the deadline.
+//!
+//! Rules (SPEC §3, `http_request`):
+//! * Retry only timeouts, connection errors, 408, 429 and 5xx; never another 4xx (the request
+//!   itself is wrong; sending it again cannot help and may duplicate).
+//! * Wait before retry n (n = 1, 2, …): `exponential` = full jitter, uniform in
+//!   `[0, min(max_retry_delay, base·2^(n−1))]` (AWS Architecture Blog, "Exponential Backoff And
+//!   Jitter"); `fixed` = base (capped likewise); `none` = no retries.
+//! * A valid `Retry-After` (delay-seconds or HTTP-date, RFC 9110 §10.2.3) replaces that wait,
+//!   capped at `max_retry_delay_s`; a past date means retry now; a malformed value is ignored
+//!   (the strategy's wait applies), never read as zero.
+//! * The run deadline counts the waits: no wait is scheduled past it and each attempt's
+//!   timeout is clipped to the time left. The step then fails with `deadline: true` and the
+//!   last real error kept.
+//! * The request (and so its `Idempotency-Key`) is built once per step execution and sent
+//!   identically on every attempt.
+
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::http::{HttpAnswer, HttpCall, TransportError};
+use crate::run::{Attempt, Timestamp};
+use crate::steps::{StepContext, StepError};
+
+/// How waits between attempts grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryStrategy {
+    /// Full jitter: uniform in `[0, min(cap, base·2^(n−1))]`.
+    #[default]
+    Exponential,
+    /// Always `base`.
+    Fixed,
+    /// No retries.
+    None,
+}
+
+/// Retry and timeout settings of one HTTP step, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub retries: u32,
+    pub strategy: RetryStrategy,
+    pub base_delay_ms: u64,
+    /// Cap of any single wait, backoff or `Retry-After`.
+    pub max_delay_ms: u64,
+    /// Timeout of one attempt.
+    pub timeout_ms: u64,
+}
+
+impl RetryPolicy {
+    /// Attempts in all (1 + retries, or 1 with strategy `none`).
+    pub fn max_attempts(&self) -> u32 {
+        match self.strategy {
+            RetryStrategy::None => 1,
+            _ => self.retries.saturating_add(1),
+        }
+    }
+
+    /// The largest wait before retry `n` (1-based), in ms: `min(cap, base·2^(n−1))` for
+    /// exponential, `min(cap, base)` for fixed, 0 for none.
+    pub fn delay_ceiling_ms(&self, n: u32) -> u64 {
+        match self.strategy {
+            RetryStrategy::None => 0,
+            RetryStrategy::Fixed => self.base_delay_ms.min(self.max_delay_ms),
+            RetryStrategy::Exponential => {
+                let factor = 1u64.checked_shl(n.saturating_sub(1)).unwrap_or(u64::MAX);
+                self.base_delay_ms
+                    .saturating_mul(factor)
+                    .min(self.max_delay_ms)
+            }
+        }
+    }
+
+    /// The wait before retry `n` (1-based), in ms, drawn with `rng` (full jitter).
+    pub fn backoff_ms(&self, n: u32, rng: &mut impl Rng) -> u64 {
+        let ceiling = self.delay_ceiling_ms(n);
+        match self.strategy {
+            RetryStrategy::Exponential if ceiling > 0 => rng.gen_range(0..=ceiling),
+            _ => ceiling,
+        }
+    }
+
+    /// Worst case of one step in ms: every attempt times out and every wait is at its ceiling.
+    pub fn worst_case_ms(&self) -> u64 {
+        let attempts = self.max_attempts() as u64;
+        let waits: u64 = (1..attempts as u32).map(|n| self.delay_ceiling_ms(n)).sum();
+        attempts
+            .saturating_mul(self.timeout_ms)
+            .saturating_add(waits)
+    }
+}
+
+/// Statuses worth retrying: 408, 429 and 5xx.
+pub fn is_retryable_status(status: u16) -> bool {
+    status == 408 || status == 429 || (500..=599).contains(&status)
+}
+
+/// Parse `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date. Returns the wait in
+/// ms from `now_ms` (0 for a past date), or `None` if malformed.
+pub fn parse_retry_after(value: &str, now_ms: i64) -> Option<u64> {
+    let v = value.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return v.parse::<u64>().ok().map(|s| s.saturating_mul(1000));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    let when_ms = when.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as i64;
+    Some(when_ms.saturating_sub(now_ms).max(0) as u64)
+}
+
+/// Send `call` with the policy's retries inside the run deadline, recording every attempt on
+/// `cx`. `Ok` only for a 2xx answer. Errors: `http_status` (non-2xx after retries, or a
+/// non-retryable 4xx at once), `timeout`, `connection`, with `deadline: true` when the run
+/// deadline stopped the retries.
+pub async fn send_with_retries(
+    cx: &StepContext<'_>,
+    call: &HttpCall,
+    policy: &RetryPolicy,
+    dry_sample: Option<&serde_json::Value>,
+) -> Result<HttpAnswer, StepError> {
+    let max_attempts = if cx.retries_enabled {
+        policy.max_attempts()
+    } else {
+        1
+    };
+    let mut delay_before = 0u64;
+    let mut last: Option<StepError> = None;
+    for attempt in 1..=max_attempts {
+        let now = cx.clock.now_ms();
+        let remaining = cx.deadline_ms - now;
+        if remaining <= 0 {
+            return Err(deadline_error(last, attempt - 1));
+        }
+        let timeout_ms = policy.timeout_ms.min(remaining as u64);
+        let t0 = Instant::now();
+        let result = cx
+            .effects
+            .http()
+            .send(call, Duration::from_millis(timeout_ms), dry_sample)
+            .await;
+        let duration_ms = t0.elapsed().as_millis() as u64;
+        let mut record = Attempt {
+            started_at: Timestamp(now),
+            duration_ms,
+            delay_before_ms: delay_before,
+            http_status: None,
+            error: None,
+        };
+        let (err, retry_after) = match result {
+            Ok(answer) if (200..300).contains(&answer.status) => {
+                record.http_status = Some(answer.status);
+                cx.record_attempt(record);
+                return Ok(answer);
+            }
+            Ok(answer) => {
+                record.http_status = Some(answer.status);
+                let mut e = StepError::new(
+                    "http_status",
+                    format!("{} {} answered {}", call.method, call.url, answer.status),
+                );
+                e.http_status = Some(answer.status);
+                record.error = Some(e.message.clone());
+                let retry_after = answer
+                    .header("retry-after")
+                    .and_then(|v| parse_retry_after(v, cx.clock.now_ms()));
+                let retryable = is_retryable_status(answer.status);
+                cx.record_attempt(record);
+                if !retryable {
+                    e.attempts = attempt;
+                    return Err(e);
+                }
+                (e, retry_after)
+            }
+            Err(TransportError::Timeout) => {
+                let clipped = timeout_ms < policy.timeout_ms;
+                let e = StepError::new(
+                    "timeout",
+                    format!(
+                        "{} {} did not answer within {} ms",
+                        call.method, call.url, timeout_ms
+                    ),
+                );
+                record.error = Some(e.message.clone());
+                cx.record_attempt(record);
+                if clipped {
+                    return Err(deadline_error(Some(e), attempt));
+                }
+                (e, None)
+            }
+            Err(TransportError::Connection(msg)) => {
+                let e = StepError::new(
+                    "connection",
+                    format!("{} {} failed: {msg}", call.method, call.url),
+                );
+                record.error = Some(e.message.clone());
+                cx.record_attempt(record);
+                (e, None)
+            }
+            Err(TransportError::Invalid(msg)) => {
+                let e = StepError::new("config", msg);
+                record.error = Some(e.message.clone());
+                cx.record_attempt(record);
+                let mut e = e;
+                e.attempts = attempt;
+                return Err(e);
+            }
+        };
+        if attempt == max_attempts {
+            let mut e = err;
+            e.attempts = attempt;
+            return Err(e);
+        }
+        let delay = match retry_after {
+            Some(ms) => ms.min(policy.max_delay_ms),
+            None => policy.backoff_ms(attempt, &mut rand::thread_rng()),
+        };
+        if cx.clock.now_ms().saturating_add(delay as i64) >= cx.deadline_ms {
+            let mut e = deadline_error(Some(err), attempt);
+            e.message = format!(
+                "{} (retry {attempt} would wait {delay} ms, past the run deadline)",
+                e.message
+            );
+            return Err(e);
+        }
+        cx.effects
+            .wait(cx.clock, Duration::from_millis(delay))
+            .await;
+        delay_before = delay;
+        last = Some(err);
+    }
+    Err(deadline_error(last, max_attempts))
+}
+
+fn deadline_error(last: Option<StepError>, attempts: u32) -> StepError {
+    let mut e = last.unwrap_or_else(|| {
+        StepError::new(
+            "deadline_exceeded",
+            "the run deadline passed before the step could run",
+        )
+    });
+    e.deadline = true;
+    e.attempts = attempts;
+    e
+}

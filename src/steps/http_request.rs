@@ -1,0 +1,262 @@
+//! `http_request`: calls an HTTP endpoint with safe retries inside the run deadline.
+//!
+//! Retries only timeouts, connection errors, 408, 429 and 5xx (see [`crate::runtime::retry`]).
+//! The request, including an `Idempotency-Key` header, is rendered once and sent identically on
+//! every attempt, so the receiver can dedupe our retries (Stripe idempotent requests; IETF
+//! `draft-ietf-httpapi-idempotency-key-header`). A POST/PATCH without one is flagged by the
+//! linter. Output: `{status, headers, body, attempts}`; a non-2xx after retries fails the step
+//! with `http_status`.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{
+    key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
+    StepContext, StepError, StepKind, StepOutput,
+};
+use crate::runtime::http::HttpCall;
+use crate::runtime::retry::{send_with_retries, RetryPolicy, RetryStrategy};
+
+/// Default attempt timeout, seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 10.0;
+/// Default retries after the first attempt.
+pub const DEFAULT_RETRIES: u32 = 2;
+/// Default backoff base, milliseconds.
+pub const DEFAULT_BASE_DELAY_MS: u64 = 500;
+/// Default cap of one wait, seconds.
+pub const DEFAULT_MAX_RETRY_DELAY_S: f64 = 30.0;
+
+/// HTTP methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+pub enum Method {
+    GET,
+    POST,
+    PUT,
+    PATCH,
+    DELETE,
+    HEAD,
+}
+
+impl Method {
+    /// The method name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::GET => "GET",
+            Method::POST => "POST",
+            Method::PUT => "PUT",
+            Method::PATCH => "PATCH",
+            Method::DELETE => "DELETE",
+            Method::HEAD => "HEAD",
+        }
+    }
+}
+
+/// HTTP request config.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE` or `HEAD`.
+    pub method: Method,
+    /// URL template, e.g. `{{ env.CRM_URL }}/deals`. http or https.
+    pub url: String,
+    /// Header templates. Put the outbound `Idempotency-Key` here for POST/PATCH.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub headers: BTreeMap<String, Value>,
+    /// Query parameter templates.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub query: BTreeMap<String, Value>,
+    /// JSON body; templates allowed at any depth.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// Timeout of one attempt in **seconds** (default 10).
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    /// Retries after the first attempt (default 2).
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// `exponential` (default, full jitter), `fixed` or `none`.
+    #[serde(default)]
+    pub retry_strategy: RetryStrategy,
+    /// Backoff base in **milliseconds** (default 500).
+    #[serde(default = "default_base")]
+    pub retry_base_delay_ms: u64,
+    /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30).
+    #[serde(default = "default_max_delay")]
+    pub max_retry_delay_s: f64,
+    /// Simulated answer for dry runs: `{"status": 200, "body": {...}}` (default 200 `{}`).
+    #[serde(default)]
+    pub dry_run: Option<Value>,
+}
+
+pub(crate) fn default_timeout() -> f64 {
+    DEFAULT_TIMEOUT_S
+}
+pub(crate) fn default_retries() -> u32 {
+    DEFAULT_RETRIES
+}
+pub(crate) fn default_base() -> u64 {
+    DEFAULT_BASE_DELAY_MS
+}
+pub(crate) fn default_max_delay() -> f64 {
+    DEFAULT_MAX_RETRY_DELAY_S
+}
+
+/// Build the retry policy from the shared retry fields; seconds become milliseconds.
+pub(crate) fn policy(
+    timeout_s: f64,
+    retries: u32,
+    strategy: RetryStrategy,
+    base_ms: u64,
+    max_delay_s: f64,
+) -> RetryPolicy {
+    RetryPolicy {
+        retries,
+        strategy,
+        base_delay_ms: base_ms,
+        max_delay_ms: (max_delay_s.max(0.0) * 1000.0) as u64,
+        timeout_ms: (timeout_s.max(0.0) * 1000.0) as u64,
+    }
+}
+
+/// Problems of the shared retry fields.
+pub(crate) fn check_retry_fields(
+    timeout_s: f64,
+    max_delay_s: f64,
+    retries: u32,
+) -> Vec<ConfigProblem> {
+    let mut p = Vec::new();
+    if !(timeout_s > 0.0 && timeout_s <= 3600.0) {
+        p.push(ConfigProblem {
+            path: "timeout_s".into(),
+            message: "must be more than 0 and at most 3600 seconds".into(),
+        });
+    }
+    if !(0.0..=3600.0).contains(&max_delay_s) {
+        p.push(ConfigProblem {
+            path: "max_retry_delay_s".into(),
+            message: "must be between 0 and 3600 seconds".into(),
+        });
+    }
+    if retries > 20 {
+        p.push(ConfigProblem {
+            path: "retries".into(),
+            message: "at most 20 retries".into(),
+        });
+    }
+    p
+}
+
+/// Check a URL template that has no template syntax: it must parse as http(s).
+pub(crate) fn check_url(url: &str) -> Vec<ConfigProblem> {
+    if crate::workflow::template::is_template(url) {
+        return Vec::new();
+    }
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => Vec::new(),
+        _ => vec![ConfigProblem {
+            path: "url".into(),
+            message: format!("`{url}` is not an http(s) URL"),
+        }],
+    }
+}
+
+/// Render header or query values to text pairs; idempotency-key headers must not be empty.
+pub(crate) fn text_pairs(
+    map: &BTreeMap<String, Value>,
+    field: &str,
+) -> Result<Vec<(String, String)>, StepError> {
+    map.iter()
+        .map(|(k, v)| {
+            let path = format!("{field}.{k}");
+            let text = if k.eq_ignore_ascii_case("idempotency-key") {
+                key_text(v, &path)?
+            } else {
+                match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    Value::Number(_) | Value::Bool(_) => v.to_string(),
+                    _ => key_text(v, &path)?,
+                }
+            };
+            Ok((k.clone(), text))
+        })
+        .collect()
+}
+
+/// The URL after rendering: must be text.
+pub(crate) fn url_text(v: &str) -> Result<String, StepError> {
+    if v.trim().is_empty() {
+        return Err(StepError::new(
+            "config",
+            "config.url rendered to an empty URL",
+        ));
+    }
+    Ok(v.to_string())
+}
+
+/// The `http_request` kind.
+pub struct HttpRequest;
+
+#[async_trait]
+impl StepKind for HttpRequest {
+    fn descriptor(&self) -> Descriptor {
+        Descriptor {
+            kind: "http_request",
+            title: "HTTP request",
+            category: Category::Network,
+            description: "Calls an HTTP endpoint. Retries only timeouts, connection errors, 408, \
+                          429 and 5xx, with backoff and jitter, inside the run deadline. Send an \
+                          Idempotency-Key header on POST/PATCH.",
+            trigger: false,
+            output: "{status, headers, body, attempts}",
+            dynamic_ports: false,
+        }
+    }
+    fn config_schema(&self) -> Value {
+        schema_of::<Config>()
+    }
+    fn check(&self, config: &Value) -> Vec<ConfigProblem> {
+        match parse_config::<Config>(config) {
+            Err(p) => p,
+            Ok(c) => {
+                let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
+                p.extend(check_url(&c.url));
+                p
+            }
+        }
+    }
+    fn unrendered_fields(&self) -> &'static [&'static str] {
+        &["dry_run"]
+    }
+    async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
+        let c: Config = parse_rendered(config)?;
+        let call = HttpCall {
+            method: c.method.as_str().to_string(),
+            url: url_text(&c.url)?,
+            headers: text_pairs(&c.headers, "headers")?,
+            query: text_pairs(&c.query, "query")?,
+            body: c.body,
+        };
+        let policy = policy(
+            c.timeout_s,
+            c.retries,
+            c.retry_strategy,
+            c.retry_base_delay_ms,
+            c.max_retry_delay_s,
+        );
+        let answer = send_with_retries(cx, &call, &policy, c.dry_run.as_ref()).await?;
+        let attempts = cx.attempt_count();
+        Ok(StepOutput::out(json!({
+            "status": answer.status,
+            "headers": answer.headers,
+            "body": answer.body,
+            "attempts": attempts,
+        })))
+    }
+}

@@ -1,0 +1,180 @@
+//! `memory`: the persistent key-value store that makes "claim, then act" possible.
+//!
+//! `write` with `allow_overwrite: false` is an atomic claim: of concurrent writers exactly one
+//! gets `written: true`; the others get `written: false, reason: "exists"` and the router sends
+//! them to a quiet skip. `ttl_s` is measured from the write, in UTC; an expired key is absent and
+//! can be claimed again. `scope: run` keeps the key for this run only.
+//!
+//! Output: write `{written, reason?: "exists", key, expires_at?}`; read `{found, value?,
+//! expires_at?}`; delete `{deleted}` (SPEC §3). `expires_at` is RFC 3339 UTC.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{
+    key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
+    StepContext, StepError, StepKind, StepOutput,
+};
+use crate::clock::rfc3339;
+use crate::store::{WriteOptions, WriteResult};
+
+/// Memory operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    Write,
+    Read,
+    Delete,
+}
+
+/// Where the key lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Survives across runs and restarts (the store).
+    #[default]
+    Persistent,
+    /// This run only.
+    Run,
+}
+
+/// Memory step config.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `write`, `read` or `delete`.
+    pub operation: Operation,
+    /// Namespace, e.g. `processed-invoices`: 1–128 characters, no control characters.
+    pub namespace: String,
+    /// Key template, e.g. `{{ input.id }}`. Rendering to empty is an `empty_key` error.
+    #[schemars(with = "String")]
+    pub key: Value,
+    /// Value to store (write only); any JSON, templates allowed. Default `true`.
+    #[serde(default)]
+    pub value: Option<Value>,
+    /// `false` = write only if the key is absent (the atomic claim). Default `true`.
+    #[serde(default = "yes")]
+    pub allow_overwrite: bool,
+    /// Time to live in **seconds** from the write; absent = no expiry.
+    #[serde(default)]
+    pub ttl_s: Option<u64>,
+    /// `persistent` (default) or `run`.
+    #[serde(default)]
+    pub scope: Scope,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The `memory` kind.
+pub struct Memory;
+
+#[async_trait]
+impl StepKind for Memory {
+    fn descriptor(&self) -> Descriptor {
+        Descriptor {
+            kind: "memory",
+            title: "Memory",
+            category: Category::Data,
+            description: "Persistent key-value store. A write with allow_overwrite off is an \
+                          atomic claim: exactly one concurrent writer wins; the others get \
+                          written: false, reason: \"exists\".",
+            trigger: false,
+            output: "write: {written, reason?, key, expires_at?}; read: {found, value?, \
+                     expires_at?}; delete: {deleted}",
+            dynamic_ports: false,
+        }
+    }
+    fn config_schema(&self) -> Value {
+        schema_of::<Config>()
+    }
+    fn check(&self, config: &Value) -> Vec<ConfigProblem> {
+        let c = match parse_config::<Config>(config) {
+            Ok(c) => c,
+            Err(p) => return p,
+        };
+        let mut problems = Vec::new();
+        if c.namespace.is_empty()
+            || c.namespace.len() > 128
+            || c.namespace.chars().any(|ch| ch.is_control())
+        {
+            problems.push(ConfigProblem {
+                path: "namespace".into(),
+                message: "must be 1-128 characters without control characters".into(),
+            });
+        }
+        if matches!(&c.key, Value::String(s) if s.trim().is_empty()) || c.key.is_null() {
+            problems.push(ConfigProblem {
+                path: "key".into(),
+                message: "is empty: give a key template such as {{ input.id }}".into(),
+            });
+        }
+        if c.ttl_s == Some(0) {
+            problems.push(ConfigProblem {
+                path: "ttl_s".into(),
+                message: "must be at least 1 second (omit it for no expiry)".into(),
+            });
+        }
+        if c.operation != Operation::Write {
+            for (set, field) in [
+                (c.value.is_some(), "value"),
+                (c.ttl_s.is_some(), "ttl_s"),
+                (!c.allow_overwrite, "allow_overwrite"),
+            ] {
+                if set {
+                    problems.push(ConfigProblem {
+                        path: field.into(),
+                        message: "only applies to operation `write`".into(),
+                    });
+                }
+            }
+        }
+        problems
+    }
+    async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
+        let c: Config = parse_rendered(config)?;
+        let key = key_text(&c.key, "key")?;
+        let store = cx.effects.memory(c.scope);
+        let now = cx.clock.now_ms();
+        let out = match c.operation {
+            Operation::Write => {
+                let value = c.value.unwrap_or(Value::Bool(true));
+                let opts = WriteOptions {
+                    allow_overwrite: c.allow_overwrite,
+                    ttl_ms: c.ttl_s.map(|s| s.saturating_mul(1000)),
+                };
+                match store.write(&c.namespace, &key, &value, opts, now)? {
+                    WriteResult::Written { expires_at } => {
+                        let mut o = json!({"written": true, "key": key});
+                        if let Some(e) = expires_at {
+                            o["expires_at"] = json!(rfc3339(e));
+                        }
+                        o
+                    }
+                    WriteResult::Exists { existing } => {
+                        let mut o = json!({"written": false, "reason": "exists", "key": key});
+                        if let Some(e) = existing.expires_at {
+                            o["expires_at"] = json!(rfc3339(e));
+                        }
+                        o
+                    }
+                }
+            }
+            Operation::Read => match store.read(&c.namespace, &key, now)? {
+                Some(e) => {
+                    let mut o = json!({"found": true, "value": e.value});
+                    if let Some(x) = e.expires_at {
+                        o["expires_at"] = json!(rfc3339(x));
+                    }
+                    o
+                }
+                None => json!({"found": false}),
+            },
+            Operation::Delete => json!({"deleted": store.delete(&c.namespace, &key, now)?}),
+        };
+        Ok(StepOutput::out(out))
+    }
+}

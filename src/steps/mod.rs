@@ -1,0 +1,347 @@
+//! Step kinds: the contract every kind implements and the one registry that lists them.
+//!
+//! Each kind lives in its own file with a `Config` type (serde `deny_unknown_fields`,
+//! `schemars::JsonSchema`; its doc comments become the editor's help text) and an
+//! implementation of [`StepKind`]. The palette, the inspector forms, validation and
+//! `GET /api/v1/step-kinds` all read [`Registry::builtin`]. Adding a kind is one new file plus
+//! one line in [`Registry::builtin`] and its tests.
+//!
+//! Steps never reach storage or the network directly: [`StepContext`] hands them the Memory
+//! store, the HTTP transport and the clock, already chosen for the run's mode (live or dry).
+
+pub mod error_handler;
+pub mod http_request;
+pub mod manual_trigger;
+pub mod memory;
+pub mod publish_output;
+pub mod router;
+pub mod transform;
+pub mod webhook_trigger;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::clock::Clock;
+use crate::run::{Attempt, Mode};
+use crate::runtime::effects::Effects;
+use crate::workflow::model::{PORT_ERROR, PORT_OUT};
+use crate::workflow::template::Templates;
+
+/// Palette grouping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Trigger,
+    Data,
+    Flow,
+    Network,
+    Errors,
+}
+
+/// What a kind is, for the palette and the catalog.
+#[derive(Debug, Clone, Serialize)]
+pub struct Descriptor {
+    pub kind: &'static str,
+    pub title: &'static str,
+    pub category: Category,
+    pub description: &'static str,
+    /// Entry point of a workflow (exactly one per workflow).
+    pub trigger: bool,
+    /// The output shape, as documentation (SPEC §3).
+    pub output: &'static str,
+    /// Ports beyond `out`/`error` come from the config (the router's routes + `default`).
+    pub dynamic_ports: bool,
+}
+
+/// A config problem: `path` is relative to the step's `config` (`retries`, `routes[1].when`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigProblem {
+    pub path: String,
+    pub message: String,
+}
+
+/// A step's failure, turned into [`crate::run::ErrorInfo`] by the executor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepError {
+    /// `template_error`, `empty_key`, `config`, `http_status`, `timeout`, `connection`,
+    /// `deadline_exceeded`, `store`.
+    pub code: &'static str,
+    pub message: String,
+    pub http_status: Option<u16>,
+    /// The run deadline ended the step (the run ends `timed_out`); `code`/`message` keep the
+    /// last real error when there was one.
+    pub deadline: bool,
+    /// Attempts made (0 = the executor counts one).
+    pub attempts: u32,
+}
+
+impl StepError {
+    /// A new error.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        StepError {
+            code,
+            message: message.into(),
+            http_status: None,
+            deadline: false,
+            attempts: 0,
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for StepError {
+    fn from(e: crate::store::StoreError) -> Self {
+        StepError::new("store", e.to_string())
+    }
+}
+
+/// What a step produced: its output and the port(s) the walk leaves by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutput {
+    pub output: Value,
+    /// `out` for most kinds; the router names its route(s) or `default`.
+    pub ports: Vec<String>,
+}
+
+impl StepOutput {
+    /// Output on the `out` port.
+    pub fn out(output: Value) -> Self {
+        StepOutput {
+            output,
+            ports: vec![PORT_OUT.to_string()],
+        }
+    }
+}
+
+/// Everything a step may touch while it runs.
+pub struct StepContext<'a> {
+    pub step_id: &'a str,
+    pub run_id: &'a str,
+    pub workflow_id: &'a str,
+    pub mode: Mode,
+    /// The run's input (the trigger payload).
+    pub input: &'a Value,
+    /// Side effects for this run's mode (live, or simulated for dry runs).
+    pub effects: &'a Effects,
+    pub clock: &'a dyn Clock,
+    /// The run deadline (UTC unix ms): no wait is scheduled past it.
+    pub deadline_ms: i64,
+    /// `false` for an `error_handler`'s `retry_once` re-attempt: a single attempt, no retries.
+    pub retries_enabled: bool,
+    pub templates: &'a Templates,
+    /// The template context of this step (for expressions evaluated at run time).
+    pub scope: &'a minijinja::Value,
+    attempts: Mutex<Vec<Attempt>>,
+}
+
+impl<'a> StepContext<'a> {
+    /// A context; the executor builds one per step execution.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        step_id: &'a str,
+        run_id: &'a str,
+        workflow_id: &'a str,
+        mode: Mode,
+        input: &'a Value,
+        effects: &'a Effects,
+        clock: &'a dyn Clock,
+        deadline_ms: i64,
+        retries_enabled: bool,
+        templates: &'a Templates,
+        scope: &'a minijinja::Value,
+    ) -> Self {
+        StepContext {
+            step_id,
+            run_id,
+            workflow_id,
+            mode,
+            input,
+            effects,
+            clock,
+            deadline_ms,
+            retries_enabled,
+            templates,
+            scope,
+            attempts: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Record one attempt (HTTP kinds record each try; the executor records one for others).
+    pub fn record_attempt(&self, a: Attempt) {
+        self.attempts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(a);
+    }
+
+    /// How many attempts were recorded so far.
+    pub fn attempt_count(&self) -> u32 {
+        self.attempts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len() as u32
+    }
+
+    /// Take the attempts recorded so far.
+    pub fn take_attempts(&self) -> Vec<Attempt> {
+        std::mem::take(&mut *self.attempts.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// One step kind.
+#[async_trait]
+pub trait StepKind: Send + Sync + 'static {
+    /// Name, title, category, output shape.
+    fn descriptor(&self) -> Descriptor;
+    /// JSON Schema of the config (generated from the Rust type).
+    fn config_schema(&self) -> Value;
+    /// Every problem of a config as written (templates unrendered).
+    fn check(&self, config: &Value) -> Vec<ConfigProblem>;
+    /// Output ports for this config. Default: `out`, `error`.
+    fn ports(&self, _config: &Value) -> Vec<String> {
+        vec![PORT_OUT.to_string(), PORT_ERROR.to_string()]
+    }
+    /// Top-level config fields that hold expressions, not templates: left unrendered and
+    /// compiled as expressions (the router's `routes`).
+    fn expressions(&self, _config: &Value) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Top-level config fields the executor must not render (they hold expressions).
+    fn unrendered_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Run with the rendered config.
+    async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError>;
+}
+
+/// Parse a config into its typed form, or every problem with its path.
+pub fn parse_config<C: DeserializeOwned>(config: &Value) -> Result<C, Vec<ConfigProblem>> {
+    serde_path_to_error::deserialize::<_, C>(config).map_err(|e| {
+        let path = e.path().to_string();
+        vec![ConfigProblem {
+            path: if path == "." { String::new() } else { path },
+            message: e.into_inner().to_string(),
+        }]
+    })
+}
+
+/// Parse a rendered config at run time; a failure is a `config` step error.
+pub fn parse_rendered<C: DeserializeOwned>(config: Value) -> Result<C, StepError> {
+    serde_path_to_error::deserialize::<_, C>(config).map_err(|e| {
+        let path = e.path().to_string();
+        StepError::new(
+            "config",
+            format!("rendered config.{path} is invalid: {}", e.into_inner()),
+        )
+    })
+}
+
+/// JSON Schema of a config type.
+pub fn schema_of<C: schemars::JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(C)).unwrap_or(Value::Null)
+}
+
+/// A rendered key (Memory key, dedupe key, idempotency key) as text: strings as they are,
+/// numbers and booleans in their JSON form; `null`, "" or only whitespace → `empty_key`
+/// (SPEC §2: an empty key would merge every event into one).
+pub fn key_text(v: &Value, field: &str) -> Result<String, StepError> {
+    let s = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => String::new(),
+        _ => {
+            return Err(StepError::new(
+                "config",
+                format!(
+                    "config.{field} must render to text, got an {}",
+                    json_type(v)
+                ),
+            ))
+        }
+    };
+    if s.trim().is_empty() {
+        return Err(StepError::new(
+            "empty_key",
+            format!("config.{field} rendered to an empty key"),
+        ));
+    }
+    Ok(s)
+}
+
+/// "object", "array", "string", …
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The kinds, by name.
+pub struct Registry {
+    kinds: Vec<Arc<dyn StepKind>>,
+    by_name: HashMap<&'static str, Arc<dyn StepKind>>,
+}
+
+impl Registry {
+    /// Every built-in kind. **Register new kinds here.**
+    pub fn builtin() -> Self {
+        let kinds: Vec<Arc<dyn StepKind>> = vec![
+            Arc::new(webhook_trigger::WebhookTrigger),
+            Arc::new(manual_trigger::ManualTrigger),
+            Arc::new(memory::Memory),
+            Arc::new(router::Router),
+            Arc::new(error_handler::ErrorHandler),
+            Arc::new(http_request::HttpRequest),
+            Arc::new(publish_output::PublishOutput),
+            Arc::new(transform::Transform),
+        ];
+        let by_name = kinds
+            .iter()
+            .map(|k| (k.descriptor().kind, k.clone()))
+            .collect();
+        Registry { kinds, by_name }
+    }
+
+    /// The kind with this name.
+    pub fn get(&self, kind: &str) -> Option<&Arc<dyn StepKind>> {
+        self.by_name.get(kind)
+    }
+
+    /// Every kind, in palette order.
+    pub fn kinds(&self) -> &[Arc<dyn StepKind>] {
+        &self.kinds
+    }
+
+    /// Kind names, in palette order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.kinds.iter().map(|k| k.descriptor().kind).collect()
+    }
+
+    /// The catalog served by `fluxo step-kinds` and `GET /api/v1/step-kinds`: per kind its
+    /// descriptor, fixed ports and config JSON Schema.
+    pub fn catalog(&self) -> Value {
+        Value::Array(
+            self.kinds
+                .iter()
+                .map(|k| {
+                    let d = k.descriptor();
+                    let mut v = serde_json::to_value(&d).unwrap_or(Value::Null);
+                    if let Value::Object(m) = &mut v {
+                        m.insert("ports".into(), serde_json::json!([PORT_OUT, PORT_ERROR]));
+                        m.insert("config_schema".into(), k.config_schema());
+                    }
+                    v
+                })
+                .collect(),
+        )
+    }
+}

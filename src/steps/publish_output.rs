@@ -1,0 +1,159 @@
+//! `publish_output`: posts the run's result to a webhook/HTTP endpoint with an outbound
+//! `Idempotency-Key` that is identical on every attempt.
+//!
+//! `idempotency_key` empty → one key per run (`<run_id>.<step_id>`, stable across that run's
+//! retries); templated → from business data (stable across re-runs and replays, so the
+//! receiver dedupes them too). Same retry fields and defaults as `http_request`.
+//! Output: `{status, idempotency_key, attempts}`.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::http_request::{
+    check_retry_fields, check_url, default_base, default_max_delay, default_retries,
+    default_timeout, policy, text_pairs, url_text,
+};
+use super::{
+    key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
+    StepContext, StepError, StepKind, StepOutput,
+};
+use crate::runtime::http::HttpCall;
+use crate::runtime::retry::{send_with_retries, RetryStrategy};
+
+/// Publish output config.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Endpoint URL template.
+    pub url: String,
+    /// Extra header templates (the `Idempotency-Key` header is set from `idempotency_key`).
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub headers: BTreeMap<String, Value>,
+    /// JSON body; default `{run_id, workflow_id, outputs}` with every step's output so far.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// Outbound idempotency key template; empty = one key per run.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub idempotency_key: Option<Value>,
+    /// Timeout of one attempt in **seconds** (default 10).
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    /// Retries after the first attempt (default 2).
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// `exponential` (default, full jitter), `fixed` or `none`.
+    #[serde(default)]
+    pub retry_strategy: RetryStrategy,
+    /// Backoff base in **milliseconds** (default 500).
+    #[serde(default = "default_base")]
+    pub retry_base_delay_ms: u64,
+    /// Cap of any single wait in **seconds** (default 30).
+    #[serde(default = "default_max_delay")]
+    pub max_retry_delay_s: f64,
+    /// Simulated answer for dry runs (default 200 `{}`).
+    #[serde(default)]
+    pub dry_run: Option<Value>,
+}
+
+/// The `publish_output` kind.
+pub struct PublishOutput;
+
+#[async_trait]
+impl StepKind for PublishOutput {
+    fn descriptor(&self) -> Descriptor {
+        Descriptor {
+            kind: "publish_output",
+            title: "Publish output",
+            category: Category::Network,
+            description: "Posts the run's result to an endpoint with an Idempotency-Key that is \
+                          identical on every attempt (templated: stable across re-runs).",
+            trigger: false,
+            output: "{status, idempotency_key, attempts}",
+            dynamic_ports: false,
+        }
+    }
+    fn config_schema(&self) -> Value {
+        schema_of::<Config>()
+    }
+    fn check(&self, config: &Value) -> Vec<ConfigProblem> {
+        match parse_config::<Config>(config) {
+            Err(p) => p,
+            Ok(c) => {
+                let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
+                p.extend(check_url(&c.url));
+                p
+            }
+        }
+    }
+    fn unrendered_fields(&self) -> &'static [&'static str] {
+        &["dry_run"]
+    }
+    async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
+        let c: Config = parse_rendered(config)?;
+        let key = match &c.idempotency_key {
+            None => format!("{}.{}", cx.run_id, cx.step_id),
+            Some(Value::String(s)) if s.is_empty() => format!("{}.{}", cx.run_id, cx.step_id),
+            Some(v) => key_text(v, "idempotency_key")?,
+        };
+        let mut headers: Vec<(String, String)> = text_pairs(&c.headers, "headers")?
+            .into_iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("idempotency-key"))
+            .collect();
+        headers.push(("Idempotency-Key".into(), key.clone()));
+        let body = match c.body {
+            Some(b) => b,
+            None => json!({
+                "run_id": cx.run_id,
+                "workflow_id": cx.workflow_id,
+                "outputs": outputs_so_far(cx),
+            }),
+        };
+        let call = HttpCall {
+            method: "POST".into(),
+            url: url_text(&c.url)?,
+            headers,
+            query: Vec::new(),
+            body: Some(body),
+        };
+        let policy = policy(
+            c.timeout_s,
+            c.retries,
+            c.retry_strategy,
+            c.retry_base_delay_ms,
+            c.max_retry_delay_s,
+        );
+        let answer = send_with_retries(cx, &call, &policy, c.dry_run.as_ref()).await?;
+        Ok(StepOutput::out(json!({
+            "status": answer.status,
+            "idempotency_key": key,
+            "attempts": cx.attempt_count(),
+        })))
+    }
+}
+
+/// `{step_id: output}` of the steps that ran before this one.
+fn outputs_so_far(cx: &StepContext<'_>) -> Value {
+    let steps = cx.scope.get_attr("steps").ok();
+    let Some(steps) = steps else {
+        return json!({});
+    };
+    let mut out = serde_json::Map::new();
+    if let Ok(iter) = steps.try_iter() {
+        for k in iter {
+            let Some(name) = k.as_str() else { continue };
+            if let Ok(o) = steps.get_item(&k).and_then(|s| s.get_attr("output")) {
+                out.insert(
+                    name.to_string(),
+                    serde_json::to_value(&o).unwrap_or(Value::Null),
+                );
+            }
+        }
+    }
+    Value::Object(out)
+}

@@ -1,0 +1,202 @@
+//! `webhook_trigger`: entry point for `POST /hooks/{workflow_id}` with dedupe at the door
+//! (SPEC §5). The HTTP side lives in the server; this file owns the config and the rules for
+//! finding and validating a delivery's idempotency key.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    parse_config, schema_of, Category, ConfigProblem, Descriptor, StepContext, StepError, StepKind,
+    StepOutput,
+};
+
+/// Default dedupe window: 24 h, in seconds.
+pub const DEFAULT_DEDUPE_WINDOW_S: u64 = 86_400;
+
+/// Webhook trigger config.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Dedupe window in **seconds**, measured from the first delivery of a key and never
+    /// extended by repeats (default 86400 = 24 h).
+    #[serde(default = "default_window")]
+    pub dedupe_window_s: u64,
+    /// Template over the body used as the key when no `Idempotency-Key` or `X-Fluxo-Event-Id`
+    /// header comes, e.g. `{{ input.id }}`.
+    #[serde(default)]
+    pub dedupe_key: Option<String>,
+    /// HMAC-SHA256 secret for `X-Fluxo-Signature` (an `{{ env.NAME }}` template is allowed).
+    #[serde(default)]
+    pub signing_secret: Option<String>,
+    /// Example payload offered in the editor's Dry Run panel.
+    #[serde(default)]
+    pub sample_input: Option<Value>,
+}
+
+fn default_window() -> u64 {
+    DEFAULT_DEDUPE_WINDOW_S
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            dedupe_window_s: DEFAULT_DEDUPE_WINDOW_S,
+            dedupe_key: None,
+            signing_secret: None,
+            sample_input: None,
+        }
+    }
+}
+
+/// Why a delivery's key was refused (answered `400 invalid_idempotency_key`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("{header} is empty")]
+    Empty { header: &'static str },
+    #[error("{header} is longer than 255 characters ({len})")]
+    TooLong { header: &'static str, len: usize },
+    #[error("{header} contains a character outside visible ASCII (0x21-0x7E) at position {pos}")]
+    BadChar { header: &'static str, pos: usize },
+    #[error("{header} is a malformed RFC 8941 quoted string")]
+    BadQuoting { header: &'static str },
+}
+
+/// Validate a key header value: 1–255 visible ASCII characters (0x21–0x7E), or an RFC 8941
+/// sf-string (`"…"` with `\"` and `\\` escapes, as the IETF idempotency-key draft sends it),
+/// whose content must then follow the same rule. Returns the key without quotes.
+pub fn validate_key(header: &'static str, raw: &str) -> Result<String, KeyError> {
+    let key = if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') {
+        let inner = &raw[1..raw.len() - 1];
+        let mut out = String::with_capacity(inner.len());
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some(e @ ('"' | '\\')) => out.push(e),
+                    _ => return Err(KeyError::BadQuoting { header }),
+                },
+                '"' => return Err(KeyError::BadQuoting { header }),
+                c => out.push(c),
+            }
+        }
+        out
+    } else {
+        raw.to_string()
+    };
+    check_key_text(header, &key)?;
+    Ok(key)
+}
+
+/// The key rule alone: 1–255 characters of visible ASCII.
+pub fn check_key_text(header: &'static str, key: &str) -> Result<(), KeyError> {
+    if key.is_empty() {
+        return Err(KeyError::Empty { header });
+    }
+    if let Some(pos) = key.chars().position(|c| !('\x21'..='\x7e').contains(&c)) {
+        return Err(KeyError::BadChar { header, pos });
+    }
+    if key.len() > 255 {
+        return Err(KeyError::TooLong {
+            header,
+            len: key.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The `webhook_trigger` kind.
+pub struct WebhookTrigger;
+
+#[async_trait]
+impl StepKind for WebhookTrigger {
+    fn descriptor(&self) -> Descriptor {
+        Descriptor {
+            kind: "webhook_trigger",
+            title: "Webhook trigger",
+            category: Category::Trigger,
+            description: "Entry point for POST /hooks/{workflow_id}. Dedupes deliveries by \
+                          Idempotency-Key, X-Fluxo-Event-Id or the dedupe_key template within the \
+                          dedupe window.",
+            trigger: true,
+            output: "the request body",
+            dynamic_ports: false,
+        }
+    }
+    fn config_schema(&self) -> Value {
+        schema_of::<Config>()
+    }
+    fn check(&self, config: &Value) -> Vec<ConfigProblem> {
+        let mut problems = Vec::new();
+        match parse_config::<Config>(config) {
+            Err(p) => problems.extend(p),
+            Ok(c) => {
+                if c.dedupe_window_s == 0 {
+                    problems.push(ConfigProblem {
+                        path: "dedupe_window_s".into(),
+                        message: "must be at least 1 second".into(),
+                    });
+                }
+                if c.dedupe_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+                    problems.push(ConfigProblem {
+                        path: "dedupe_key".into(),
+                        message: "is empty; remove it or give a template such as {{ input.id }}"
+                            .into(),
+                    });
+                }
+            }
+        }
+        problems
+    }
+    /// The trigger's templates are rendered by the server against the request, not per run.
+    fn unrendered_fields(&self) -> &'static [&'static str] {
+        &["dedupe_key", "signing_secret", "sample_input"]
+    }
+    async fn run(&self, cx: &StepContext<'_>, _config: Value) -> Result<StepOutput, StepError> {
+        Ok(StepOutput::out(cx.input.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_forms() {
+        assert_eq!(validate_key("Idempotency-Key", "evt_1").unwrap(), "evt_1");
+        assert_eq!(
+            validate_key("Idempotency-Key", "\"evt_1\"").unwrap(),
+            "evt_1"
+        );
+        assert_eq!(
+            validate_key("Idempotency-Key", r#""a\"b""#).unwrap(),
+            "a\"b"
+        );
+        assert!(matches!(
+            validate_key("Idempotency-Key", ""),
+            Err(KeyError::Empty { .. })
+        ));
+        assert!(matches!(
+            validate_key("Idempotency-Key", "\"\""),
+            Err(KeyError::Empty { .. })
+        ));
+        assert!(matches!(
+            validate_key("Idempotency-Key", "a b"),
+            Err(KeyError::BadChar { pos: 1, .. })
+        ));
+        assert!(matches!(
+            validate_key("Idempotency-Key", "é"),
+            Err(KeyError::BadChar { .. })
+        ));
+        assert!(matches!(
+            validate_key("Idempotency-Key", &"x".repeat(256)),
+            Err(KeyError::TooLong { .. })
+        ));
+        assert!(validate_key("Idempotency-Key", &"x".repeat(255)).is_ok());
+        assert!(matches!(
+            validate_key("Idempotency-Key", r#""a"b""#),
+            Err(KeyError::BadQuoting { .. })
+        ));
+    }
+}

@@ -1,0 +1,271 @@
+//! The idempotency/retry linter: warnings that do not stop a workflow from running but predict
+//! duplicates or timeouts. Shown by `fluxo validate`, returned with every save, drawn on the
+//! editor's nodes.
+//!
+//! Rules:
+//! * `lint_unguarded_write`: a POST/PATCH `http_request` with no `Idempotency-Key` header, or a
+//!   `publish_output` with a per-run key, and no dedupe upstream (a webhook `dedupe_key` or a
+//!   Memory claim on every path from the trigger): a redelivered event writes twice.
+//! * `lint_retries_exceed_deadline`: a step whose worst case (every attempt timing out, every
+//!   wait at its ceiling) is longer than `run_timeout_s`.
+//! * `lint_stacked_retries`: an `error_handler` in `retry_once` on a step that already retries;
+//!   with `settings.sender_retries` the multiplication is spelled out.
+//! * `lint_claim_ttl_short`: a Memory claim whose `ttl_s` is shorter than the webhook trigger's
+//!   dedupe window: a redelivery after the claim expires passes both guards' gap.
+
+use serde_json::Value;
+
+use super::model::{Workflow, PORT_ERROR};
+use super::Problem;
+use crate::runtime::retry::{RetryPolicy, RetryStrategy};
+use crate::steps::{
+    error_handler, http_request, memory, publish_output, webhook_trigger, Registry,
+};
+
+/// Lint a workflow that validated without errors.
+pub fn lint(wf: &Workflow, _registry: &Registry) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let n = wf.steps.len();
+    let idx = |id: &str| wf.steps.iter().position(|s| s.id == id);
+    // Predecessors over every edge (error edges included).
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for e in &wf.edges {
+        if let (Some(f), Some(t)) = (idx(&e.from), idx(&e.to)) {
+            preds[t].push(f);
+        }
+    }
+    let trigger = wf
+        .steps
+        .iter()
+        .position(|s| s.kind == "webhook_trigger" || s.kind == "manual_trigger");
+    let webhook: Option<webhook_trigger::Config> = wf
+        .steps
+        .iter()
+        .find(|s| s.kind == "webhook_trigger")
+        .and_then(|s| serde_json::from_value(s.config.clone()).ok());
+    let trigger_dedupes = webhook.as_ref().is_some_and(|c| c.dedupe_key.is_some());
+    let deadline_ms = wf.settings.run_timeout_s.saturating_mul(1000);
+
+    let is_claim = |i: usize| -> bool {
+        let s = &wf.steps[i];
+        s.kind == "memory"
+            && serde_json::from_value::<memory::Config>(s.config.clone()).is_ok_and(|c| {
+                c.operation == memory::Operation::Write
+                    && !c.allow_overwrite
+                    && c.scope == memory::Scope::Persistent
+            })
+    };
+    // A step is guarded when every path from the trigger passes a claim.
+    let guarded = |target: usize| -> bool {
+        // Search for a path trigger → target avoiding claims; if none exists, it is guarded.
+        let Some(t) = trigger else { return false };
+        let mut seen = vec![false; n];
+        let mut stack = vec![target];
+        while let Some(i) = stack.pop() {
+            if i == t {
+                return false;
+            }
+            if std::mem::replace(&mut seen[i], true) || (i != target && is_claim(i)) {
+                continue;
+            }
+            stack.extend(preds[i].iter().copied());
+        }
+        true
+    };
+
+    for (i, s) in wf.steps.iter().enumerate() {
+        let path = format!("steps[{i}]");
+        let sid = Some(s.id.as_str());
+        match s.kind.as_str() {
+            "http_request" => {
+                let Ok(c) = serde_json::from_value::<http_request::Config>(s.config.clone()) else {
+                    continue;
+                };
+                let writes = matches!(
+                    c.method,
+                    http_request::Method::POST | http_request::Method::PATCH
+                );
+                let has_key = c
+                    .headers
+                    .keys()
+                    .any(|k| k.eq_ignore_ascii_case("idempotency-key"));
+                if writes && !has_key && !trigger_dedupes && !guarded(i) {
+                    out.push(Problem::warning(
+                        "lint_unguarded_write",
+                        format!("{path}.config.headers"),
+                        sid,
+                        format!(
+                            "{} without an Idempotency-Key header and no dedupe upstream: a redelivered \
+                             event or a retry after a timeout can create a duplicate. Add an \
+                             Idempotency-Key header from business data, or claim the event in Memory first.",
+                            c.method.as_str()
+                        ),
+                    ));
+                }
+                let p = policy_of(
+                    c.timeout_s,
+                    c.retries,
+                    c.retry_strategy,
+                    c.retry_base_delay_ms,
+                    c.max_retry_delay_s,
+                );
+                deadline_rule(&mut out, &path, sid, &p, deadline_ms);
+            }
+            "publish_output" => {
+                let Ok(c) = serde_json::from_value::<publish_output::Config>(s.config.clone())
+                else {
+                    continue;
+                };
+                let per_run = match &c.idempotency_key {
+                    None => true,
+                    Some(Value::String(k)) => k.trim().is_empty(),
+                    Some(_) => false,
+                };
+                if per_run && !trigger_dedupes && !guarded(i) {
+                    out.push(Problem::warning(
+                        "lint_unguarded_write",
+                        format!("{path}.config.idempotency_key"),
+                        sid,
+                        "idempotency_key is empty, so the key is per run: a redelivered event starts a \
+                         new run with a new key and publishes twice. Template it from business data \
+                         (e.g. {{ input.id }}) or claim the event in Memory first.",
+                    ));
+                }
+                let p = policy_of(
+                    c.timeout_s,
+                    c.retries,
+                    c.retry_strategy,
+                    c.retry_base_delay_ms,
+                    c.max_retry_delay_s,
+                );
+                deadline_rule(&mut out, &path, sid, &p, deadline_ms);
+            }
+            "memory" => {
+                let (Some(w), true) = (&webhook, is_claim(i)) else {
+                    continue;
+                };
+                let Ok(c) = serde_json::from_value::<memory::Config>(s.config.clone()) else {
+                    continue;
+                };
+                if let Some(ttl) = c.ttl_s {
+                    if ttl < w.dedupe_window_s {
+                        out.push(Problem::warning(
+                            "lint_claim_ttl_short",
+                            format!("{path}.config.ttl_s"),
+                            sid,
+                            format!(
+                                "the claim expires after {ttl} s but the trigger's dedupe window is {} s: \
+                                 a redelivery between the two passes the claim. Make ttl_s at least {}.",
+                                w.dedupe_window_s, w.dedupe_window_s
+                            ),
+                        ));
+                    }
+                }
+            }
+            "error_handler" => {
+                let Ok(c) = serde_json::from_value::<error_handler::Config>(s.config.clone())
+                else {
+                    continue;
+                };
+                if c.mode != error_handler::HandlerMode::RetryOnce {
+                    continue;
+                }
+                for e in wf
+                    .edges
+                    .iter()
+                    .filter(|e| e.to == s.id && e.port() == PORT_ERROR)
+                {
+                    let Some(f) = idx(&e.from) else { continue };
+                    let Some(retries) = step_retries(&wf.steps[f]) else {
+                        continue;
+                    };
+                    if retries == 0 {
+                        continue;
+                    }
+                    let per_run = (retries as u64 + 1) + 1;
+                    let mut msg = format!(
+                        "retry_once on `{}`, which already retries {retries} time(s): up to {per_run} attempts per run",
+                        e.from
+                    );
+                    if let Some(sender) = wf.settings.sender_retries {
+                        msg.push_str(&format!(
+                            ", times {} deliveries from the sender = {} calls per event",
+                            sender as u64 + 1,
+                            per_run * (sender as u64 + 1)
+                        ));
+                    }
+                    msg.push_str(". Prefer one retry layer.");
+                    out.push(Problem::warning(
+                        "lint_stacked_retries",
+                        path.clone(),
+                        sid,
+                        msg,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn policy_of(
+    timeout_s: f64,
+    retries: u32,
+    strategy: RetryStrategy,
+    base: u64,
+    max_delay_s: f64,
+) -> RetryPolicy {
+    http_request::policy(timeout_s, retries, strategy, base, max_delay_s)
+}
+
+fn deadline_rule(
+    out: &mut Vec<Problem>,
+    path: &str,
+    sid: Option<&str>,
+    p: &RetryPolicy,
+    deadline_ms: u64,
+) {
+    let worst = p.worst_case_ms();
+    if worst > deadline_ms {
+        out.push(Problem::warning(
+            "lint_retries_exceed_deadline",
+            format!("{path}.config.retries"),
+            sid,
+            format!(
+                "worst case {} attempts × {} ms timeout plus backoff = {} ms, longer than the run \
+                 deadline of {} ms: the last retries can never happen. Lower retries or timeout_s, \
+                 or raise settings.run_timeout_s.",
+                p.max_attempts(),
+                p.timeout_ms,
+                worst,
+                deadline_ms
+            ),
+        ));
+    }
+}
+
+/// Retries configured on an HTTP step (None for other kinds).
+fn step_retries(s: &super::StepDef) -> Option<u32> {
+    match s.kind.as_str() {
+        "http_request" => serde_json::from_value::<http_request::Config>(s.config.clone())
+            .ok()
+            .map(|c| {
+                if c.retry_strategy == RetryStrategy::None {
+                    0
+                } else {
+                    c.retries
+                }
+            }),
+        "publish_output" => serde_json::from_value::<publish_output::Config>(s.config.clone())
+            .ok()
+            .map(|c| {
+                if c.retry_strategy == RetryStrategy::None {
+                    0
+                } else {
+                    c.retries
+                }
+            }),
+        _ => None,
+    }
+}

@@ -1,0 +1,464 @@
+//! Templates and expressions (SPEC §2), on minijinja in strict mode.
+//!
+//! * A config string that is exactly one `{{ expr }}` keeps the JSON type of the value
+//!   (number, bool, object, `null`); any other string containing `{{`/`{%` renders to text.
+//! * A **missing** path is an error (`template_error`) that names the path as written, e.g.
+//!   `input.customer.name`: an empty string would silently merge every event into one dedupe
+//!   key. `default(...)` opts in to a fallback.
+//! * `null` inside text renders as the empty string; a whole-value `null` stays `null`.
+//! * Rendered values are never evaluated again: a payload holding `{{ x }}` stays that text.
+//! * Router conditions ([`Templates::eval_condition`]) are expressions without braces; one that
+//!   reads a missing path is simply false.
+//!
+//! Every template of a workflow is compiled once when the workflow is compiled and rendered by
+//! name afterwards, so a run pays no parsing cost.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value as MjValue};
+use serde_json::Value;
+
+/// The variable the whole-value wrapper template assigns.
+const VALUE_VAR: &str = "__fluxo_value";
+
+/// A template that failed to render.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateError {
+    /// The missing path as written (`input.customer.name`), when that was the cause.
+    pub missing: Option<String>,
+    /// Where in the step's config the template sits (`url`, `headers.Idempotency-Key`).
+    pub field: String,
+    /// Human-readable cause.
+    pub message: String,
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.missing {
+            Some(p) => write!(f, "missing value `{p}` in config.{}", self.field),
+            None => write!(
+                f,
+                "template error in config.{}: {}",
+                self.field, self.message
+            ),
+        }
+    }
+}
+
+/// A template with a syntax error, found when the workflow is compiled or validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateSyntaxError {
+    pub source: String,
+    pub message: String,
+}
+
+impl fmt::Display for TemplateSyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "template syntax error in `{}`: {}",
+            self.source, self.message
+        )
+    }
+}
+
+/// True if the string contains template syntax.
+pub fn is_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%")
+}
+
+/// The expression of a string that is exactly one `{{ expr }}` (surrounding whitespace
+/// allowed), else `None`.
+pub fn whole_value_expr(s: &str) -> Option<&str> {
+    let t = s.trim();
+    let inner = t.strip_prefix("{{")?.strip_suffix("}}")?;
+    let inner = inner.trim_start_matches('-').trim_end_matches('-');
+    if inner.contains("{{") || inner.contains("}}") || inner.contains("{%") {
+        return None;
+    }
+    Some(inner.trim())
+}
+
+/// The compiled templates of one workflow.
+pub struct Templates {
+    env: Environment<'static>,
+}
+
+impl fmt::Debug for Templates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Templates").finish_non_exhaustive()
+    }
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn text_name(source: &str) -> String {
+    format!("t:{source}")
+}
+fn value_name(expr: &str) -> String {
+    format!("v:{expr}")
+}
+fn wrap_expr(expr: &str) -> String {
+    format!("{{% set {VALUE_VAR} = ({expr}) %}}")
+}
+
+impl Templates {
+    /// An empty set with Fluxo's rules: strict undefined, `null` prints as "", no HTML escaping.
+    pub fn new() -> Self {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+        env.set_formatter(|out, state, value| {
+            if value.is_none() {
+                return Ok(());
+            }
+            minijinja::escape_formatter(out, state, value)
+        });
+        Templates { env }
+    }
+
+    /// Compile a config string (no-op for plain text). Idempotent.
+    pub fn add(&mut self, source: &str) -> Result<(), TemplateSyntaxError> {
+        if !is_template(source) {
+            return Ok(());
+        }
+        match whole_value_expr(source) {
+            Some(expr) => self.add_expression(expr),
+            None => {
+                let name = text_name(source);
+                if self.env.get_template(&name).is_ok() {
+                    return Ok(());
+                }
+                self.env
+                    .add_template_owned(name, source.to_string())
+                    .map_err(|e| TemplateSyntaxError {
+                        source: source.to_string(),
+                        message: short_message(&e),
+                    })
+            }
+        }
+    }
+
+    /// Compile a bare expression (a router `when`, or the inside of a whole-value template).
+    pub fn add_expression(&mut self, expr: &str) -> Result<(), TemplateSyntaxError> {
+        let name = value_name(expr);
+        if self.env.get_template(&name).is_ok() {
+            return Ok(());
+        }
+        if expr.trim().is_empty() {
+            return Err(TemplateSyntaxError {
+                source: expr.to_string(),
+                message: "empty expression".into(),
+            });
+        }
+        // Parse as an expression first for a precise message, then register the wrapper.
+        self.env
+            .compile_expression(expr)
+            .map_err(|e| TemplateSyntaxError {
+                source: expr.to_string(),
+                message: short_message(&e),
+            })?;
+        self.env
+            .add_template_owned(name, wrap_expr(expr))
+            .map_err(|e| TemplateSyntaxError {
+                source: expr.to_string(),
+                message: short_message(&e),
+            })
+    }
+
+    /// Compile every template string inside a JSON value (recursively).
+    pub fn add_all(&mut self, v: &Value) -> Result<(), TemplateSyntaxError> {
+        match v {
+            Value::String(s) => self.add(s),
+            Value::Array(a) => a.iter().try_for_each(|x| self.add_all(x)),
+            Value::Object(m) => m.values().try_for_each(|x| self.add_all(x)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Render one config string. `field` names where it sits, for errors.
+    pub fn render_str(&self, s: &str, ctx: &MjValue, field: &str) -> Result<Value, TemplateError> {
+        if !is_template(s) {
+            return Ok(Value::String(s.to_string()));
+        }
+        match whole_value_expr(s) {
+            Some(expr) => self.eval_value(expr, ctx, field),
+            None => {
+                let name = text_name(s);
+                let rendered = match self.env.get_template(&name) {
+                    Ok(t) => t.render(ctx),
+                    Err(_) => self.env.template_from_str(s).and_then(|t| t.render(ctx)),
+                };
+                rendered
+                    .map(Value::String)
+                    .map_err(|e| render_error(&e, s, field))
+            }
+        }
+    }
+
+    /// Evaluate an expression to a JSON value (`null` stays `null`).
+    pub fn eval_value(
+        &self,
+        expr: &str,
+        ctx: &MjValue,
+        field: &str,
+    ) -> Result<Value, TemplateError> {
+        let v = self
+            .eval_raw(expr, ctx)
+            .map_err(|(e, src)| render_error(&e, &src, field))?;
+        mj_to_json(&v).map_err(|message| TemplateError {
+            missing: None,
+            field: field.to_string(),
+            message,
+        })
+    }
+
+    /// Evaluate a router condition: truthiness of the expression; a missing path is `false`.
+    pub fn eval_condition(
+        &self,
+        expr: &str,
+        ctx: &MjValue,
+        field: &str,
+    ) -> Result<bool, TemplateError> {
+        match self.eval_raw(expr, ctx) {
+            Ok(v) => Ok(v.is_true()),
+            Err((e, _)) if e.kind() == ErrorKind::UndefinedError => Ok(false),
+            Err((e, src)) => Err(render_error(&e, &src, field)),
+        }
+    }
+
+    fn eval_raw(&self, expr: &str, ctx: &MjValue) -> Result<MjValue, (minijinja::Error, String)> {
+        let wrapped;
+        let tmpl = match self.env.get_template(&value_name(expr)) {
+            Ok(t) => t,
+            Err(_) => {
+                wrapped = wrap_expr(expr);
+                self.env
+                    .template_from_str(&wrapped)
+                    .map_err(|e| (e, wrap_expr(expr)))?
+            }
+        };
+        let captured = tmpl
+            .render_captured(ctx)
+            .map_err(|e| (e, wrap_expr(expr)))?;
+        Ok(captured
+            .state()
+            .lookup(VALUE_VAR)
+            .unwrap_or(MjValue::UNDEFINED))
+    }
+
+    /// Render every string of a JSON value; `path` is the field path of `v` inside the config.
+    pub fn render_value(
+        &self,
+        v: &Value,
+        ctx: &MjValue,
+        path: &str,
+    ) -> Result<Value, TemplateError> {
+        Ok(match v {
+            Value::String(s) => self.render_str(s, ctx, path)?,
+            Value::Array(a) => Value::Array(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, x)| self.render_value(x, ctx, &format!("{path}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Object(m) => {
+                let mut out = serde_json::Map::with_capacity(m.len());
+                for (k, x) in m {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    out.insert(k.clone(), self.render_value(x, ctx, &p)?);
+                }
+                Value::Object(out)
+            }
+            other => other.clone(),
+        })
+    }
+}
+
+/// Convert a minijinja value to JSON; undefined → error.
+fn mj_to_json(v: &MjValue) -> Result<Value, String> {
+    if v.is_undefined() {
+        return Err("expression is undefined".into());
+    }
+    serde_json::to_value(v).map_err(|e| format!("value cannot be represented as JSON: {e}"))
+}
+
+/// The first line of a minijinja error, without the debug dump.
+fn short_message(e: &minijinja::Error) -> String {
+    let mut msg = e.kind().to_string();
+    if let Some(d) = e.detail() {
+        msg.push_str(": ");
+        msg.push_str(d);
+    }
+    if let Some(line) = e.line() {
+        msg.push_str(&format!(" (line {line})"));
+    }
+    msg
+}
+
+fn render_error(e: &minijinja::Error, source: &str, field: &str) -> TemplateError {
+    if e.kind() == ErrorKind::UndefinedError {
+        if let Some(path) = e.range().and_then(|r| path_around(source, r)) {
+            return TemplateError {
+                missing: Some(path),
+                field: field.to_string(),
+                message: "missing value".into(),
+            };
+        }
+    }
+    TemplateError {
+        missing: None,
+        field: field.to_string(),
+        message: short_message(e),
+    }
+}
+
+/// minijinja reports the span of the failing attribute access (`.customer.name`); widen it to
+/// the whole path as written (`input.customer.name`, `input.items[3].sku`, `input["a b"]`).
+fn path_around(source: &str, range: std::ops::Range<usize>) -> Option<String> {
+    let bytes = source.as_bytes();
+    if range.start > source.len() || range.end > source.len() {
+        return None;
+    }
+    let is_path_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b >= 0x80;
+    // Walk left over identifiers, dots and bracket groups.
+    let mut start = range.start;
+    while start > 0 {
+        let b = bytes[start - 1];
+        if is_path_byte(b) {
+            start -= 1;
+        } else if b == b']' {
+            match source[..start - 1].rfind('[') {
+                Some(open) => start = open,
+                None => break,
+            }
+        } else {
+            break;
+        }
+    }
+    // Walk right the same way.
+    let mut end = range.end.max(start);
+    while end < bytes.len() {
+        let b = bytes[end];
+        if is_path_byte(b) {
+            end += 1;
+        } else if b == b'[' {
+            match source[end..].find(']') {
+                Some(close) => end += close + 1,
+                None => break,
+            }
+        } else {
+            break;
+        }
+    }
+    let path = source.get(start..end)?.trim_matches('.');
+    (!path.is_empty()).then(|| path.to_string())
+}
+
+/// The names templates see (SPEC §2): `input`, `steps.<id>.output`, `run`, `error`, `env`.
+///
+/// Kept as minijinja values (reference-counted), so building the context of each step is a
+/// handful of pointer copies.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    input: MjValue,
+    steps: BTreeMap<String, MjValue>,
+    run: MjValue,
+    error: Option<MjValue>,
+    env: MjValue,
+}
+
+impl Scope {
+    /// A scope with the trigger payload, the run's metadata and the env variables.
+    pub fn new(input: &Value, run: &Value, env: &BTreeMap<String, String>) -> Self {
+        Scope {
+            input: MjValue::from_serialize(input),
+            steps: BTreeMap::new(),
+            run: MjValue::from_serialize(run),
+            error: None,
+            env: MjValue::from_serialize(env),
+        }
+    }
+
+    /// Record a finished step's output as `steps.<id>.output`.
+    pub fn set_output(&mut self, step_id: &str, output: &Value) {
+        let mut m = BTreeMap::new();
+        m.insert("output", MjValue::from_serialize(output));
+        self.steps.insert(step_id.to_string(), MjValue::from(m));
+    }
+
+    /// Set `error` (in and after an error handler).
+    pub fn set_error(&mut self, error: &Value) {
+        self.error = Some(MjValue::from_serialize(error));
+    }
+
+    /// Clear `error` (outside error branches).
+    pub fn clear_error(&mut self) {
+        self.error = None;
+    }
+
+    /// The context object to render with.
+    pub fn context(&self) -> MjValue {
+        let mut m: BTreeMap<&str, MjValue> = BTreeMap::new();
+        m.insert("input", self.input.clone());
+        m.insert("steps", MjValue::from(self.steps.clone()));
+        m.insert("run", self.run.clone());
+        m.insert("env", self.env.clone());
+        if let Some(e) = &self.error {
+            m.insert("error", e.clone());
+        }
+        MjValue::from(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render(src: &str, input: Value) -> Result<Value, TemplateError> {
+        let mut t = Templates::new();
+        t.add(src).unwrap();
+        let scope = Scope::new(&input, &json!({}), &BTreeMap::new());
+        t.render_str(src, &scope.context(), "f")
+    }
+
+    #[test]
+    fn path_widening() {
+        assert_eq!(
+            path_around("{{ input.customer.name }}", 8..17).as_deref(),
+            Some("input.customer.name")
+        );
+        assert_eq!(
+            path_around("{{ input.items[3].sku }}", 14..21).as_deref(),
+            Some("input.items[3].sku")
+        );
+    }
+
+    #[test]
+    fn whole_value_keeps_type() {
+        assert_eq!(render("{{ input.n }}", json!({"n": 5})).unwrap(), json!(5));
+        assert_eq!(
+            render(" {{ input.o }} ", json!({"o": {"a": [1]}})).unwrap(),
+            json!({"a": [1]})
+        );
+        assert_eq!(
+            render("{{ input.z }}", json!({"z": null})).unwrap(),
+            Value::Null
+        );
+        assert_eq!(
+            render("n={{ input.n }}", json!({"n": 5})).unwrap(),
+            json!("n=5")
+        );
+    }
+}
