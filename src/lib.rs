@@ -10,9 +10,12 @@
 //! * [`run`]: the run record (runs, steps, attempts, statuses).
 //! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records) with the sled
 //!   backend and an in-memory backend.
+pub mod cli;
 pub mod clock;
 pub mod run;
 pub mod runtime;
+pub mod sandbox;
+pub mod server;
 pub mod steps;
 pub mod store;
 pub mod workflow;

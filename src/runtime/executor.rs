@@ -123,6 +123,11 @@ impl Engine {
         *self.env.write().unwrap_or_else(|e| e.into_inner()) = env;
     }
 
+    /// The variables templates see as `env`.
+    pub fn env(&self) -> BTreeMap<String, String> {
+        self.env.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
@@ -519,7 +524,8 @@ impl Walk<'_> {
             retries_enabled,
             &self.wf.templates,
             &ctx,
-        );
+        )
+        .with_raw_config(&def.config);
         let result = match render_error {
             Some(e) => Err(e),
             None => kind.run(&cx, resolved.clone()).await,

@@ -135,6 +135,8 @@ pub struct StepContext<'a> {
     pub templates: &'a Templates,
     /// The template context of this step (for expressions evaluated at run time).
     pub scope: &'a minijinja::Value,
+    /// The step's config as written (templates unrendered), when the executor provides it.
+    raw_config: Option<&'a Value>,
     attempts: Mutex<Vec<Attempt>>,
 }
 
@@ -166,8 +168,21 @@ impl<'a> StepContext<'a> {
             retries_enabled,
             templates,
             scope,
+            raw_config: None,
             attempts: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Attach the step's config as written, so a kind can tell a field configured empty from
+    /// one whose template rendered empty.
+    pub fn with_raw_config(mut self, raw: &'a Value) -> Self {
+        self.raw_config = Some(raw);
+        self
+    }
+
+    /// The step's config as written (templates unrendered), if attached.
+    pub fn raw_config(&self) -> Option<&'a Value> {
+        self.raw_config
     }
 
     /// Record one attempt (HTTP kinds record each try; the executor records one for others).

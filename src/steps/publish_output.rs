@@ -96,10 +96,27 @@ impl StepKind for PublishOutput {
     }
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
         let c: Config = parse_rendered(config)?;
-        let key = match &c.idempotency_key {
-            None => format!("{}.{}", cx.run_id, cx.step_id),
-            Some(Value::String(s)) if s.is_empty() => format!("{}.{}", cx.run_id, cx.step_id),
-            Some(v) => key_text(v, "idempotency_key")?,
+        // Per run only when the key is *configured* empty; a template that renders empty is an
+        // `empty_key` error (SPEC §2), never a silent switch to a per-run key.
+        let configured_empty = |v: Option<&Value>| match v {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.trim().is_empty(),
+            Some(_) => false,
+        };
+        let per_run = match cx.raw_config() {
+            Some(raw) => configured_empty(raw.get("idempotency_key")),
+            None => {
+                matches!(&c.idempotency_key, None | Some(Value::Null))
+                    || matches!(&c.idempotency_key, Some(Value::String(s)) if s.is_empty())
+            }
+        };
+        let key = if per_run {
+            format!("{}.{}", cx.run_id, cx.step_id)
+        } else {
+            key_text(
+                c.idempotency_key.as_ref().unwrap_or(&Value::Null),
+                "idempotency_key",
+            )?
         };
         let mut headers: Vec<(String, String)> = text_pairs(&c.headers, "headers")?
             .into_iter()

@@ -24,6 +24,15 @@ pub(crate) fn check_ident(what: &str, s: &str) -> StoreResult<()> {
     Ok(())
 }
 
+/// Checks the identifiers of a run that become composite-key prefixes.
+pub(crate) fn check_run(run: &RunRecord) -> StoreResult<()> {
+    check_ident("workflow id", &run.workflow_id)?;
+    if let Some(k) = &run.idempotency_key {
+        check_ident("idempotency key", k)?;
+    }
+    Ok(())
+}
+
 /// `now_ms + ttl_ms`, saturating; `None` when there is no TTL.
 pub(crate) fn expiry(now_ms: i64, ttl_ms: Option<u64>) -> Option<i64> {
     ttl_ms.map(|ttl| now_ms.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)))
@@ -194,7 +203,7 @@ pub(crate) fn api_decide(
 
 /// Checks that a claim and the run it enqueues belong together.
 pub(crate) fn check_claim_run(claim: &super::WebhookClaim, run: &RunRecord) -> StoreResult<()> {
-    check_ident("workflow id", &claim.workflow_id)?;
+    check_run(run)?;
     if claim.run_id != run.id || claim.workflow_id != run.workflow_id {
         return Err(StoreError::Backend(format!(
             "claim for run `{}` of workflow `{}` does not match run `{}` of workflow `{}`",

@@ -207,7 +207,7 @@ impl MemoryStore for InMemoryStore {
 
 impl RunStore for InMemoryStore {
     fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
-        common::check_ident("workflow id", &run.workflow_id)?;
+        common::check_run(run)?;
         self.check_writable()?;
         self.lock().put_run(run);
         Ok(())

@@ -16,6 +16,7 @@
 mod common;
 pub mod mem_store;
 pub mod sled_store;
+pub mod sweeper;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -24,6 +25,7 @@ use crate::run::{Mode, RunRecord, RunStatus, Timestamp, Trigger};
 
 pub use mem_store::InMemoryStore;
 pub use sled_store::{SledConfig, SledStore};
+pub use sweeper::{spawn_sweeper, sweep_once, SweepReport};
 
 /// A storage failure. Never carries payload contents.
 #[derive(Debug, Clone, thiserror::Error)]

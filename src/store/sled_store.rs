@@ -1,46 +1,959 @@
-//! sled backend (work in progress on this branch; the in-memory backend is complete).
+//! sled backend: embedded, durable, the default.
+//!
+//! # Layout
+//!
+//! Every value is JSON. `ts` below is an instant (UTC unix ms) encoded in 8 bytes so that byte
+//! order is time order: the `i64` with its sign bit flipped, big-endian. Namespaces, workflow
+//! ids, API scopes and idempotency keys never contain a NUL byte (checked on write), so each
+//! `a 0x00 b` prefix is unambiguous.
+//!
+//! | tree | key | value |
+//! |---|---|---|
+//! | `memory` | namespace 0x00 key | [`MemoryEntry`] |
+//! | `memory_expiry` | ts(expires_at) namespace 0x00 key | empty |
+//! | `runs` | run id | [`RunRecord`] |
+//! | `run_summaries` | run id | [`RunSummary`] (small, for listings) |
+//! | `runs_by_created` | ts(created_at) id | status |
+//! | `runs_by_workflow` | workflow 0x00 ts(created_at) id | status |
+//! | `runs_by_status` | status 0x00 ts(created_at) id | empty |
+//! | `runs_by_workflow_status` | workflow 0x00 status 0x00 ts(created_at) id | empty |
+//! | `runs_by_key` | idempotency key 0x00 ts(created_at) id | empty |
+//! | `runs_by_finish` | workflow 0x00 ts(finished_at) id (finished runs only) | empty |
+//! | `webhook_claims` | workflow 0x00 key | [`WebhookClaim`] |
+//! | `webhook_claims_expiry` | ts(expires_at) workflow 0x00 key | empty |
+//! | `api_records` | scope 0x00 key | [`ApiRecord`] |
+//! | `api_records_expiry` | ts(expires_at) scope 0x00 key | empty |
+//!
+//! Listing indexes carry `created_at` before the id, so every listing is newest first by
+//! `(created_at, id)` and `since`/`until` bound the scanned key range directly, whatever the id
+//! format. (UUIDv7 ids are stamped from a process-wide monotonic context, so their embedded time
+//! can run ahead of `created_at`; the index does not rely on it.) The status stored as the value
+//! of `runs_by_created`/`runs_by_workflow` lets `run_stats` count without reading summaries.
+//!
+//! # Atomicity
+//!
+//! Every change that touches a record and its index rows is one sled transaction (sled 0.34
+//! serialises transactions, so read-check-write inside one is atomic): a Memory claim, a run
+//! and all its index rows, a webhook claim together with its queued run. Only the blocking
+//! [`sled::Db::flush`] is used for durability; `flush_async` deadlocks under concurrent callers
+//! in sled 0.34 (spacejam/sled#1308).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::path::PathBuf;
 
-use super::{StoreError, StoreResult};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use sled::transaction::{
+    ConflictableTransactionError, ConflictableTransactionResult, TransactionError,
+    TransactionalTree,
+};
+use sled::{Transactional, Tree};
+
+use super::common::{self, page, stats, ApiDecision, Cursor, Position};
+use super::{
+    ApiBegin, ApiRecord, ApiRecordState, ClaimOutcome, IdempotencyStore, MemoryEntry, MemoryStore,
+    Retention, RunPage, RunQuery, RunStore, RunSummary, StatsBucket, Store, StoreError,
+    StoreResult, WebhookClaim, WriteOptions, WriteResult,
+};
+use crate::run::{RunRecord, RunStatus};
 
 /// How to open a [`SledStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SledConfig {
-    /// Directory of the database.
+    /// Directory of the database (created if missing).
     pub path: PathBuf,
-    /// sled's page cache, in bytes (sled's own default of 1 GiB is far too much here).
+    /// sled's page cache, in bytes. sled's own default (1 GiB) drove RSS to 470–645 MB under
+    /// load; [`SledConfig::new`] sets 64 MiB.
     pub cache_capacity_bytes: u64,
-    /// Background flush period in milliseconds; `None` = only explicit [`super::Store::flush`].
+    /// Period of sled's background flush, in milliseconds; `None` = only explicit
+    /// [`Store::flush`] calls make writes durable.
     pub flush_every_ms: Option<u64>,
 }
 
 impl SledConfig {
-    /// Defaults: 64 MiB cache, background flush every 500 ms.
+    /// Default cache capacity: 64 MiB.
+    pub const DEFAULT_CACHE_CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
+
+    /// `path` with the defaults: 64 MiB cache, background flush every 500 ms (sled's default).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         SledConfig {
             path: path.into(),
-            cache_capacity_bytes: 64 * 1024 * 1024,
+            cache_capacity_bytes: Self::DEFAULT_CACHE_CAPACITY_BYTES,
             flush_every_ms: Some(500),
         }
     }
 }
 
-/// The sled-backed store.
+// Tree numbers: positions in `SledStore::trees` and in every transaction's view.
+const MEMORY: usize = 0;
+const MEMORY_EXPIRY: usize = 1;
+const RUNS: usize = 2;
+const SUMMARIES: usize = 3;
+const BY_CREATED: usize = 4;
+const BY_WORKFLOW: usize = 5;
+const BY_STATUS: usize = 6;
+const BY_WORKFLOW_STATUS: usize = 7;
+const BY_KEY: usize = 8;
+const BY_FINISH: usize = 9;
+const CLAIMS: usize = 10;
+const CLAIMS_EXPIRY: usize = 11;
+const API: usize = 12;
+const API_EXPIRY: usize = 13;
+
+const TREE_NAMES: [&str; 14] = [
+    "memory",
+    "memory_expiry",
+    "runs",
+    "run_summaries",
+    "runs_by_created",
+    "runs_by_workflow",
+    "runs_by_status",
+    "runs_by_workflow_status",
+    "runs_by_key",
+    "runs_by_finish",
+    "webhook_claims",
+    "webhook_claims_expiry",
+    "api_records",
+    "api_records_expiry",
+];
+
+/// Rows handled per transaction when sweeping or pruning.
+const BATCH: usize = 256;
+
+/// A free search (`q`) first collects the runs whose id or key starts with it; if there are
+/// more than this many, it scans the time-ordered index instead (matches are then common).
+const Q_CANDIDATES_MAX: usize = 500;
+
+/// The sled-backed [`Store`].
 pub struct SledStore {
-    #[allow(dead_code)]
     db: sled::Db,
+    trees: Vec<Tree>,
 }
 
+impl std::fmt::Debug for SledStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStore").finish_non_exhaustive()
+    }
+}
+
+type Tx<A> = ConflictableTransactionResult<A, StoreError>;
+
 impl SledStore {
-    /// Open (or create) the database.
+    /// Open (or create) the database described by `config`.
     pub fn open(config: &SledConfig) -> StoreResult<Self> {
         let db = sled::Config::new()
             .path(&config.path)
             .cache_capacity(config.cache_capacity_bytes)
             .flush_every_ms(config.flush_every_ms)
             .open()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        Ok(SledStore { db })
+            .map_err(backend)?;
+        let trees = TREE_NAMES
+            .iter()
+            .map(|name| db.open_tree(name))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend)?;
+        Ok(SledStore { db, trees })
+    }
+
+    /// Open (or create) the database at `path` with the default configuration.
+    pub fn open_path(path: impl Into<PathBuf>) -> StoreResult<Self> {
+        Self::open(&SledConfig::new(path))
+    }
+
+    fn tree(&self, n: usize) -> &Tree {
+        &self.trees[n]
+    }
+
+    /// Runs `f` as one transaction over every tree (`view[n]` is tree `n`).
+    fn tx<A>(&self, f: impl Fn(&[TransactionalTree]) -> Tx<A>) -> StoreResult<A> {
+        let r: Result<A, TransactionError<StoreError>> =
+            self.trees[..].transaction(|view: &Vec<TransactionalTree>| f(view));
+        r.map_err(|e| match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => backend(e),
+        })
+    }
+
+    fn summary(&self, id: &str) -> StoreResult<Option<RunSummary>> {
+        match self.tree(SUMMARIES).get(id).map_err(backend)? {
+            Some(b) => decode("run summary", &b).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Removes due rows of an expiry index and the records they point at, if those records
+    /// really expire at that instant (a rewritten record has a newer row). Stale rows go
+    /// without counting. `stored_expiry` reads a record's expiry; `None` = unreadable record,
+    /// which goes too (its index row says it was due).
+    fn sweep_index(
+        &self,
+        index: usize,
+        data: usize,
+        now_ms: i64,
+        max: usize,
+        stored_expiry: fn(&[u8]) -> Option<Option<i64>>,
+    ) -> StoreResult<usize> {
+        let end = match now_ms.checked_add(1) {
+            Some(n) => Bound::Excluded(ts(n).to_vec()),
+            None => Bound::Unbounded,
+        };
+        let mut from: Bound<Vec<u8>> = Bound::Unbounded;
+        let mut removed = 0;
+        while removed < max {
+            let mut rows = Vec::new();
+            for item in self
+                .tree(index)
+                .range::<Vec<u8>, _>((from.clone(), end.clone()))
+            {
+                let (k, _) = item.map_err(backend)?;
+                rows.push(k.to_vec());
+                if rows.len() >= BATCH.min(max - removed) {
+                    break;
+                }
+            }
+            let Some(last) = rows.last().cloned() else {
+                break;
+            };
+            removed += self.tx(|v| {
+                let mut n = 0;
+                for row in &rows {
+                    let (at, key) = split_ts(row).map_err(abort)?;
+                    v[index].remove(row.as_slice())?;
+                    if let Some(b) = v[data].get(key)? {
+                        match stored_expiry(&b) {
+                            Some(e) if e != Some(at) => {} // rewritten since: stale row
+                            _ => {
+                                v[data].remove(key)?;
+                                n += 1;
+                            }
+                        }
+                    }
+                }
+                Ok(n)
+            })?;
+            from = Bound::Excluded(last);
+        }
+        Ok(removed)
+    }
+
+    /// Ids of the runs whose position is in the candidate set of a free search, or `None` if
+    /// there are too many candidates to be worth it.
+    fn q_candidates(&self, q: &str) -> StoreResult<Option<BTreeSet<String>>> {
+        let mut ids = BTreeSet::new();
+        for item in self.tree(RUNS).scan_prefix(q) {
+            let (k, _) = item.map_err(backend)?;
+            ids.insert(utf8(&k)?.to_string());
+            if ids.len() > Q_CANDIDATES_MAX {
+                return Ok(None);
+            }
+        }
+        for item in self.tree(BY_KEY).scan_prefix(q) {
+            let (k, _) = item.map_err(backend)?;
+            let (_, rest) = split_nul(&k)?;
+            ids.insert(utf8(id_after_ts(rest)?)?.to_string());
+            if ids.len() > Q_CANDIDATES_MAX {
+                return Ok(None);
+            }
+        }
+        Ok(Some(ids))
+    }
+
+    /// Prunes one workflow's finished runs (`prefix` = workflow 0x00 in `runs_by_finish`).
+    fn prune_workflow(&self, prefix: &[u8], policy: &Retention, now_ms: i64) -> StoreResult<usize> {
+        let mut upper = successor(prefix);
+        let mut rank = 0usize;
+        let mut pruning = false;
+        let mut removed = 0;
+        loop {
+            let mut doomed = Vec::new();
+            let mut last = None;
+            let range = self
+                .tree(BY_FINISH)
+                .range::<Vec<u8>, _>((Bound::Included(prefix.to_vec()), upper.clone()));
+            for item in range.rev() {
+                let (k, _) = item.map_err(backend)?;
+                let (at, id) = split_ts(&k[prefix.len()..])?;
+                if !pruning && !common::retention_keeps(policy, rank, at, now_ms) {
+                    pruning = true;
+                }
+                rank += 1;
+                if pruning {
+                    doomed.push(utf8(id)?.to_string());
+                    last = Some(k.to_vec());
+                    if doomed.len() >= BATCH {
+                        break;
+                    }
+                }
+            }
+            let Some(last) = last else {
+                return Ok(removed);
+            };
+            removed += self.tx(|v| {
+                let mut n = 0;
+                for id in &doomed {
+                    if delete_final_run_tx(v, id)? {
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })?;
+            upper = Bound::Excluded(last);
+        }
+    }
+}
+
+impl MemoryStore for SledStore {
+    fn write(
+        &self,
+        namespace: &str,
+        key: &str,
+        value: &Value,
+        opts: WriteOptions,
+        now_ms: i64,
+    ) -> StoreResult<WriteResult> {
+        common::check_ident("namespace", namespace)?;
+        let k = pair(namespace, key);
+        let expires_at = common::expiry(now_ms, opts.ttl_ms);
+        let entry = MemoryEntry {
+            namespace: namespace.to_string(),
+            key: key.to_string(),
+            value: value.clone(),
+            written_at: now_ms,
+            expires_at,
+        };
+        let json = encode(&entry)?;
+        self.tx(|v| {
+            let cur = match v[MEMORY].get(&k)? {
+                None => None,
+                Some(b) => match decode::<MemoryEntry>("memory entry", &b) {
+                    Ok(e) => Some(e),
+                    // Overwriting repairs an unreadable entry; its old index row, if any, is
+                    // left for the sweeper, which drops stale rows.
+                    Err(_) if opts.allow_overwrite => None,
+                    Err(e) => return Err(abort(e)),
+                },
+            };
+            if let Some(cur) = cur {
+                if !opts.allow_overwrite && !cur.is_expired(now_ms) {
+                    return Ok(WriteResult::Exists { existing: cur });
+                }
+                if let Some(e) = cur.expires_at {
+                    v[MEMORY_EXPIRY].remove(expiry_row(e, &k))?;
+                }
+            }
+            v[MEMORY].insert(k.as_slice(), json.as_slice())?;
+            if let Some(e) = expires_at {
+                v[MEMORY_EXPIRY].insert(expiry_row(e, &k), &[][..])?;
+            }
+            Ok(WriteResult::Written { expires_at })
+        })
+    }
+
+    fn read(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>> {
+        common::check_ident("namespace", namespace)?;
+        match self
+            .tree(MEMORY)
+            .get(pair(namespace, key))
+            .map_err(backend)?
+        {
+            None => Ok(None),
+            Some(b) => {
+                let e: MemoryEntry = decode("memory entry", &b)?;
+                Ok((!e.is_expired(now_ms)).then_some(e))
+            }
+        }
+    }
+
+    fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+        common::check_ident("namespace", namespace)?;
+        let k = pair(namespace, key);
+        self.tx(|v| {
+            let Some(b) = v[MEMORY].remove(k.as_slice())? else {
+                return Ok(false);
+            };
+            match decode::<MemoryEntry>("memory entry", &b) {
+                Ok(e) => {
+                    if let Some(at) = e.expires_at {
+                        v[MEMORY_EXPIRY].remove(expiry_row(at, &k))?;
+                    }
+                    Ok(!e.is_expired(now_ms))
+                }
+                // An unreadable entry is removed (a repair); count it as live.
+                Err(_) => Ok(true),
+            }
+        })
+    }
+
+    fn list(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: i64,
+    ) -> StoreResult<Vec<MemoryEntry>> {
+        common::check_ident("namespace", namespace)?;
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(pair(namespace, a)),
+            _ => Bound::Included(pair(namespace, prefix)),
+        };
+        let must_start = pair(namespace, prefix);
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        for item in self
+            .tree(MEMORY)
+            .range::<Vec<u8>, _>((start, Bound::Unbounded))
+        {
+            let (k, b) = item.map_err(backend)?;
+            if !k.starts_with(&must_start) {
+                break;
+            }
+            let e: MemoryEntry = decode("memory entry", &b)?;
+            if !e.is_expired(now_ms) {
+                out.push(e);
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn namespaces(&self) -> StoreResult<Vec<String>> {
+        let mut out = Vec::new();
+        let mut from = Bound::Unbounded;
+        loop {
+            let next = self
+                .tree(MEMORY)
+                .range::<Vec<u8>, _>((from, Bound::Unbounded))
+                .next();
+            let Some(item) = next else {
+                return Ok(out);
+            };
+            let (k, _) = item.map_err(backend)?;
+            let (ns, _) = split_nul(&k)?;
+            out.push(utf8(ns)?.to_string());
+            let mut skip = ns.to_vec();
+            skip.push(1);
+            from = Bound::Included(skip);
+        }
+    }
+
+    fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        self.sweep_index(MEMORY_EXPIRY, MEMORY, now_ms, max, |b| {
+            serde_json::from_slice::<MemoryEntry>(b)
+                .ok()
+                .map(|e| e.expires_at)
+        })
+    }
+}
+
+impl RunStore for SledStore {
+    fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
+        let prepared = PreparedRun::new(run)?;
+        self.tx(|v| put_run_tx(v, &prepared))
+    }
+
+    fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+        match self.tree(RUNS).get(id).map_err(backend)? {
+            Some(b) => decode("run record", &b).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+        let empty = RunPage {
+            runs: vec![],
+            next_cursor: None,
+        };
+        let upper: Option<Position> = match query.cursor.as_deref().map(common::decode_cursor) {
+            None => None,
+            Some(Cursor::Position(p)) => Some(p),
+            Some(Cursor::RunId(id)) => match self.summary(&id)? {
+                Some(s) => Some((s.created_at.0, id)),
+                None => return Ok(empty),
+            },
+        };
+        if query.limit == 0 {
+            return Ok(empty);
+        }
+        let before_cursor =
+            |s: &RunSummary| upper.as_ref().is_none_or(|u| common::position(s) < *u);
+
+        // A free search with few candidates: read them and sort.
+        if let (None, Some(q)) = (&query.key, query.q.as_deref().filter(|q| !q.is_empty())) {
+            if let Some(ids) = self.q_candidates(q)? {
+                let mut runs = Vec::new();
+                for id in ids {
+                    if let Some(s) = self.summary(&id)? {
+                        if common::summary_matches(&s, query) && before_cursor(&s) {
+                            runs.push(s);
+                        }
+                    }
+                }
+                runs.sort_by_key(|s| std::cmp::Reverse(common::position(s)));
+                runs.truncate(query.limit + 1);
+                return Ok(page(runs, query.limit));
+            }
+        }
+
+        // Otherwise walk the most selective index backwards from the cursor.
+        let (tree, prefix) = match (&query.key, &query.workflow, query.status) {
+            (Some(key), _, _) => (BY_KEY, pair(key, "")),
+            (None, Some(wf), Some(st)) => (BY_WORKFLOW_STATUS, triple(wf, st.as_str())),
+            (None, Some(wf), None) => (BY_WORKFLOW, pair(wf, "")),
+            (None, None, Some(st)) => (BY_STATUS, pair(st.as_str(), "")),
+            (None, None, None) => (BY_CREATED, Vec::new()),
+        };
+        let lower = match query.since {
+            Some(since) => Bound::Included(cat(&prefix, &ts(since))),
+            None => Bound::Included(prefix.clone()),
+        };
+        let mut upper_key = match query.until {
+            Some(until) => Bound::Excluded(cat(&prefix, &ts(until))),
+            None => successor(&prefix),
+        };
+        if let Some((created, id)) = &upper {
+            let k = cat(&cat(&prefix, &ts(*created)), id.as_bytes());
+            let tighter = match &upper_key {
+                Bound::Excluded(u) => k < *u,
+                _ => true,
+            };
+            if tighter {
+                upper_key = Bound::Excluded(k);
+            }
+        }
+        if let (Bound::Included(lo), Bound::Excluded(hi)) = (&lower, &upper_key) {
+            if lo >= hi {
+                return Ok(empty);
+            }
+        }
+        let mut runs = Vec::new();
+        for item in self
+            .tree(tree)
+            .range::<Vec<u8>, _>((lower, upper_key))
+            .rev()
+        {
+            let (k, _) = item.map_err(backend)?;
+            let id = utf8(id_after_ts(&k[prefix.len()..])?)?;
+            let s = self.summary(id)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("index row names run `{id}`, which has no summary"))
+            })?;
+            if common::summary_matches(&s, query) {
+                runs.push(s);
+                if runs.len() > query.limit {
+                    break;
+                }
+            }
+        }
+        Ok(page(runs, query.limit))
+    }
+
+    fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
+        let prefix = pair(status.as_str(), "");
+        let mut ids = Vec::new();
+        for item in self.tree(BY_STATUS).scan_prefix(&prefix) {
+            let (k, _) = item.map_err(backend)?;
+            ids.push(utf8(id_after_ts(&k[prefix.len()..])?)?.to_string());
+        }
+        Ok(ids)
+    }
+
+    fn run_stats(
+        &self,
+        workflow: Option<&str>,
+        since: i64,
+        until: i64,
+        bucket_ms: i64,
+    ) -> StoreResult<Vec<StatsBucket>> {
+        let (tree, prefix) = match workflow {
+            Some(wf) => {
+                common::check_ident("workflow id", wf)?;
+                (BY_WORKFLOW, pair(wf, ""))
+            }
+            None => (BY_CREATED, Vec::new()),
+        };
+        let mut buckets: BTreeMap<i64, BTreeMap<String, u64>> = BTreeMap::new();
+        if since < until {
+            let range = self.tree(tree).range::<Vec<u8>, _>((
+                Bound::Included(cat(&prefix, &ts(since))),
+                Bound::Excluded(cat(&prefix, &ts(until))),
+            ));
+            for item in range {
+                let (k, status) = item.map_err(backend)?;
+                let (created, _) = split_ts(&k[prefix.len()..])?;
+                let status = utf8(&status)?;
+                if RunStatus::parse(status).is_none() {
+                    return Err(StoreError::Corrupt(format!(
+                        "index row holds unknown run status `{status}`"
+                    )));
+                }
+                *buckets
+                    .entry(common::bucket_start(created, since, bucket_ms))
+                    .or_default()
+                    .entry(status.to_string())
+                    .or_default() += 1;
+            }
+        }
+        Ok(stats(buckets))
+    }
+
+    fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
+        if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        let mut from = Bound::Unbounded;
+        loop {
+            let next = self
+                .tree(BY_FINISH)
+                .range::<Vec<u8>, _>((from, Bound::Unbounded))
+                .next();
+            let Some(item) = next else {
+                return Ok(removed);
+            };
+            let (k, _) = item.map_err(backend)?;
+            let (wf, _) = split_nul(&k)?;
+            let prefix = pair_bytes(wf, b"");
+            removed += self.prune_workflow(&prefix, policy, now_ms)?;
+            from = successor(&prefix);
+        }
+    }
+}
+
+impl IdempotencyStore for SledStore {
+    fn claim_and_enqueue(
+        &self,
+        claim: &WebhookClaim,
+        run: &RunRecord,
+        now_ms: i64,
+    ) -> StoreResult<ClaimOutcome> {
+        common::check_claim_run(claim, run)?;
+        let prepared = PreparedRun::new(run)?;
+        let ck = pair(&claim.workflow_id, &claim.key);
+        let claim_json = encode(claim)?;
+        self.tx(|v| {
+            if let Some(b) = v[CLAIMS].get(&ck)? {
+                let old: WebhookClaim = decode("webhook claim", &b).map_err(abort)?;
+                if old.expires_at > now_ms {
+                    return Ok(ClaimOutcome::Duplicate { run_id: old.run_id });
+                }
+                v[CLAIMS_EXPIRY].remove(expiry_row(old.expires_at, &ck))?;
+            }
+            v[CLAIMS].insert(ck.as_slice(), claim_json.as_slice())?;
+            v[CLAIMS_EXPIRY].insert(expiry_row(claim.expires_at, &ck), &[][..])?;
+            put_run_tx(v, &prepared)?;
+            Ok(ClaimOutcome::Claimed)
+        })
+    }
+
+    fn get_claim(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<WebhookClaim>> {
+        common::check_ident("workflow id", workflow_id)?;
+        match self
+            .tree(CLAIMS)
+            .get(pair(workflow_id, key))
+            .map_err(backend)?
+        {
+            None => Ok(None),
+            Some(b) => {
+                let c: WebhookClaim = decode("webhook claim", &b)?;
+                Ok((c.expires_at > now_ms).then_some(c))
+            }
+        }
+    }
+
+    fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
+        common::check_ident("scope", &record.scope)?;
+        let k = pair(&record.scope, &record.key);
+        let json = encode(record)?;
+        self.tx(|v| {
+            let old: Option<ApiRecord> = match v[API].get(&k)? {
+                Some(b) => Some(decode("API idempotency record", &b).map_err(abort)?),
+                None => None,
+            };
+            match common::api_decide(old.as_ref(), record, now_ms) {
+                ApiDecision::Answer(a) => Ok(a),
+                ApiDecision::Start => {
+                    if let Some(old) = &old {
+                        v[API_EXPIRY].remove(expiry_row(old.expires_at, &k))?;
+                    }
+                    v[API].insert(k.as_slice(), json.as_slice())?;
+                    v[API_EXPIRY].insert(expiry_row(record.expires_at, &k), &[][..])?;
+                    Ok(ApiBegin::Started)
+                }
+            }
+        })
+    }
+
+    fn api_complete(&self, scope: &str, key: &str, status: u16, body: &str) -> StoreResult<()> {
+        common::check_ident("scope", scope)?;
+        let k = pair(scope, key);
+        self.tx(|v| {
+            let Some(b) = v[API].get(&k)? else {
+                return Ok(());
+            };
+            let mut rec: ApiRecord = decode("API idempotency record", &b).map_err(abort)?;
+            rec.state = ApiRecordState::Done {
+                status,
+                body: body.to_string(),
+            };
+            v[API].insert(k.as_slice(), encode(&rec).map_err(abort)?)?;
+            Ok(())
+        })
+    }
+
+    fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
+        common::check_ident("scope", scope)?;
+        let k = pair(scope, key);
+        self.tx(|v| {
+            let Some(b) = v[API].get(&k)? else {
+                return Ok(());
+            };
+            let rec: ApiRecord = decode("API idempotency record", &b).map_err(abort)?;
+            if matches!(rec.state, ApiRecordState::InProgress { .. }) {
+                v[API].remove(k.as_slice())?;
+                v[API_EXPIRY].remove(expiry_row(rec.expires_at, &k))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        let claims = self.sweep_index(CLAIMS_EXPIRY, CLAIMS, now_ms, max, |b| {
+            serde_json::from_slice::<WebhookClaim>(b)
+                .ok()
+                .map(|c| Some(c.expires_at))
+        })?;
+        let api = self.sweep_index(API_EXPIRY, API, now_ms, max - claims, |b| {
+            serde_json::from_slice::<ApiRecord>(b)
+                .ok()
+                .map(|r| Some(r.expires_at))
+        })?;
+        Ok(claims + api)
+    }
+}
+
+impl Store for SledStore {
+    fn flush(&self) -> StoreResult<()> {
+        // Blocking on purpose: sled 0.34's `flush_async` deadlocks under concurrent callers.
+        self.db.flush().map(|_| ()).map_err(backend)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs inside transactions
+// ---------------------------------------------------------------------------------------------
+
+/// A run serialised once, outside the transaction (whose closure may be retried).
+struct PreparedRun {
+    id: String,
+    json: Vec<u8>,
+    summary_json: Vec<u8>,
+    index: Vec<IndexRow>,
+}
+
+impl PreparedRun {
+    fn new(run: &RunRecord) -> StoreResult<Self> {
+        common::check_run(run)?;
+        let summary = RunSummary::from(run);
+        Ok(PreparedRun {
+            id: run.id.clone(),
+            json: encode(run)?,
+            summary_json: encode(&summary)?,
+            index: index_rows(&summary),
+        })
+    }
+}
+
+/// One row of a run index: `(tree, key, value)`.
+type IndexRow = (usize, Vec<u8>, Vec<u8>);
+
+/// Every index row of a run.
+fn index_rows(s: &RunSummary) -> Vec<IndexRow> {
+    let at = ts(s.created_at.0);
+    let id = s.id.as_bytes();
+    let status = s.status.as_str();
+    let after = |prefix: Vec<u8>| cat(&cat(&prefix, &at), id);
+    let mut rows = vec![
+        (BY_CREATED, cat(&at, id), status.as_bytes().to_vec()),
+        (
+            BY_WORKFLOW,
+            after(pair(&s.workflow_id, "")),
+            status.as_bytes().to_vec(),
+        ),
+        (BY_STATUS, after(pair(status, "")), vec![]),
+        (
+            BY_WORKFLOW_STATUS,
+            after(triple(&s.workflow_id, status)),
+            vec![],
+        ),
+    ];
+    if let Some(k) = &s.idempotency_key {
+        rows.push((BY_KEY, after(pair(k, "")), vec![]));
+    }
+    let finished = common::retention_instant(s.status, s.created_at.0, s.finished_at.map(|t| t.0));
+    if let Some(f) = finished {
+        rows.push((
+            BY_FINISH,
+            cat(&cat(&pair(&s.workflow_id, ""), &ts(f)), id),
+            vec![],
+        ));
+    }
+    rows
+}
+
+/// The index rows of the stored version of run `id`, if any.
+fn stored_rows(v: &[TransactionalTree], id: &str) -> Tx<Option<Vec<IndexRow>>> {
+    match v[SUMMARIES].get(id)? {
+        None => Ok(None),
+        Some(b) => {
+            let old: RunSummary = decode("run summary", &b).map_err(abort)?;
+            Ok(Some(index_rows(&old)))
+        }
+    }
+}
+
+/// Writes a run and brings its index rows in step: rows of the old version that no longer
+/// apply go, new or changed rows are written, unchanged rows are left alone.
+fn put_run_tx(v: &[TransactionalTree], run: &PreparedRun) -> Tx<()> {
+    let old = stored_rows(v, &run.id)?.unwrap_or_default();
+    for (tree, key, _) in &old {
+        if !run.index.iter().any(|(t, k, _)| t == tree && k == key) {
+            v[*tree].remove(key.as_slice())?;
+        }
+    }
+    for row in &run.index {
+        if !old.contains(row) {
+            v[row.0].insert(row.1.as_slice(), row.2.as_slice())?;
+        }
+    }
+    v[RUNS].insert(run.id.as_bytes(), run.json.as_slice())?;
+    v[SUMMARIES].insert(run.id.as_bytes(), run.summary_json.as_slice())?;
+    Ok(())
+}
+
+/// Deletes a finished run and all its index rows; `false` if it is gone or not finished.
+fn delete_final_run_tx(v: &[TransactionalTree], id: &str) -> Tx<bool> {
+    let Some(b) = v[SUMMARIES].get(id)? else {
+        return Ok(false);
+    };
+    let s: RunSummary = decode("run summary", &b).map_err(abort)?;
+    if !s.status.is_final() {
+        return Ok(false);
+    }
+    for (tree, key, _) in index_rows(&s) {
+        v[tree].remove(key)?;
+    }
+    v[RUNS].remove(id.as_bytes())?;
+    v[SUMMARIES].remove(id.as_bytes())?;
+    Ok(true)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding helpers
+// ---------------------------------------------------------------------------------------------
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn abort(e: StoreError) -> ConflictableTransactionError<StoreError> {
+    ConflictableTransactionError::Abort(e)
+}
+
+fn encode<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| StoreError::Backend(format!("cannot encode record: {e}")))
+}
+
+fn decode<T: DeserializeOwned>(what: &str, b: &[u8]) -> StoreResult<T> {
+    serde_json::from_slice(b).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn utf8(b: &[u8]) -> StoreResult<&str> {
+    std::str::from_utf8(b).map_err(|_| StoreError::Corrupt("key is not UTF-8".into()))
+}
+
+/// An instant as 8 bytes whose byte order is time order (sign bit flipped, big-endian).
+fn ts(ms: i64) -> [u8; 8] {
+    ((ms as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// Splits `ts ++ rest` into the instant and `rest`.
+fn split_ts(b: &[u8]) -> StoreResult<(i64, &[u8])> {
+    if b.len() < 8 {
+        return Err(StoreError::Corrupt("index key too short".into()));
+    }
+    let (head, rest) = b.split_at(8);
+    let mut arr = [0u8; 8];
+    arr.copy_from_slice(head);
+    Ok(((u64::from_be_bytes(arr) ^ (1 << 63)) as i64, rest))
+}
+
+/// The id that follows an 8-byte instant.
+fn id_after_ts(b: &[u8]) -> StoreResult<&[u8]> {
+    split_ts(b).map(|(_, id)| id)
+}
+
+/// Splits `a 0x00 b` at the first NUL.
+fn split_nul(b: &[u8]) -> StoreResult<(&[u8], &[u8])> {
+    let i = b
+        .iter()
+        .position(|&c| c == 0)
+        .ok_or_else(|| StoreError::Corrupt("composite key without separator".into()))?;
+    Ok((&b[..i], &b[i + 1..]))
+}
+
+fn cat(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(a.len() + b.len());
+    v.extend_from_slice(a);
+    v.extend_from_slice(b);
+    v
+}
+
+fn pair_bytes(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(a.len() + 1 + b.len());
+    v.extend_from_slice(a);
+    v.push(0);
+    v.extend_from_slice(b);
+    v
+}
+
+/// `a 0x00 b`.
+fn pair(a: &str, b: &str) -> Vec<u8> {
+    pair_bytes(a.as_bytes(), b.as_bytes())
+}
+
+/// `a 0x00 b 0x00`.
+fn triple(a: &str, b: &str) -> Vec<u8> {
+    let mut v = pair(a, b);
+    v.push(0);
+    v
+}
+
+/// `ts(at) ++ key`: a row of an expiry index.
+fn expiry_row(at: i64, key: &[u8]) -> Vec<u8> {
+    cat(&ts(at), key)
+}
+
+/// The exclusive upper bound of every key starting with `prefix` (which ends in 0x00, or is
+/// empty).
+fn successor(prefix: &[u8]) -> Bound<Vec<u8>> {
+    match prefix.split_last() {
+        Some((0, head)) => Bound::Excluded(cat(head, &[1])),
+        Some(_) => {
+            let mut p = prefix.to_vec();
+            p.push(0xff);
+            Bound::Excluded(p)
+        }
+        None => Bound::Unbounded,
     }
 }

@@ -1,6 +1,7 @@
 //! Workflows: the file model, validation that reports every problem at once, templates, the
 //! idempotency/retry linter, and compilation into a runnable [`Compiled`] workflow.
 
+pub mod dir;
 pub mod lint;
 pub mod model;
 pub mod template;

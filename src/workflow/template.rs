@@ -212,6 +212,15 @@ impl Templates {
         let v = self
             .eval_raw(expr, ctx)
             .map_err(|(e, src)| render_error(&e, &src, field))?;
+        if v.is_undefined() {
+            // Strict mode only errors on the use of an undefined value, and assigning it is
+            // not a use: `input.customer.name` with `customer: {}` lands here. Name the path.
+            return Err(TemplateError {
+                missing: Some(expr.trim().to_string()),
+                field: field.to_string(),
+                message: "missing value".into(),
+            });
+        }
         mj_to_json(&v).map_err(|message| TemplateError {
             missing: None,
             field: field.to_string(),

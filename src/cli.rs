@@ -1,0 +1,756 @@
+//! The `fluxo` command line (SPEC §6): a thin clap front end over the library.
+//!
+//! Exit codes: 0 ok, 1 a run failed (or timed out), 2 bad input or usage. Every bad input gets
+//! a message naming what and where, and nothing is written.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use serde_json::Value;
+
+use crate::clock::{Clock, SystemClock};
+use crate::run::{Mode, RunRecord, RunStatus, Trigger};
+use crate::runtime::{Engine, RunRequest};
+use crate::steps::Registry;
+use crate::store::{MemoryStore, RunQuery, RunStore, SledConfig, SledStore, Store};
+use crate::workflow::{self, Compiled, Problem, Severity};
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: a run failed or timed out.
+pub const EXIT_RUN_FAILED: i32 = 1;
+/// Exit code: bad input or usage.
+pub const EXIT_BAD_INPUT: i32 = 2;
+
+/// Fluxo: automations that are safe to re-run.
+#[derive(Debug, Parser)]
+#[command(name = "fluxo", version, about, long_about = None)]
+pub struct Cli {
+    /// Data directory (sled store of memory keys and run history). Default: the platform's
+    /// app-data dir, or $FLUXO_DATA_DIR.
+    #[arg(long, global = true, env = "FLUXO_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a workflow file once (live, or --dry-run).
+    Run(RunArgs),
+    /// Validate workflow files: errors and linter warnings with step ids and paths.
+    Validate(ValidateArgs),
+    /// Run history.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Memory keys.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+    /// Print the step-kind catalog (descriptors and config JSON Schemas) as JSON.
+    StepKinds,
+    /// Start the sandbox destination (a small CRM/ledger honouring Idempotency-Key).
+    Sandbox(SandboxArgs),
+    /// Start the HTTP server: webhooks with dedupe at the door, the REST API, the browser UI.
+    Serve(ServeArgs),
+}
+
+/// `fluxo serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub addr: SocketAddr,
+    /// Folder of workflow files, the source of truth (PUT writes the file).
+    #[arg(long, default_value = "workflows")]
+    pub workflows: PathBuf,
+    /// API token for /api/v1 (default: <data-dir>/token, generated on first start).
+    #[arg(long, env = "FLUXO_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Runs executed at once.
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+    /// Request body limit in bytes (413 above it).
+    #[arg(long, default_value_t = crate::server::DEFAULT_BODY_LIMIT)]
+    pub body_limit: usize,
+    /// Keep the newest N finished runs per workflow.
+    #[arg(long, default_value_t = 10_000)]
+    pub retention_runs: usize,
+    /// Keep finished runs for D days (default: no age limit).
+    #[arg(long)]
+    pub retention_days: Option<u32>,
+    /// Built browser UI to serve at / (default: ui/dist when it exists).
+    #[arg(long)]
+    pub ui: Option<PathBuf>,
+    /// sled page cache in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: u64,
+}
+
+/// `fluxo run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Workflow file (JSON).
+    pub workflow: PathBuf,
+    /// Input: inline JSON, `@file.json`, or `-` for stdin. Default `{}`.
+    #[arg(long, short, value_name = "JSON|@FILE|-")]
+    pub input: Option<String>,
+    /// Simulate every side effect: no request leaves, no store byte changes.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the run record as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fluxo validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Workflow files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print problems as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fluxo runs …`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List(RunsListArgs),
+    /// Show one run.
+    Show {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a run: a new run with the original input, linked by replay_of.
+    Replay {
+        run_id: String,
+        /// Simulate instead of acting.
+        #[arg(long)]
+        dry_run: bool,
+        /// Run the definition the original run recorded instead of the current file.
+        #[arg(long)]
+        original: bool,
+        /// Where the current workflow files are (default ./workflows).
+        #[arg(long, default_value = "workflows")]
+        workflows: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `fluxo runs list`.
+#[derive(Debug, Args)]
+pub struct RunsListArgs {
+    #[arg(long)]
+    pub workflow: Option<String>,
+    /// queued, running, succeeded, failed, timed_out, interrupted
+    #[arg(long)]
+    pub status: Option<String>,
+    /// live or dry
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Exact idempotency/event key.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Run id or key prefix.
+    #[arg(long)]
+    pub q: Option<String>,
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    #[arg(long)]
+    pub cursor: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fluxo memory …`.
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Read one key.
+    Get { namespace: String, key: String },
+    /// List namespaces, or the keys of one namespace.
+    List {
+        namespace: Option<String>,
+        #[arg(long, default_value = "")]
+        prefix: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Delete one key (manual compensation after checking the destination).
+    Delete { namespace: String, key: String },
+}
+
+/// `fluxo sandbox`.
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    #[arg(long, default_value = "127.0.0.1:8788")]
+    pub addr: SocketAddr,
+}
+
+/// A failure that ends the command with an exit code and a message.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl CliError {
+    fn bad_input(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_BAD_INPUT,
+            message: message.into(),
+        }
+    }
+}
+
+type CliResult = Result<i32, CliError>;
+
+/// Run the CLI; returns the process exit code.
+pub async fn main_with(cli: Cli) -> i32 {
+    match dispatch(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            e.code
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> CliResult {
+    let data_dir = cli.data_dir.clone();
+    match cli.command {
+        Command::Run(a) => cmd_run(data_dir, a).await,
+        Command::Validate(a) => cmd_validate(a),
+        Command::Runs(c) => cmd_runs(data_dir, c).await,
+        Command::Memory(c) => cmd_memory(data_dir, c),
+        Command::StepKinds => {
+            println!("{}", pretty(&Registry::builtin().catalog()));
+            Ok(EXIT_OK)
+        }
+        Command::Sandbox(a) => cmd_sandbox(a).await,
+        Command::Serve(a) => cmd_serve(data_dir, a).await,
+    }
+}
+
+/// The data directory: the flag, else the platform's app-data dir.
+pub fn resolve_data_dir(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    if let Some(d) = flag {
+        return Ok(d);
+    }
+    directories::ProjectDirs::from("dev", "fluxo", "fluxo")
+        .map(|p| p.data_dir().to_path_buf())
+        .ok_or_else(|| CliError::bad_input("no home directory to put data in: pass --data-dir DIR"))
+}
+
+/// Open the sled store of a data dir, with a clear message when another process holds it.
+pub fn open_store(flag: Option<PathBuf>) -> Result<Arc<SledStore>, CliError> {
+    open_store_with(flag, 64)
+}
+
+/// [`open_store`] with a page cache of `cache_mb` MiB.
+pub fn open_store_with(flag: Option<PathBuf>, cache_mb: u64) -> Result<Arc<SledStore>, CliError> {
+    let dir = resolve_data_dir(flag)?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        CliError::bad_input(format!("cannot create data dir {}: {e}", dir.display()))
+    })?;
+    let mut config = SledConfig::new(dir.join("store"));
+    config.cache_capacity_bytes = cache_mb.saturating_mul(1024 * 1024);
+    SledStore::open(&config).map(Arc::new).map_err(|e| {
+        let msg = e.to_string();
+        let hint = if msg.contains("lock") || msg.contains("WouldBlock") || msg.contains("temporarily unavailable") {
+            " (is `fluxo serve` or the app using this data dir? use its HTTP API, or pass another --data-dir)"
+        } else {
+            ""
+        };
+        CliError::bad_input(format!("cannot open the store in {}: {msg}{hint}", dir.display()))
+    })
+}
+
+/// Parse `--input`: inline JSON, `@file`, or `-` for stdin.
+pub fn read_input(arg: Option<&str>) -> Result<Value, CliError> {
+    let (text, origin) = match arg {
+        None => return Ok(Value::Object(Default::default())),
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| CliError::bad_input(format!("--input: cannot read stdin: {e}")))?;
+            (s, "stdin".to_string())
+        }
+        Some(a) if a.starts_with('@') => {
+            let path = &a[1..];
+            let s = std::fs::read_to_string(path)
+                .map_err(|e| CliError::bad_input(format!("--input: cannot read `{path}`: {e}")))?;
+            (s, format!("`{path}`"))
+        }
+        Some(a) => (a.to_string(), "the --input argument".to_string()),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::bad_input(format!(
+            "--input: {origin} is not JSON (line {}, column {}): {e}",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+fn load_workflow(path: &Path, registry: &Registry) -> Result<Compiled, CliError> {
+    workflow::load_file(path, registry)
+        .map_err(|problems| CliError::bad_input(format_problems(path, &problems)))
+}
+
+fn format_problems(path: &Path, problems: &[Problem]) -> String {
+    let mut s = format!("{} is not a valid workflow:", path.display());
+    for p in problems {
+        s.push_str(&format!("\n  {p}"));
+    }
+    s
+}
+
+async fn cmd_run(data_dir: Option<PathBuf>, a: RunArgs) -> CliResult {
+    let registry = Registry::builtin();
+    let input = read_input(a.input.as_deref())?;
+    let wf = load_workflow(&a.workflow, &registry)?;
+    let store = open_store(data_dir)?;
+    let engine = Engine::new(
+        store.clone() as Arc<dyn Store>,
+        Arc::new(SystemClock) as Arc<dyn Clock>,
+    );
+    let mode = if a.dry_run { Mode::Dry } else { Mode::Live };
+    let progress = std::io::stderr().is_terminal() && !a.json;
+    if progress {
+        eprintln!(
+            "running {} ({}){}",
+            wf.id(),
+            mode.as_str(),
+            if a.dry_run {
+                ": nothing will be sent or stored"
+            } else {
+                ""
+            }
+        );
+    }
+    let run = engine
+        .run(&wf, RunRequest::new(input, Trigger::Cli, mode))
+        .await
+        .map_err(|e| CliError {
+            code: EXIT_RUN_FAILED,
+            message: format!("run history could not be written: {e}"),
+        })?;
+    flush(&store);
+    if a.json {
+        println!(
+            "{}",
+            pretty(&serde_json::to_value(&run).unwrap_or(Value::Null))
+        );
+    } else {
+        for w in &wf.warnings {
+            eprintln!("{w}");
+        }
+        print_run(&run);
+    }
+    Ok(exit_for(&run))
+}
+
+fn flush(store: &SledStore) {
+    if let Err(e) = store.flush() {
+        eprintln!("warning: flushing the store failed: {e}");
+    }
+}
+
+fn exit_for(run: &RunRecord) -> i32 {
+    if run.status == RunStatus::Succeeded {
+        EXIT_OK
+    } else {
+        EXIT_RUN_FAILED
+    }
+}
+
+/// The readable run view: a header and a step table (status, attempts, duration, output excerpt).
+pub fn print_run(run: &RunRecord) {
+    println!(
+        "run {}  {}  workflow {} v{}  {}  {} ms",
+        run.id,
+        run.status,
+        run.workflow_id,
+        run.workflow_version,
+        run.mode.as_str(),
+        run.duration_ms.unwrap_or(0)
+    );
+    if let Some(r) = &run.replay_of {
+        println!("replay of {r}");
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "step",
+        "kind",
+        "status",
+        "port",
+        "attempts",
+        "ms",
+        "output / error",
+    ]);
+    for s in &run.steps {
+        let detail = match (&s.error, &s.output) {
+            (Some(e), _) => format!("{}: {}", e.code, e.message),
+            (None, Some(o)) => excerpt(o, 70),
+            _ => String::new(),
+        };
+        t.add_row(vec![
+            s.step_id.clone(),
+            s.kind.clone(),
+            format!("{:?}", s.status).to_lowercase(),
+            s.ports.join(","),
+            s.attempts.len().to_string(),
+            s.duration_ms.to_string(),
+            detail,
+        ]);
+    }
+    println!("{t}");
+    for w in &run.warnings {
+        println!("warning: {w}");
+    }
+    if let Some(e) = &run.error {
+        let status = e
+            .http_status
+            .map(|s| format!(" (HTTP {s})"))
+            .unwrap_or_default();
+        println!(
+            "error in step `{}`: {}: {}{status}",
+            e.step, e.code, e.message
+        );
+    }
+}
+
+fn excerpt(v: &Value, max: usize) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= max {
+        s
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn cmd_validate(a: ValidateArgs) -> CliResult {
+    let registry = Registry::builtin();
+    let mut any_error = false;
+    let mut report = Vec::new();
+    for f in &a.files {
+        let problems = match std::fs::read_to_string(f) {
+            Ok(text) => workflow::check_text(&text, &registry).1,
+            Err(e) => vec![Problem::error(
+                "io",
+                f.display().to_string(),
+                None,
+                format!("cannot read: {e}"),
+            )],
+        };
+        let errors = problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+            .count();
+        any_error |= errors > 0;
+        if a.json {
+            report.push(serde_json::json!({"file": f, "valid": errors == 0, "problems": problems}));
+        } else {
+            let warnings = problems.len() - errors;
+            let verdict = if errors == 0 { "ok" } else { "INVALID" };
+            println!(
+                "{}: {verdict} ({errors} error(s), {warnings} warning(s))",
+                f.display()
+            );
+            for p in &problems {
+                println!("  {p}");
+            }
+        }
+    }
+    if a.json {
+        println!("{}", pretty(&Value::Array(report)));
+    }
+    Ok(if any_error { EXIT_BAD_INPUT } else { EXIT_OK })
+}
+
+async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
+    let store = open_store(data_dir)?;
+    match c {
+        RunsCommand::List(a) => {
+            let status = a
+                .status
+                .as_deref()
+                .map(|s| RunStatus::parse(s).ok_or_else(|| CliError::bad_input(format!("--status: `{s}` is not one of queued, running, succeeded, failed, timed_out, interrupted"))))
+                .transpose()?;
+            let mode = match a.mode.as_deref() {
+                None => None,
+                Some("live") => Some(Mode::Live),
+                Some("dry") => Some(Mode::Dry),
+                Some(m) => {
+                    return Err(CliError::bad_input(format!(
+                        "--mode: `{m}` is not live or dry"
+                    )))
+                }
+            };
+            let q = RunQuery {
+                workflow: a.workflow,
+                status,
+                mode,
+                key: a.key,
+                q: a.q,
+                limit: a.limit.clamp(1, 500),
+                cursor: a.cursor,
+                ..Default::default()
+            };
+            let page = store
+                .list_runs(&q)
+                .map_err(|e| CliError::bad_input(e.to_string()))?;
+            if a.json {
+                println!(
+                    "{}",
+                    pretty(&serde_json::to_value(&page).unwrap_or(Value::Null))
+                );
+                return Ok(EXIT_OK);
+            }
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header(vec![
+                "run", "workflow", "status", "mode", "trigger", "key", "created", "ms",
+            ]);
+            for r in &page.runs {
+                t.add_row(vec![
+                    r.id.clone(),
+                    r.workflow_id.clone(),
+                    r.status.to_string(),
+                    r.mode.as_str().to_string(),
+                    r.trigger.as_str().to_string(),
+                    r.idempotency_key.clone().unwrap_or_default(),
+                    crate::clock::rfc3339(r.created_at.0),
+                    r.duration_ms.map(|d| d.to_string()).unwrap_or_default(),
+                ]);
+            }
+            println!("{t}");
+            if let Some(c) = page.next_cursor {
+                println!("more: --cursor {c}");
+            }
+            Ok(EXIT_OK)
+        }
+        RunsCommand::Show { run_id, json } => {
+            let run = get_run(&store, &run_id)?;
+            if json {
+                println!(
+                    "{}",
+                    pretty(&serde_json::to_value(&run).unwrap_or(Value::Null))
+                );
+            } else {
+                print_run(&run);
+            }
+            Ok(EXIT_OK)
+        }
+        RunsCommand::Replay {
+            run_id,
+            dry_run,
+            original,
+            workflows,
+            json,
+        } => {
+            let registry = Registry::builtin();
+            let run = get_run(&store, &run_id)?;
+            let wf = if original {
+                workflow::check_value(&run.snapshot, &registry)
+                    .0
+                    .ok_or_else(|| CliError::bad_input("the run's snapshot no longer validates"))?
+            } else {
+                let path = workflows.join(format!("{}.json", run.workflow_id));
+                load_workflow(&path, &registry)?
+            };
+            let engine = Engine::new(
+                store.clone() as Arc<dyn Store>,
+                Arc::new(SystemClock) as Arc<dyn Clock>,
+            );
+            let mode = if dry_run { Mode::Dry } else { Mode::Live };
+            let new = engine.replay(&run, &wf, mode).await.map_err(|e| CliError {
+                code: EXIT_RUN_FAILED,
+                message: format!("run history could not be written: {e}"),
+            })?;
+            flush(&store);
+            if json {
+                println!(
+                    "{}",
+                    pretty(&serde_json::to_value(&new).unwrap_or(Value::Null))
+                );
+            } else {
+                print_run(&new);
+            }
+            Ok(exit_for(&new))
+        }
+    }
+}
+
+fn get_run(store: &SledStore, id: &str) -> Result<RunRecord, CliError> {
+    store
+        .get_run(id)
+        .map_err(|e| CliError::bad_input(e.to_string()))?
+        .ok_or_else(|| CliError::bad_input(format!("no run `{id}` in this data dir")))
+}
+
+fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
+    let store = open_store(data_dir)?;
+    let now = SystemClock.now_ms();
+    let err = |e: crate::store::StoreError| CliError::bad_input(e.to_string());
+    match c {
+        MemoryCommand::Get { namespace, key } => {
+            match store.read(&namespace, &key, now).map_err(err)? {
+                Some(e) => {
+                    println!("{}", pretty(&entry_json(&e)));
+                    Ok(EXIT_OK)
+                }
+                None => Err(CliError::bad_input(format!(
+                    "no key `{key}` in namespace `{namespace}` (or it expired)"
+                ))),
+            }
+        }
+        MemoryCommand::List {
+            namespace: None, ..
+        } => {
+            for ns in store.namespaces().map_err(err)? {
+                println!("{ns}");
+            }
+            Ok(EXIT_OK)
+        }
+        MemoryCommand::List {
+            namespace: Some(ns),
+            prefix,
+            limit,
+        } => {
+            let entries = store.list(&ns, &prefix, None, limit, now).map_err(err)?;
+            println!(
+                "{}",
+                pretty(&Value::Array(entries.iter().map(entry_json).collect()))
+            );
+            Ok(EXIT_OK)
+        }
+        MemoryCommand::Delete { namespace, key } => {
+            let deleted = store.delete(&namespace, &key, now).map_err(err)?;
+            flush(&store);
+            println!("{}", serde_json::json!({"deleted": deleted}));
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+/// A Memory entry as JSON with RFC 3339 instants.
+pub fn entry_json(e: &crate::store::MemoryEntry) -> Value {
+    let mut m = BTreeMap::new();
+    m.insert("namespace", Value::String(e.namespace.clone()));
+    m.insert("key", Value::String(e.key.clone()));
+    m.insert("value", e.value.clone());
+    m.insert(
+        "written_at",
+        Value::String(crate::clock::rfc3339(e.written_at)),
+    );
+    if let Some(x) = e.expires_at {
+        m.insert("expires_at", Value::String(crate::clock::rfc3339(x)));
+    }
+    serde_json::to_value(m).unwrap_or(Value::Null)
+}
+
+async fn cmd_sandbox(a: SandboxArgs) -> CliResult {
+    let handle = crate::sandbox::Sandbox::start(a.addr)
+        .await
+        .map_err(|e| CliError::bad_input(format!("cannot listen on {}: {e}", a.addr)))?;
+    println!("sandbox destination listening on {}", handle.url());
+    println!("  e.g. export FLUXO_ENV_CRM_URL={}", handle.url());
+    println!(
+        "  request log: {}/_sandbox/log   records: {}/_sandbox/records",
+        handle.url(),
+        handle.url()
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    handle.shutdown().await;
+    Ok(EXIT_OK)
+}
+
+async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
+    use crate::server::{self, auth, ServerOptions};
+    let dir = resolve_data_dir(data_dir.clone())?;
+    let store = open_store_with(data_dir, a.cache_mb)?;
+    let engine = Engine::new(
+        store.clone() as Arc<dyn Store>,
+        Arc::new(SystemClock) as Arc<dyn Clock>,
+    );
+    let registry = engine.registry().clone();
+    let workflows = workflow::dir::WorkflowDir::load(&a.workflows, registry).map_err(|e| {
+        CliError::bad_input(format!(
+            "cannot read workflows folder {}: {e}",
+            a.workflows.display()
+        ))
+    })?;
+    let (token, source) = auth::resolve_token(a.token, &dir).map_err(|e| {
+        CliError::bad_input(format!(
+            "cannot write the API token in {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let ui_dir =
+        a.ui.or_else(|| Some(PathBuf::from("ui/dist")).filter(|d| d.join("index.html").exists()));
+    let options = ServerOptions {
+        body_limit_bytes: a.body_limit,
+        workers: a.workers,
+        retention: crate::store::Retention {
+            max_runs_per_workflow: Some(a.retention_runs),
+            max_age_ms: a.retention_days.map(|d| d as i64 * 86_400_000),
+        },
+        ui_dir: ui_dir.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(a.addr)
+        .await
+        .map_err(|e| CliError::bad_input(format!("cannot listen on {}: {e}", a.addr)))?;
+    let entries = workflows.list();
+    let invalid: Vec<String> = entries
+        .iter()
+        .filter(|e| e.compiled.is_none())
+        .map(|e| e.id.clone())
+        .collect();
+    let running = server::start(listener, engine, workflows, token.clone(), options)
+        .await
+        .map_err(|e| CliError::bad_input(format!("cannot start: {e}")))?;
+    println!("fluxo serve listening on {}", running.url());
+    println!(
+        "  workflows: {} in {}",
+        entries.len(),
+        a.workflows.display()
+    );
+    for id in &invalid {
+        println!("  warning: workflow `{id}` does not validate; it will not run until fixed");
+    }
+    println!("  data dir:  {}", dir.display());
+    match source {
+        auth::TokenSource::Generated => println!(
+            "  API token (generated, saved in {}/token; shown once): {token}",
+            dir.display()
+        ),
+        auth::TokenSource::File => println!("  API token: in {}/token", dir.display()),
+        auth::TokenSource::Given => println!("  API token: as given"),
+    }
+    match &ui_dir {
+        Some(_) => println!("  browser UI: {}/", running.url()),
+        None => println!("  browser UI: not built (make ui)"),
+    }
+    println!("  webhooks:  POST {}/hooks/<workflow_id>", running.url());
+    server::shutdown_signal().await;
+    eprintln!("shutting down: finishing running runs...");
+    running.shutdown().await;
+    Ok(EXIT_OK)
+}

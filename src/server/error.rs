@@ -1,0 +1,105 @@
+//! One error type for every HTTP answer that is not a success: RFC 9457 problem details
+//! (`application/problem+json`) with an extra `code` member. Clients get a clean message;
+//! the log gets the detail. Never leaks internals or secrets.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+/// An API error, rendered as problem+json.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable machine code (`invalid_idempotency_key`, `idempotency_conflict`, …).
+    pub code: &'static str,
+    /// Human-readable explanation naming what and where.
+    pub detail: String,
+    /// Extra members (e.g. `problems` of an invalid workflow).
+    pub extra: Option<Value>,
+    /// `Retry-After` seconds, for 503/429.
+    pub retry_after_s: Option<u64>,
+}
+
+impl ApiError {
+    /// A problem with a status, code and detail.
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            detail: detail.into(),
+            extra: None,
+            retry_after_s: None,
+        }
+    }
+    /// 400.
+    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, detail)
+    }
+    /// 404.
+    pub fn not_found(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, detail)
+    }
+    /// 409.
+    pub fn conflict(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, detail)
+    }
+    /// 503 with `Retry-After`: the request was not accepted and can be sent again.
+    pub fn unavailable(detail: impl Into<String>, retry_after_s: u64) -> Self {
+        ApiError {
+            retry_after_s: Some(retry_after_s),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
+        }
+    }
+    /// A store failure: logged in full, answered as a retryable 503.
+    pub fn store(e: crate::store::StoreError) -> Self {
+        tracing::error!(error = %e, "store failure");
+        Self::unavailable("the store could not complete the request; retry later", 1)
+    }
+    /// Attach extra members.
+    pub fn with_extra(mut self, extra: Value) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+    /// The problem document.
+    pub fn body(&self) -> Value {
+        let mut v = json!({
+            "type": format!("https://fluxo.dev/problems/{}", self.code.replace('_', "-")),
+            "title": self.status.canonical_reason().unwrap_or("Error"),
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+            "code": self.code,
+        });
+        if let (Some(Value::Object(extra)), Value::Object(m)) = (&self.extra, &mut v) {
+            for (k, x) in extra {
+                m.insert(k.clone(), x.clone());
+            }
+        }
+        v
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.detail)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut resp = (self.status, body).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(s) = self.retry_after_s {
+            if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        resp
+    }
+}
+
+/// Result alias for handlers.
+pub type ApiResult<T> = Result<T, ApiError>;

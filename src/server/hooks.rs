@@ -1,0 +1,313 @@
+//! `POST /hooks/{workflow_id}`: the webhook trigger with dedupe at the door (SPEC §5).
+//!
+//! 1. The workflow must exist, validate and start with a `webhook_trigger`.
+//! 2. Body limit (413), optional HMAC signature (401), JSON body (400).
+//! 3. Key: `Idempotency-Key` (bare or RFC 8941 quoted), else `X-Fluxo-Event-Id`, else the
+//!    trigger's `dedupe_key` template over the body, else no dedupe. A malformed key is
+//!    `400 invalid_idempotency_key`, never a silent run without dedupe.
+//! 4. The claim (window from the first delivery, never extended) and the queued run are
+//!    written in one transaction, made durable by the group commit, then `202
+//!    {"run_id", "duplicate": false}`. A repeat within the window is `200 {"run_id":
+//!    <original>, "duplicate": true}` and writes nothing. If queuing fails nothing stays
+//!    claimed: `503` with `Retry-After`.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+
+use super::error::{ApiError, ApiResult};
+use super::AppState;
+use crate::run::{Mode, Trigger};
+use crate::runtime::RunRequest;
+use crate::steps::webhook_trigger::{self, validate_key};
+use crate::steps::{key_text, parse_config};
+use crate::store::{ClaimOutcome, WebhookClaim};
+use crate::workflow::template::{Scope, Templates};
+
+/// Signature header: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
+pub const SIGNATURE_HEADER: &str = "x-fluxo-signature";
+/// Signature timestamp tolerance: 5 minutes.
+pub const SIGNATURE_TOLERANCE_S: i64 = 300;
+
+/// The webhook handler.
+pub async fn webhook(
+    State(state): State<AppState>,
+    Path(workflow_id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let body = body.map_err(|rej| {
+        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!(
+                    "the body is over the limit of {} bytes",
+                    state.options().body_limit_bytes
+                ),
+            )
+        } else {
+            ApiError::bad_request("bad_body", rej.body_text())
+        }
+    })?;
+    let entry = state.workflows().get(&workflow_id).ok_or_else(|| {
+        ApiError::not_found("workflow_not_found", format!("no workflow `{workflow_id}`"))
+    })?;
+    let wf = entry.compiled.clone().ok_or_else(|| {
+        ApiError::conflict(
+            "workflow_invalid",
+            format!("workflow `{workflow_id}` has validation errors; fix them in the editor first"),
+        )
+    })?;
+    let trigger = wf.trigger();
+    if trigger.kind != "webhook_trigger" {
+        return Err(ApiError::not_found(
+            "no_webhook_trigger",
+            format!(
+                "workflow `{workflow_id}` starts with `{}`, not a webhook_trigger",
+                trigger.kind
+            ),
+        ));
+    }
+    let config: webhook_trigger::Config = parse_config(&trigger.config).map_err(|_| {
+        ApiError::conflict(
+            "workflow_invalid",
+            format!("workflow `{workflow_id}`: bad trigger config"),
+        )
+    })?;
+    let now = state.clock().now_ms();
+    let env = state.engine().env();
+
+    if let Some(secret_tmpl) = &config.signing_secret {
+        let secret = render_text(secret_tmpl, &Value::Null, &env).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "signing_secret_unavailable",
+                format!("the trigger's signing_secret cannot be resolved: {e}"),
+            )
+        })?;
+        verify_signature(&headers, &body, &secret, now / 1000)?;
+    }
+
+    let input: Value = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_json",
+            format!(
+                "the body is not JSON (line {}, column {}): {e}",
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+
+    let key = delivery_key(&headers, &config, &input, &env)?;
+    let mut req = RunRequest::new(input, Trigger::Webhook, Mode::Live);
+    req.idempotency_key = key.clone();
+    let run = state.engine().new_run(&wf, req);
+    let store = state.store().clone();
+
+    match key {
+        Some(key) => {
+            let claim = WebhookClaim {
+                workflow_id: workflow_id.clone(),
+                key: key.clone(),
+                run_id: run.id.clone(),
+                claimed_at: now,
+                expires_at: now
+                    .saturating_add((config.dedupe_window_s as i64).saturating_mul(1000)),
+            };
+            let outcome = {
+                let (s, c, r) = (store.clone(), claim.clone(), run.clone());
+                tokio::task::spawn_blocking(move || s.claim_and_enqueue(&c, &r, now))
+                    .await
+                    .map_err(|_| ApiError::unavailable("the claim could not be written; retry", 1))?
+                    .map_err(ApiError::store)?
+            };
+            match outcome {
+                ClaimOutcome::Duplicate { run_id } => {
+                    tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
+                    Ok((
+                        StatusCode::OK,
+                        Json(json!({"run_id": run_id, "duplicate": true})),
+                    )
+                        .into_response())
+                }
+                ClaimOutcome::Claimed => {
+                    if let Err(e) = state.commit().durable().await {
+                        tracing::error!(error = %e, "flush failed after claim; undoing");
+                        undo_claim(&state, &claim, &run.id);
+                        return Err(ApiError::unavailable(
+                            "the delivery could not be made durable; retry",
+                            1,
+                        ));
+                    }
+                    tracing::info!(workflow_id = %workflow_id, run_id = %run.id, "delivery accepted");
+                    state.queue().push(run.id.clone());
+                    Ok((
+                        StatusCode::ACCEPTED,
+                        Json(json!({"run_id": run.id, "duplicate": false})),
+                    )
+                        .into_response())
+                }
+            }
+        }
+        None => {
+            let r = run.clone();
+            let s = store.clone();
+            tokio::task::spawn_blocking(move || s.put_run(&r))
+                .await
+                .map_err(|_| ApiError::unavailable("the run could not be queued; retry", 1))?
+                .map_err(ApiError::store)?;
+            state.commit().durable().await.map_err(|_| {
+                ApiError::unavailable("the run could not be made durable; retry", 1)
+            })?;
+            state.queue().push(run.id.clone());
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({"run_id": run.id, "duplicate": false})),
+            )
+                .into_response())
+        }
+    }
+}
+
+/// Best effort after a failed flush: remove the claim and the queued run so a retry is
+/// accepted.
+fn undo_claim(state: &AppState, claim: &WebhookClaim, run_id: &str) {
+    let _ = (state, claim, run_id);
+    tracing::error!("could not undo claim (release_claim not available yet)");
+}
+
+/// The delivery's key: header, else event-id header, else the trigger's template.
+pub fn delivery_key(
+    headers: &HeaderMap,
+    config: &webhook_trigger::Config,
+    input: &Value,
+    env: &std::collections::BTreeMap<String, String>,
+) -> ApiResult<Option<String>> {
+    for (name, label) in [
+        ("idempotency-key", "Idempotency-Key"),
+        ("x-fluxo-event-id", "X-Fluxo-Event-Id"),
+    ] {
+        let mut values = headers.get_all(name).iter();
+        if let Some(v) = values.next() {
+            if values.next().is_some() {
+                return Err(ApiError::bad_request(
+                    "invalid_idempotency_key",
+                    format!("{label} appears more than once"),
+                ));
+            }
+            let text = v.to_str().map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_idempotency_key",
+                    format!("{label} contains a character outside visible ASCII"),
+                )
+            })?;
+            return validate_key(label, text)
+                .map(Some)
+                .map_err(|e| ApiError::bad_request("invalid_idempotency_key", e.to_string()));
+        }
+    }
+    let Some(tmpl) = &config.dedupe_key else {
+        return Ok(None);
+    };
+    let mut t = Templates::new();
+    t.add(tmpl)
+        .map_err(|e| ApiError::conflict("workflow_invalid", format!("dedupe_key: {e}")))?;
+    let scope = Scope::new(input, &Value::Null, env);
+    let v = t.render_str(tmpl, &scope.context(), "dedupe_key").map_err(|e| {
+        ApiError::bad_request(
+            "invalid_idempotency_key",
+            format!("no Idempotency-Key header, and the trigger's dedupe_key `{tmpl}` failed on this body: {e}"),
+        )
+    })?;
+    let key = key_text(&v, "dedupe_key").map_err(|e| {
+        ApiError::bad_request(
+            "invalid_idempotency_key",
+            format!("dedupe_key `{tmpl}`: {}", e.message),
+        )
+    })?;
+    webhook_trigger::check_key_text("dedupe_key", &key)
+        .map_err(|e| ApiError::bad_request("invalid_idempotency_key", e.to_string()))?;
+    Ok(Some(key))
+}
+
+fn render_text(
+    tmpl: &str,
+    input: &Value,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<String, String> {
+    let mut t = Templates::new();
+    t.add(tmpl).map_err(|e| e.to_string())?;
+    let scope = Scope::new(input, &Value::Null, env);
+    match t.render_str(tmpl, &scope.context(), "signing_secret") {
+        Ok(Value::String(s)) if !s.is_empty() => Ok(s),
+        Ok(_) => Err("it rendered empty".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Check `X-Fluxo-Signature: t=<unix>,v1=<hex>` = HMAC-SHA256(secret, "<t>.<body>") within
+/// ±5 minutes of `now_s`. Several `v1=` values are accepted (secret rotation).
+pub fn verify_signature(
+    headers: &HeaderMap,
+    body: &[u8],
+    secret: &str,
+    now_s: i64,
+) -> ApiResult<()> {
+    let unauthorized = |why: &str| {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            why.to_string(),
+        )
+    };
+    let header = headers
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| unauthorized("missing X-Fluxo-Signature header"))?;
+    let mut t: Option<i64> = None;
+    let mut sigs = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", v)) => t = v.parse().ok(),
+            Some(("v1", v)) => sigs.push(v.to_string()),
+            _ => {}
+        }
+    }
+    let t = t.ok_or_else(|| unauthorized("X-Fluxo-Signature has no valid t=<unix seconds>"))?;
+    if (now_s - t).abs() > SIGNATURE_TOLERANCE_S {
+        return Err(unauthorized(
+            "X-Fluxo-Signature timestamp is outside the 5-minute tolerance",
+        ));
+    }
+    for sig in sigs {
+        let Ok(bytes) = hex::decode(&sig) else {
+            continue;
+        };
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
+            .map_err(|_| unauthorized("bad secret"))?;
+        mac.update(t.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        if mac.verify_slice(&bytes).is_ok() {
+            return Ok(());
+        }
+    }
+    Err(unauthorized("X-Fluxo-Signature does not match the body"))
+}
+
+/// Compute a signature header value (for senders and tests).
+pub fn sign(secret: &str, t: i64, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(t.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
+}

@@ -1,0 +1,274 @@
+//! `fluxo serve`: the production runtime and the API the desktop app and browser UI use
+//! (SPEC §5).
+//!
+//! * [`hooks`]: `POST /hooks/{workflow_id}`: dedupe at the door (claim + queued run in one
+//!   transaction, made durable by [`commit::GroupCommit`] before the 202).
+//! * [`runs`]: start runs (idempotent with `Idempotency-Key`), list, detail, replay, stats.
+//! * [`api`]: workflows CRUD, validate, dry-run, memory, step kinds, events (SSE), health.
+//! * [`idempotency`]: the REST API's Idempotency-Key semantics.
+//! * [`queue`]: the worker pool and crash recovery.
+//! * [`auth`], [`error`]: bearer token; problem+json errors.
+
+pub mod api;
+pub mod auth;
+pub mod commit;
+pub mod error;
+pub mod hooks;
+pub mod idempotency;
+pub mod openapi;
+pub mod queue;
+pub mod runs;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+use crate::runtime::Engine;
+use crate::store::{Retention, Store};
+use crate::workflow::dir::WorkflowDir;
+
+/// Default body limit of webhook and API requests: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Body limit in bytes (default 1 MiB); larger bodies get 413.
+    pub body_limit_bytes: usize,
+    /// Runs executed at once (default 8).
+    pub workers: usize,
+    pub retention: Retention,
+    /// Built browser UI to serve at `/` (e.g. `ui/dist`), if any.
+    pub ui_dir: Option<PathBuf>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            body_limit_bytes: DEFAULT_BODY_LIMIT,
+            workers: 8,
+            retention: Retention::default(),
+            ui_dir: None,
+        }
+    }
+}
+
+/// Shared state of every handler. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    engine: Engine,
+    workflows: WorkflowDir,
+    token: RwLock<String>,
+    commit: commit::GroupCommit,
+    queue: queue::Queue,
+    options: ServerOptions,
+    /// Identifies this process as the owner of in-progress idempotency records.
+    instance_id: String,
+}
+
+impl AppState {
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.0.engine
+    }
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.0.engine.store()
+    }
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.0.engine.clock()
+    }
+    /// The workflow folder.
+    pub fn workflows(&self) -> &WorkflowDir {
+        &self.0.workflows
+    }
+    /// The API token.
+    pub fn token(&self) -> String {
+        self.0
+            .token
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    /// Replace the API token (settings: regenerate).
+    pub fn set_token(&self, t: String) {
+        *self.0.token.write().unwrap_or_else(|e| e.into_inner()) = t;
+    }
+    /// Group commit.
+    pub fn commit(&self) -> &commit::GroupCommit {
+        &self.0.commit
+    }
+    /// The run queue.
+    pub fn queue(&self) -> &queue::Queue {
+        &self.0.queue
+    }
+    /// Server options.
+    pub fn options(&self) -> &ServerOptions {
+        &self.0.options
+    }
+    /// This process's owner id for idempotency leases.
+    pub fn instance_id(&self) -> &str {
+        &self.0.instance_id
+    }
+}
+
+/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`.
+pub fn router(state: AppState) -> Router {
+    let limit = state.options().body_limit_bytes;
+    let api =
+        api::routes()
+            .merge(runs::routes())
+            .route_layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                auth::require_token,
+            ));
+    let mut app = Router::new()
+        .route("/hooks/{workflow_id}", post(hooks::webhook))
+        .route("/healthz", get(api::healthz))
+        .route("/api/v1/openapi.json", get(api::openapi))
+        .nest("/api/v1", api)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(request_id));
+    if let Some(dir) = &state.options().ui_dir {
+        app = app.fallback_service(
+            tower_http::services::ServeDir::new(dir)
+                .fallback(tower_http::services::ServeFile::new(dir.join("index.html"))),
+        );
+    }
+    app.with_state(state)
+}
+
+/// Tag each request with an id (`X-Request-Id`, taken from the client or generated) in a
+/// tracing span; payload bodies are never logged at info level.
+async fn request_id(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.len() <= 128)
+        .map(String::from)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
+    let _enter = span.enter();
+    drop(_enter);
+    let mut resp = tracing::Instrument::instrument(next.run(req), span).await;
+    if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
+}
+
+/// A started server.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// The base URL (`http://127.0.0.1:port`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+    /// Stop accepting, let running runs finish (up to their deadline), flush the store.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Start a server on `listener` over an engine and a workflow folder: recovers runs left by a
+/// crash (`queued` → executed, `running` → `interrupted`), starts workers, the group commit,
+/// the Memory sweeper and retention pruning.
+pub async fn start(
+    listener: TcpListener,
+    engine: Engine,
+    workflows: WorkflowDir,
+    token: String,
+    options: ServerOptions,
+) -> std::io::Result<RunningServer> {
+    let addr = listener.local_addr()?;
+    let store = engine.store().clone();
+    let commit = commit::GroupCommit::start(store.clone());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (queue, receiver) = queue::Queue::new();
+    let state = AppState(Arc::new(Inner {
+        engine,
+        workflows,
+        token: RwLock::new(token),
+        commit,
+        queue,
+        options: options.clone(),
+        instance_id: uuid::Uuid::new_v4().to_string(),
+    }));
+    queue::recover(&state).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let workers = queue::spawn_workers(
+        state.clone(),
+        receiver,
+        options.workers.max(1),
+        shutdown_rx.clone(),
+    );
+    let maintenance = queue::spawn_maintenance(state.clone(), shutdown_rx.clone());
+    let app = router(state.clone());
+    let mut rx = shutdown_rx.clone();
+    let task = tokio::spawn(async move {
+        let serve = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = rx.wait_for(|s| *s).await;
+        });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "server stopped with an error");
+        }
+        for w in workers {
+            let _ = w.await;
+        }
+        maintenance.abort();
+        let _ = store.flush();
+    });
+    Ok(RunningServer {
+        addr,
+        state,
+        shutdown: shutdown_tx,
+        task,
+    })
+}
+
+/// Wait for Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+/// Grace period after the last run deadline before shutdown gives up waiting.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

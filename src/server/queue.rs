@@ -1,0 +1,184 @@
+//! The run queue, the worker pool, crash recovery and periodic maintenance.
+//!
+//! Runs are queued durably in the store (status `queued`) before they are acknowledged; the
+//! in-process channel only carries their ids to the workers. On start, `queued` runs are
+//! executed and `running` ones become `interrupted`: never silently re-executed, since their
+//! side effects may have happened; they stay replayable (SPEC §4).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch, Mutex};
+
+use super::AppState;
+use crate::run::{ErrorInfo, RunRecord, RunStatus, Timestamp};
+use crate::store::StoreResult;
+
+/// The sending side of the worker pool's queue.
+#[derive(Clone)]
+pub struct Queue {
+    tx: mpsc::UnboundedSender<String>,
+}
+
+/// The receiving side, shared by the workers.
+pub type QueueReceiver = Arc<Mutex<mpsc::UnboundedReceiver<String>>>;
+
+impl Queue {
+    /// A new queue.
+    pub fn new() -> (Self, QueueReceiver) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Queue { tx }, Arc::new(Mutex::new(rx)))
+    }
+    /// Hand a stored `queued` run to the workers.
+    pub fn push(&self, run_id: String) {
+        let _ = self.tx.send(run_id);
+    }
+}
+
+/// Crash recovery: `running` → `interrupted`, `queued` → back on the queue.
+pub fn recover(state: &AppState) -> StoreResult<()> {
+    let store = state.store();
+    let now = state.clock().now_ms();
+    for id in store.run_ids_with_status(RunStatus::Running)? {
+        if let Some(mut run) = store.get_run(&id)? {
+            run.status = RunStatus::Interrupted;
+            run.finished_at = Some(Timestamp(now));
+            run.error = Some(ErrorInfo {
+                code: "interrupted".into(),
+                message: "the server stopped while this run was running; its side effects may \
+                          have happened, so it was not re-executed. Check the destination, then \
+                          replay it if needed."
+                    .into(),
+                step: run
+                    .steps
+                    .last()
+                    .map(|s| s.step_id.clone())
+                    .unwrap_or_default(),
+                attempts: 0,
+                http_status: None,
+            });
+            store.put_run(&run)?;
+            tracing::warn!(run_id = %id, "run interrupted by a restart");
+        }
+    }
+    for id in store.run_ids_with_status(RunStatus::Queued)? {
+        state.queue().push(id);
+    }
+    store.flush()
+}
+
+/// Start `n` workers; each stops taking runs when `shutdown` turns true and finishes the run
+/// it has.
+pub fn spawn_workers(
+    state: AppState,
+    rx: QueueReceiver,
+    n: usize,
+    shutdown: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let state = state.clone();
+            let rx = rx.clone();
+            let mut shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    let next = {
+                        let mut guard = rx.lock().await;
+                        tokio::select! {
+                            id = guard.recv() => id,
+                            _ = shutdown.wait_for(|s| *s) => None,
+                        }
+                    };
+                    let Some(id) = next else { break };
+                    execute_queued(&state, &id).await;
+                }
+            })
+        })
+        .collect()
+}
+
+/// Execute one queued run with the workflow's current definition.
+pub async fn execute_queued(state: &AppState, run_id: &str) {
+    let store = state.store();
+    let run = match store.get_run(run_id) {
+        Ok(Some(r)) if r.status == RunStatus::Queued => r,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::error!(run_id, error = %e, "cannot load queued run");
+            return;
+        }
+    };
+    let compiled = state
+        .workflows()
+        .get(&run.workflow_id)
+        .and_then(|e| e.compiled.clone());
+    let Some(wf) = compiled else {
+        fail_unrunnable(
+            state,
+            run,
+            "the workflow no longer exists or does not validate",
+        );
+        return;
+    };
+    let mut run = run;
+    run.workflow_version = wf.workflow.version;
+    run.definition_hash = wf.hash.clone();
+    run.snapshot = serde_json::to_value(&wf.workflow).unwrap_or_default();
+    let span = tracing::info_span!("run", run_id = %run.id, workflow_id = %run.workflow_id);
+    let result = tracing::Instrument::instrument(state.engine().execute(&wf, run), span).await;
+    if let Err(e) = result {
+        tracing::error!(run_id, error = %e, "run history could not be written");
+    }
+}
+
+fn fail_unrunnable(state: &AppState, mut run: RunRecord, why: &str) {
+    run.status = RunStatus::Failed;
+    run.finished_at = Some(Timestamp(state.clock().now_ms()));
+    run.error = Some(ErrorInfo {
+        code: "workflow_unavailable".into(),
+        message: format!("workflow `{}`: {why}", run.workflow_id),
+        step: String::new(),
+        attempts: 0,
+        http_status: None,
+    });
+    if let Err(e) = state.store().put_run(&run) {
+        tracing::error!(run_id = %run.id, error = %e, "cannot store run");
+    }
+}
+
+/// Every minute: prune runs by retention, sweep expired Memory keys and idempotency records.
+pub fn spawn_maintenance(
+    state: AppState,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let now = state.clock().now_ms();
+            let store = state.store().clone();
+            let retention = state.options().retention;
+            let res = tokio::task::spawn_blocking(move || -> StoreResult<(usize, usize, usize)> {
+                let pruned = store.prune_runs(&retention, now)?;
+                let swept = store.sweep_expired(now, 10_000)?;
+                let idem = store.sweep_idempotency(now, 10_000)?;
+                Ok((pruned, swept, idem))
+            })
+            .await;
+            match res {
+                Ok(Ok((p, s, i))) if p + s + i > 0 => {
+                    tracing::info!(
+                        pruned_runs = p,
+                        swept_keys = s,
+                        swept_idempotency = i,
+                        "maintenance"
+                    )
+                }
+                Ok(Err(e)) => tracing::error!(error = %e, "maintenance failed"),
+                _ => {}
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+    })
+}

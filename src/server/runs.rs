@@ -1,0 +1,445 @@
+//! Runs: start (idempotent), list with filters and cursor paging, detail, replay, stats.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{OriginalUri, Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::idempotency::{self, Begin};
+use super::AppState;
+use crate::clock::parse_rfc3339;
+use crate::run::{Mode, RunRecord, RunStatus, Trigger};
+use crate::runtime::RunRequest;
+use crate::store::RunQuery;
+use crate::workflow::{check_value, Compiled};
+
+/// Routes under `/api/v1`.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/workflows/{id}/runs", post(start_run))
+        .route("/runs", get(list_runs))
+        .route("/runs/stats", get(stats))
+        .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/replay", post(replay))
+}
+
+/// Parse a JSON request body (empty = `{}`), naming the problem.
+pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Value> {
+    let bytes = body.map_err(|rej| {
+        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is over the limit of {limit} bytes"),
+            )
+        } else {
+            ApiError::bad_request("bad_body", rej.body_text())
+        }
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_json",
+            format!(
+                "the body is not JSON (line {}, column {}): {e}",
+                e.line(),
+                e.column()
+            ),
+        )
+    })
+}
+
+/// The runnable workflow with this id, or a problem.
+pub fn runnable(state: &AppState, id: &str) -> ApiResult<Arc<Compiled>> {
+    let entry = state
+        .workflows()
+        .get(id)
+        .ok_or_else(|| ApiError::not_found("workflow_not_found", format!("no workflow `{id}`")))?;
+    entry.compiled.clone().ok_or_else(|| {
+        ApiError::conflict(
+            "workflow_invalid",
+            format!("workflow `{id}` has validation errors; fix them first"),
+        )
+        .with_extra(json!({"problems": entry.problems}))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    #[serde(default)]
+    input: Option<Value>,
+}
+
+fn prefers_async(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .any(|p| p.trim().eq_ignore_ascii_case("respond-async"))
+        })
+}
+
+/// Run `run` now and wait (200 with the run), or queue it (`Prefer: respond-async` → 202
+/// with `Location`).
+async fn start_or_queue(
+    state: &AppState,
+    wf: Arc<Compiled>,
+    run: RunRecord,
+    wait: bool,
+) -> ApiResult<(StatusCode, HeaderMap, Value)> {
+    let mut headers = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(&format!("/api/v1/runs/{}", run.id)) {
+        headers.insert(header::LOCATION, v);
+    }
+    if !wait {
+        let s = state.store().clone();
+        let r = run.clone();
+        tokio::task::spawn_blocking(move || s.put_run(&r))
+            .await
+            .map_err(|_| ApiError::unavailable("the run could not be queued", 1))?
+            .map_err(ApiError::store)?;
+        state.commit().durable().await.map_err(ApiError::store)?;
+        state.queue().push(run.id.clone());
+        return Ok((
+            StatusCode::ACCEPTED,
+            headers,
+            serde_json::to_value(&run).unwrap_or_default(),
+        ));
+    }
+    let engine = state.engine().clone();
+    // Spawned so a client that disconnects does not cancel a run half-way.
+    let done = tokio::spawn(async move { engine.execute(&wf, run).await })
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "the run task failed",
+            )
+        })?
+        .map_err(ApiError::store)?;
+    Ok((
+        StatusCode::OK,
+        headers,
+        serde_json::to_value(&done).unwrap_or_default(),
+    ))
+}
+
+async fn finish(
+    guard: Option<idempotency::Guard>,
+    result: ApiResult<(StatusCode, HeaderMap, Value)>,
+) -> Response {
+    match (guard, result) {
+        (Some(g), Ok((status, headers, body))) => {
+            let mut resp = g.complete(status, body.to_string());
+            resp.headers_mut().extend(headers);
+            resp
+        }
+        (None, Ok((status, headers, body))) => (status, headers, Json(body)).into_response(),
+        (_, Err(e)) => e.into_response(),
+    }
+}
+
+async fn start_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let parsed: StartBody = serde_json::from_value(body.clone()).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("expected {{\"input\": {{...}}}}: {e}"),
+        )
+    })?;
+    let wf = runnable(&state, &id)?;
+    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
+        Begin::Replay(resp) => return Ok(resp),
+        Begin::Process(g) => Some(g),
+        Begin::NoKey => None,
+    };
+    let mut req = RunRequest::new(
+        parsed.input.unwrap_or_else(|| json!({})),
+        Trigger::Api,
+        Mode::Live,
+    );
+    req.idempotency_key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim_matches('"').to_string());
+    let run = state.engine().new_run(&wf, req);
+    let result = start_or_queue(&state, wf, run, !prefers_async(&headers)).await;
+    Ok(finish(guard, result).await)
+}
+
+/// Query parameters of `GET /api/v1/runs`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunsParams {
+    pub workflow: Option<String>,
+    pub status: Option<String>,
+    pub mode: Option<String>,
+    pub trigger: Option<String>,
+    pub key: Option<String>,
+    /// RFC 3339 or unix ms.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub q: Option<String>,
+    /// 1..=500, default 50.
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+/// An instant given as RFC 3339 or unix milliseconds.
+pub fn parse_instant(name: &str, v: &str) -> ApiResult<i64> {
+    v.parse::<i64>()
+        .ok()
+        .or_else(|| parse_rfc3339(v))
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_parameter",
+                format!("`{name}`: `{v}` is neither RFC 3339 nor unix milliseconds"),
+            )
+        })
+}
+
+impl RunsParams {
+    /// The store query, or a problem naming the bad parameter.
+    pub fn to_query(&self) -> ApiResult<RunQuery> {
+        let bad = |name: &str, v: &str, allowed: &str| {
+            ApiError::bad_request(
+                "invalid_parameter",
+                format!("`{name}`: `{v}` is not one of {allowed}"),
+            )
+        };
+        let status = match self.status.as_deref().filter(|s| !s.is_empty()) {
+            None => None,
+            Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+                bad(
+                    "status",
+                    s,
+                    "queued, running, succeeded, failed, timed_out, interrupted",
+                )
+            })?),
+        };
+        let mode = match self.mode.as_deref().filter(|s| !s.is_empty()) {
+            None => None,
+            Some("live") => Some(Mode::Live),
+            Some("dry") => Some(Mode::Dry),
+            Some(m) => return Err(bad("mode", m, "live, dry")),
+        };
+        let trigger = match self.trigger.as_deref().filter(|s| !s.is_empty()) {
+            None => None,
+            Some(t) => Some(
+                serde_json::from_value::<Trigger>(Value::String(t.to_string()))
+                    .map_err(|_| bad("trigger", t, "webhook, api, manual, replay, cli"))?,
+            ),
+        };
+        let limit = self.limit.unwrap_or(50);
+        if !(1..=500).contains(&limit) {
+            return Err(ApiError::bad_request(
+                "invalid_parameter",
+                format!("`limit`: {limit} is not between 1 and 500"),
+            ));
+        }
+        Ok(RunQuery {
+            workflow: self.workflow.clone().filter(|s| !s.is_empty()),
+            status,
+            mode,
+            trigger,
+            key: self.key.clone().filter(|s| !s.is_empty()),
+            since: self
+                .since
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(|v| parse_instant("since", v))
+                .transpose()?,
+            until: self
+                .until
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(|v| parse_instant("until", v))
+                .transpose()?,
+            q: self.q.clone().filter(|s| !s.is_empty()),
+            limit,
+            cursor: self.cursor.clone().filter(|s| !s.is_empty()),
+        })
+    }
+}
+
+async fn list_runs(
+    State(state): State<AppState>,
+    params: Result<Query<RunsParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(params) =
+        params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
+    let q = params.to_query()?;
+    let s = state.store().clone();
+    let page = tokio::task::spawn_blocking(move || s.list_runs(&q))
+        .await
+        .map_err(|_| ApiError::unavailable("listing failed", 1))?
+        .map_err(ApiError::store)?;
+    Ok(Json(serde_json::to_value(page).unwrap_or_default()))
+}
+
+async fn get_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<RunRecord>> {
+    state
+        .store()
+        .get_run(&id)
+        .map_err(ApiError::store)?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ReplayBody {
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+}
+
+async fn replay(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let parsed: ReplayBody = serde_json::from_value(body.clone())
+        .map_err(|e| ApiError::bad_request("invalid_body", format!("expected {{\"mode\": \"live\"|\"dry\", \"version\": \"current\"|\"original\"}}: {e}")))?;
+    let mode = match parsed.mode.as_deref() {
+        None | Some("live") => Mode::Live,
+        Some("dry") => Mode::Dry,
+        Some(m) => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                format!("`mode`: `{m}` is not live or dry"),
+            ))
+        }
+    };
+    let original = state
+        .store()
+        .get_run(&id)
+        .map_err(ApiError::store)?
+        .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))?;
+    let wf = match parsed.version.as_deref() {
+        None | Some("current") => runnable(&state, &original.workflow_id)?,
+        Some("original") => {
+            let (c, problems) = check_value(&original.snapshot, state.engine().registry());
+            Arc::new(c.ok_or_else(|| {
+                ApiError::conflict(
+                    "workflow_invalid",
+                    "the run's recorded definition no longer validates",
+                )
+                .with_extra(json!({"problems": problems}))
+            })?)
+        }
+        Some(v) => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                format!("`version`: `{v}` is not current or original"),
+            ))
+        }
+    };
+    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
+        Begin::Replay(resp) => return Ok(resp),
+        Begin::Process(g) => Some(g),
+        Begin::NoKey => None,
+    };
+    let mut req = RunRequest::new(original.input.clone(), Trigger::Replay, mode);
+    req.replay_of = Some(original.id.clone());
+    req.idempotency_key = original.idempotency_key.clone();
+    let run = state.engine().new_run(&wf, req);
+    // Link both ways before the new run starts.
+    let mut orig = original;
+    orig.replayed_by.push(run.id.clone());
+    state.store().put_run(&orig).map_err(ApiError::store)?;
+    let result = start_or_queue(&state, wf, run, !prefers_async(&headers)).await;
+    Ok(finish(guard, result).await)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct StatsParams {
+    /// `minute`, `hour` (default) or `day`.
+    bucket: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    workflow: Option<String>,
+}
+
+async fn stats(
+    State(state): State<AppState>,
+    params: Result<Query<StatsParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
+    let bucket_ms: i64 = match p.bucket.as_deref().unwrap_or("hour") {
+        "minute" => 60_000,
+        "hour" => 3_600_000,
+        "day" => 86_400_000,
+        b => {
+            return Err(ApiError::bad_request(
+                "invalid_parameter",
+                format!("`bucket`: `{b}` is not minute, hour or day"),
+            ))
+        }
+    };
+    let now = state.clock().now_ms();
+    let until = p
+        .until
+        .as_deref()
+        .map(|v| parse_instant("until", v))
+        .transpose()?
+        .unwrap_or(now + 1);
+    let since = p
+        .since
+        .as_deref()
+        .map(|v| parse_instant("since", v))
+        .transpose()?
+        .unwrap_or(until - 24 * 3_600_000);
+    if since >= until {
+        return Err(ApiError::bad_request(
+            "invalid_parameter",
+            "`since` must be before `until`",
+        ));
+    }
+    if (until - since) / bucket_ms > 10_000 {
+        return Err(ApiError::bad_request(
+            "invalid_parameter",
+            "more than 10,000 buckets: use a larger bucket or a shorter range",
+        ));
+    }
+    let s = state.store().clone();
+    let wf = p.workflow.clone().filter(|w| !w.is_empty());
+    let buckets =
+        tokio::task::spawn_blocking(move || s.run_stats(wf.as_deref(), since, until, bucket_ms))
+            .await
+            .map_err(|_| ApiError::unavailable("stats failed", 1))?
+            .map_err(ApiError::store)?;
+    Ok(Json(
+        json!({"bucket_ms": bucket_ms, "since": crate::clock::rfc3339(since), "until": crate::clock::rfc3339(until), "buckets": buckets}),
+    ))
+}

@@ -1,0 +1,260 @@
+//! A folder of workflow files (`<id>.json`), the source of truth for `fluxo serve` and the
+//! desktop app: loaded at start, saved with a version bump and an atomic rename (nothing
+//! half-written), deleted on request.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+use super::validate::valid_workflow_id;
+use super::{check_value, Compiled, Problem, Severity, Workflow};
+use crate::steps::Registry;
+
+/// One workflow file as loaded.
+#[derive(Debug)]
+pub struct WorkflowEntry {
+    pub id: String,
+    pub path: PathBuf,
+    /// The file's text exactly (what `GET /api/v1/workflows/{id}` answers).
+    pub text: String,
+    /// Parsed JSON, if the text is JSON.
+    pub value: Option<Value>,
+    /// Runnable form, if it validates.
+    pub compiled: Option<Arc<Compiled>>,
+    /// Errors and lint warnings.
+    pub problems: Vec<Problem>,
+}
+
+impl WorkflowEntry {
+    fn from_text(id: String, path: PathBuf, text: String, registry: &Registry) -> Self {
+        let (value, compiled, mut problems) = match serde_json::from_str::<Value>(&text) {
+            Ok(v) => {
+                let (c, p) = check_value(&v, registry);
+                (Some(v), c.map(Arc::new), p)
+            }
+            Err(e) => (
+                None,
+                None,
+                vec![Problem::error(
+                    "json_syntax",
+                    format!("line {}, column {}", e.line(), e.column()),
+                    None,
+                    format!("not valid JSON: {e}"),
+                )],
+            ),
+        };
+        if let Some(file_id) = value
+            .as_ref()
+            .and_then(|v| v.get("id"))
+            .and_then(Value::as_str)
+        {
+            if file_id != id {
+                problems.push(Problem::error(
+                    "id_mismatch",
+                    "id",
+                    None,
+                    format!(
+                        "the file {} holds workflow id `{file_id}`; rename one to match",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        let compiled = if problems.iter().any(|p| p.severity == Severity::Error) {
+            None
+        } else {
+            compiled
+        };
+        WorkflowEntry {
+            id,
+            path,
+            text,
+            value,
+            compiled,
+            problems,
+        }
+    }
+
+    /// Display name (the workflow's `name`, else its id).
+    pub fn name(&self) -> String {
+        self.value
+            .as_ref()
+            .and_then(|v| v.get("name"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(&self.id)
+            .to_string()
+    }
+
+    /// The file's `version`.
+    pub fn version(&self) -> u64 {
+        self.value
+            .as_ref()
+            .and_then(|v| v.get("version"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
+}
+
+/// Why a save or delete was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("`{0}` is not a valid workflow id ([a-z0-9][a-z0-9_-]{{0,63}})")]
+    BadId(String),
+    #[error("the workflow is not structurally valid")]
+    Invalid(Vec<Problem>),
+    #[error("the body's id `{body}` does not match the path's `{path}`")]
+    IdMismatch { body: String, path: String },
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The folder and its loaded workflows.
+pub struct WorkflowDir {
+    dir: PathBuf,
+    registry: Arc<Registry>,
+    entries: RwLock<BTreeMap<String, Arc<WorkflowEntry>>>,
+}
+
+impl WorkflowDir {
+    /// Load every `*.json` in `dir` (created if missing). Invalid files load too, with their
+    /// problems, so the editor can open and fix them.
+    pub fn load(dir: &Path, registry: Arc<Registry>) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let wd = WorkflowDir {
+            dir: dir.to_path_buf(),
+            registry,
+            entries: RwLock::new(BTreeMap::new()),
+        };
+        wd.reload()?;
+        Ok(wd)
+    }
+
+    /// Re-read the folder.
+    pub fn reload(&self) -> std::io::Result<()> {
+        let mut map = BTreeMap::new();
+        for e in std::fs::read_dir(&self.dir)? {
+            let path = e?.path();
+            if path.extension().and_then(|x| x.to_str()) != Some("json") {
+                continue;
+            }
+            let Some(id) = path.file_stem().and_then(|s| s.to_str()).map(String::from) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(&path)?;
+            let entry = WorkflowEntry::from_text(id.clone(), path, text, &self.registry);
+            map.insert(id, Arc::new(entry));
+        }
+        *self.entries.write().unwrap_or_else(|e| e.into_inner()) = map;
+        Ok(())
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// One workflow.
+    pub fn get(&self, id: &str) -> Option<Arc<WorkflowEntry>> {
+        self.entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// Every workflow, by id.
+    pub fn list(&self) -> Vec<Arc<WorkflowEntry>> {
+        self.entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Save `body` as workflow `id`: the version becomes one more than the larger of the
+    /// file's and the body's; written to a temporary file and renamed over the old one.
+    /// A body that is not structurally a workflow (unknown fields, wrong types) is refused;
+    /// one that parses but does not validate is saved with its problems (a draft).
+    pub fn save(&self, id: &str, mut body: Value) -> Result<Arc<WorkflowEntry>, DirError> {
+        if !valid_workflow_id(id) {
+            return Err(DirError::BadId(id.to_string()));
+        }
+        if let Some(obj) = body.as_object_mut() {
+            match obj.get("id").and_then(Value::as_str) {
+                None => {
+                    obj.insert("id".into(), Value::String(id.to_string()));
+                }
+                Some(b) if b != id => {
+                    return Err(DirError::IdMismatch {
+                        body: b.to_string(),
+                        path: id.to_string(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        let mut wf: Workflow = serde_json::from_value(body.clone()).map_err(|_| {
+            let (_, problems) = check_value(&body, &self.registry);
+            let errors: Vec<Problem> = problems
+                .into_iter()
+                .filter(|p| p.severity == Severity::Error)
+                .collect();
+            DirError::Invalid(errors)
+        })?;
+        let current = self.get(id).map(|e| e.version()).unwrap_or(0);
+        wf.version = current.max(wf.version) + 1;
+        let text = wf.to_file_string();
+        let path = self.dir.join(format!("{id}.json"));
+        write_atomic(&path, text.as_bytes()).map_err(|source| DirError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let entry = Arc::new(WorkflowEntry::from_text(
+            id.to_string(),
+            path,
+            text,
+            &self.registry,
+        ));
+        self.entries
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), entry.clone());
+        Ok(entry)
+    }
+
+    /// Delete a workflow file; `false` if there was none.
+    pub fn delete(&self, id: &str) -> Result<bool, DirError> {
+        let Some(entry) = self.get(id) else {
+            return Ok(false);
+        };
+        std::fs::remove_file(&entry.path).map_err(|source| DirError::Io {
+            path: entry.path.display().to_string(),
+            source,
+        })?;
+        self.entries
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        Ok(true)
+    }
+}
+
+/// Write to `<path>.tmp`, fsync, rename over `path`: readers see the old or the new file,
+/// never half of one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
