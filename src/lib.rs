@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod run;
 pub mod runtime;
+pub mod samples;
 pub mod sandbox;
 pub mod server;
 pub mod steps;

@@ -120,6 +120,71 @@ async fn c5_router_sends_each_input_down_exactly_one_branch() {
     }
 }
 
+#[tokio::test]
+async fn c5_router_odd_shapes_are_no_match_never_a_failure() {
+    let h = Harness::new();
+    let on_order = router_workflow("input.order.status");
+    let on_item = router_workflow("input.items[0].status");
+    let cases: Vec<(&Compiled, Value, &str)> = vec![
+        (&on_order, json!({"order": null}), "C"),
+        (&on_order, json!({"order": "paid"}), "C"),
+        (&on_order, json!({"order": []}), "C"),
+        (&on_order, json!({"order": 5}), "C"),
+        (&on_order, json!(null), "C"),
+        (&on_order, json!("paid"), "C"),
+        (&on_order, json!({"order": {"status": ["paid"]}}), "C"),
+        (&on_order, json!({"order": {"status": "void"}}), "B"),
+        (&on_item, json!({"items": []}), "C"),
+        (&on_item, json!({"items": null}), "C"),
+        (&on_item, json!({}), "C"),
+        (&on_item, json!({"items": [{"status": "paid"}]}), "A"),
+    ];
+    for (wf, input, want) in cases {
+        let run = h.run(wf, input.clone()).await;
+        assert_eq!(run.status, RunStatus::Succeeded, "{input}: {}", dump(&run));
+        let branches: Vec<&str> = ran_ids(&run)
+            .into_iter()
+            .filter(|id| ["A", "B", "C"].contains(id))
+            .collect();
+        assert_eq!(branches, vec![want], "input {input}");
+    }
+}
+
+#[tokio::test]
+async fn router_all_mode_takes_every_matching_route() {
+    let wf = compile(&workflow(
+        "router-all",
+        Value::Null,
+        json!([
+            { "id": "start", "kind": "manual_trigger", "config": {} },
+            { "id": "route", "kind": "router", "config": { "mode": "all", "routes": [
+                { "name": "big", "when": "input.amount > 100" },
+                { "name": "eur", "when": "input.currency == 'eur'" },
+                { "name": "vip", "when": "input.customer.vip" }
+            ] } },
+            { "id": "A", "kind": "transform", "config": { "fields": { "b": "A" } } },
+            { "id": "B", "kind": "transform", "config": { "fields": { "b": "B" } } },
+            { "id": "V", "kind": "transform", "config": { "fields": { "b": "V" } } },
+            { "id": "C", "kind": "transform", "config": { "fields": { "b": "C" } } }
+        ]),
+        json!([
+            { "from": "start", "to": "route" },
+            { "from": "route", "port": "big", "to": "A" },
+            { "from": "route", "port": "eur", "to": "B" },
+            { "from": "route", "port": "vip", "to": "V" },
+            { "from": "route", "port": "default", "to": "C" }
+        ]),
+    ));
+    let h = Harness::new();
+    let run = h.run(&wf, json!({"amount": 500, "currency": "eur"})).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    assert_eq!(output(&run, "route"), &json!({"routes": ["big", "eur"]}));
+    assert_eq!(ran_ids(&run), vec!["start", "route", "A", "B"]);
+    let run = h.run(&wf, json!({"amount": 5, "currency": "usd"})).await;
+    assert_eq!(output(&run, "route"), &json!({"routes": ["default"]}));
+    assert_eq!(ran_ids(&run), vec!["start", "route", "C"]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // C6. A retry that succeeds is a success
 // ---------------------------------------------------------------------------------------------
@@ -168,8 +233,9 @@ async fn c6_retry_that_succeeds_is_a_success() {
 // C7. What gets retried
 // ---------------------------------------------------------------------------------------------
 
-/// Exponential strategy, 3 retries, against a mock answering `action` every time.
-async fn c7(action: Action, expected_requests: usize) {
+/// Exponential strategy, 3 retries, against a mock answering `action` every time: the run
+/// fails with `code`/`http` after exactly `expected_requests` requests.
+async fn c7_fails(action: Action, expected_requests: usize, code: &str, http: Option<u16>) {
     let mock = Mock::always(action).await;
     let wf = http_workflow(
         &mock.url(),
@@ -181,8 +247,19 @@ async fn c7(action: Action, expected_requests: usize) {
     let h = Harness::new();
     let run = h.run(&wf, json!({"id": "INV-7"})).await;
     assert_eq!(mock.count(), expected_requests, "{}", dump(&run));
+    assert_eq!(run.status, RunStatus::Failed, "{}", dump(&run));
+    let err = run.error.as_ref().expect("run error");
+    assert_eq!(err.code, code, "{err:?}");
+    assert_eq!(err.http_status, http);
+    assert_eq!(err.step, "call");
+    assert_eq!(err.attempts as usize, expected_requests);
     let call = step(&run, "call");
+    assert_eq!(call.status, StepStatus::Failed);
     assert_eq!(call.attempts.len(), expected_requests);
+    for a in &call.attempts {
+        assert_eq!(a.http_status, http);
+        assert!(a.error.is_some());
+    }
     // The same request every time, key included.
     let keys: Vec<Option<String>> = mock
         .requests()
@@ -190,7 +267,8 @@ async fn c7(action: Action, expected_requests: usize) {
         .map(|r| r.header("idempotency-key").map(String::from))
         .collect();
     assert!(keys.iter().all(|k| k.as_deref() == Some("deal-INV-7")));
-    // Waits are full jitter within the exponential ceilings (base 500 ms).
+    // Waits are full jitter within the exponential ceilings (base 500 ms), all on the clock.
+    assert_eq!(call.attempts[0].delay_before_ms, 0);
     for (i, a) in call.attempts.iter().enumerate().skip(1) {
         let ceiling = 500u64 << (i - 1);
         assert!(a.delay_before_ms <= ceiling, "attempt {i}: {a:?}");
@@ -199,28 +277,6 @@ async fn c7(action: Action, expected_requests: usize) {
         h.clock.slept() as u64,
         call.attempts.iter().map(|a| a.delay_before_ms).sum::<u64>()
     );
-}
-
-async fn c7_fails(action: Action, expected_requests: usize, code: &str, http: Option<u16>) {
-    let mock = Mock::always(action.clone()).await;
-    let wf = http_workflow(
-        &mock.url(),
-        json!({ "retry_strategy": "exponential", "retries": 3, "timeout_s": 0.2 }),
-        Value::Null,
-        vec![],
-        vec![],
-    );
-    let h = Harness::new();
-    let run = h.run(&wf, json!({"id": "INV-7"})).await;
-    drop(mock);
-    assert_eq!(run.status, RunStatus::Failed, "{}", dump(&run));
-    let err = run.error.as_ref().expect("run error");
-    assert_eq!(err.code, code, "{err:?}");
-    assert_eq!(err.http_status, http);
-    assert_eq!(err.step, "call");
-    assert_eq!(err.attempts as usize, expected_requests);
-    assert_eq!(step(&run, "call").status, StepStatus::Failed);
-    c7(action, expected_requests).await;
 }
 
 #[tokio::test]
@@ -368,6 +424,11 @@ async fn retry_after_is_capped_at_max_retry_delay() {
         retry_after_delay("86400000", fixed.clone()).await,
         (10_000, 10_000)
     );
+    // Valid delay-seconds beyond u64 saturate, then are capped (not ignored as malformed).
+    assert_eq!(
+        retry_after_delay("99999999999999999999999", fixed.clone()).await,
+        (10_000, 10_000)
+    );
     assert_eq!(
         retry_after_delay(&http_date_in(3_600_000), fixed).await,
         (10_000, 10_000)
@@ -398,7 +459,7 @@ async fn malformed_retry_after_falls_back_to_the_strategy() {
         "",
         "3 s",
         "Thu, 32 Foo 2026 99:00:00 GMT",
-        "99999999999999999999999",
+        "2026-01-01T00:00:05Z",
     ] {
         assert_eq!(
             retry_after_delay(bad, fixed.clone()).await,
@@ -508,6 +569,100 @@ async fn deadline_clips_the_attempt_timeout() {
     assert_eq!(mock.count(), 1);
     assert!(took < Duration::from_secs(3), "took {took:?}");
     assert_eq!(run.error.as_ref().unwrap().code, "timeout");
+}
+
+#[tokio::test]
+async fn deadline_stop_then_retry_once_makes_its_single_attempt() {
+    // The wait before retry 2 would pass the deadline, so the step stops at 600 ms; retry_once
+    // may still make its single attempt (the deadline has not passed yet). That attempt fails
+    // with a plain 503, not because of the deadline, so the run is `failed` with that error.
+    let mock = Mock::always(Action::status(503)).await;
+    let wf = http_workflow(
+        &mock.url(),
+        json!({ "retry_strategy": "fixed", "retry_base_delay_ms": 600, "retries": 10 }),
+        json!({ "run_timeout_s": 1 }),
+        vec![
+            json!({ "id": "handler", "kind": "error_handler", "config": { "mode": "retry_once" } }),
+        ],
+        vec![json!({ "from": "call", "port": "error", "to": "handler" })],
+    );
+    let h = Harness::new();
+    let run = h.run(&wf, json!({"id": "dl"})).await;
+    assert_eq!(run.status, RunStatus::Failed, "{}", dump(&run));
+    assert_eq!(mock.count(), 3);
+    assert_eq!(h.clock.slept(), 600);
+    let err = run.error.as_ref().unwrap();
+    assert_eq!(
+        (err.code.as_str(), err.http_status),
+        ("http_status", Some(503))
+    );
+}
+
+#[tokio::test]
+async fn deadline_then_rethrow_compensates_and_times_out() {
+    let mock = Mock::always(Action::status(503)).await;
+    let wf = compile(&workflow(
+        "deadline-rethrow",
+        json!({ "run_timeout_s": 1 }),
+        json!([
+            { "id": "start", "kind": "manual_trigger", "config": {} },
+            { "id": "claim", "kind": "memory", "config": {
+                "operation": "write", "namespace": "claims", "key": "{{ input.id }}",
+                "allow_overwrite": false } },
+            { "id": "create", "kind": "http_request", "config": {
+                "method": "POST", "url": mock.url(),
+                "headers": { "Idempotency-Key": "{{ input.id }}" },
+                "retries": 10, "retry_strategy": "fixed", "retry_base_delay_ms": 400 } },
+            { "id": "fail", "kind": "error_handler", "config": { "mode": "rethrow" } },
+            { "id": "undo", "kind": "memory", "config": {
+                "operation": "delete", "namespace": "claims", "key": "{{ input.id }}" } }
+        ]),
+        json!([
+            { "from": "start", "to": "claim" },
+            { "from": "claim", "to": "create" },
+            { "from": "create", "port": "error", "to": "fail" },
+            { "from": "fail", "to": "undo" }
+        ]),
+    ));
+    let h = Harness::new();
+    let run = h.run(&wf, json!({"id": "e1"})).await;
+    assert_eq!(run.status, RunStatus::TimedOut, "{}", dump(&run));
+    assert_eq!(mock.count(), 3);
+    assert_eq!(h.clock.slept(), 800);
+    assert_eq!(output(&run, "undo"), &json!({"deleted": true}));
+    let err = run.error.as_ref().unwrap();
+    assert_eq!((err.step.as_str(), err.http_status), ("create", Some(503)));
+    assert!(h.store.read("claims", "e1", h.now()).unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_recovered_deadline_failure_does_not_make_a_later_failure_timed_out() {
+    // `call` stops at the deadline (its next wait would pass it) and a fallback recovers it;
+    // `second` then fails with a 400 of its own: the run failed, it did not time out.
+    let slow = Mock::always(Action::status(503)).await;
+    let bad = Mock::always(Action::status(400)).await;
+    let wf = http_workflow(
+        &slow.url(),
+        json!({ "retry_strategy": "fixed", "retry_base_delay_ms": 600, "retries": 10 }),
+        json!({ "run_timeout_s": 1 }),
+        vec![
+            json!({ "id": "handler", "kind": "error_handler",
+                    "config": { "mode": "fallback", "fallback_value": { "status": 0 } } }),
+            json!({ "id": "second", "kind": "http_request",
+                    "config": { "method": "GET", "url": bad.url(), "retries": 0 } }),
+        ],
+        vec![
+            json!({ "from": "call", "port": "error", "to": "handler" }),
+            json!({ "from": "call", "to": "second" }),
+        ],
+    );
+    let h = Harness::new();
+    let run = h.run(&wf, json!({"id": "dl"})).await;
+    assert_eq!(step(&run, "call").status, StepStatus::Fallback);
+    assert_eq!(bad.count(), 1);
+    assert_eq!(run.status, RunStatus::Failed, "{}", dump(&run));
+    assert_eq!(run.error.as_ref().unwrap().http_status, Some(400));
+    assert_eq!(run.error.as_ref().unwrap().step, "second");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -731,13 +886,19 @@ async fn c9_missing_path_is_a_template_error_naming_path_and_step() {
         }
     }
 
-    // `default(...)` opts in.
+    // `default(...)` opts in (for the last segment: as in Jinja, reading an attribute of a
+    // missing parent is still an error).
     let wf = transform(json!({
-        "v": "{{ input.customer.name | default('nobody') }}"
+        "v": "{{ input.customer.name | default('nobody') }}",
+        "t": "for {{ input.customer.name | default('nobody') }}",
+        "n": "{{ input.customer.name | default(none) }}"
     }));
-    let run = h.run(&wf, json!({"invoice_id": "INV-1"})).await;
+    let run = h.run(&wf, json!({"customer": {}})).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
-    assert_eq!(output(&run, "render")["v"], json!("nobody"));
+    assert_eq!(
+        output(&run, "render"),
+        &json!({"v": "nobody", "t": "for nobody", "n": null})
+    );
 }
 
 #[tokio::test]
@@ -992,6 +1153,7 @@ async fn handler_retry_once_adds_exactly_one_attempt_without_retries_of_its_own(
     assert_eq!(err.code, "http_status");
     assert_eq!(err.http_status, Some(500));
     assert_eq!(err.step, "call");
+    assert_eq!(err.attempts, 4, "every attempt of the step counts");
     assert!(run.step("next").is_none());
     assert!(
         run.step("handler_out").is_some(),

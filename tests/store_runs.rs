@@ -1065,3 +1065,120 @@ fn sled_data_survives_reopen() {
     );
     assert_eq!(store.sweep_expired(T0 + 60_000, 10).unwrap(), 1);
 }
+
+#[test]
+fn sled_corrupt_records_are_errors_not_panics() {
+    use fluxo::store::StoreError;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = SledStore::open(&sled_config(&dir)).unwrap();
+        store
+            .put_run(&run("good", "wf", RunStatus::Queued, T0))
+            .unwrap();
+        store.flush().unwrap();
+    }
+    {
+        let db = sled::open(dir.path()).unwrap();
+        let garbage: &[u8] = b"{not json";
+        db.open_tree("memory")
+            .unwrap()
+            .insert(b"ns\0k", garbage)
+            .unwrap();
+        db.open_tree("runs")
+            .unwrap()
+            .insert(b"bad", garbage)
+            .unwrap();
+        db.open_tree("run_summaries")
+            .unwrap()
+            .insert(b"good", garbage)
+            .unwrap();
+        db.open_tree("webhook_claims")
+            .unwrap()
+            .insert(b"wf\0evt", garbage)
+            .unwrap();
+        db.open_tree("api_records")
+            .unwrap()
+            .insert(b"tok-hash\0req-1", garbage)
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let store = SledStore::open(&sled_config(&dir)).unwrap();
+    let corrupt = |r: Result<(), StoreError>| {
+        assert!(matches!(r, Err(StoreError::Corrupt(_))), "{r:?}");
+    };
+    corrupt(store.read("ns", "k", T0).map(|_| ()));
+    corrupt(store.list("ns", "", None, 10, T0).map(|_| ()));
+    corrupt(
+        store
+            .write(
+                "ns",
+                "k",
+                &json!(1),
+                fluxo::store::WriteOptions {
+                    allow_overwrite: false,
+                    ttl_ms: None,
+                },
+                T0,
+            )
+            .map(|_| ()),
+    );
+    corrupt(store.get_run("bad").map(|_| ()));
+    corrupt(
+        store
+            .list_runs(&RunQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .map(|_| ()),
+    );
+    corrupt(store.put_run(&run("good", "wf", RunStatus::Running, T0)));
+    corrupt(store.get_claim("wf", "evt", T0).map(|_| ()));
+    corrupt(
+        store
+            .claim_and_enqueue(
+                &claim("wf", "evt", "r2", T0, DAY),
+                &run("r2", "wf", RunStatus::Queued, T0),
+                T0,
+            )
+            .map(|_| ()),
+    );
+    assert_eq!(
+        store.get_run("r2").unwrap(),
+        None,
+        "aborted: nothing written"
+    );
+    corrupt(
+        store
+            .api_begin(&api_record("fp", "o", T0, 1_000), T0)
+            .map(|_| ()),
+    );
+    // Overwriting or deleting repairs a Memory entry.
+    let keep = fluxo::store::WriteOptions {
+        allow_overwrite: true,
+        ttl_ms: None,
+    };
+    store.write("ns", "k", &json!(2), keep, T0).unwrap();
+    assert_eq!(store.read("ns", "k", T0).unwrap().unwrap().value, json!(2));
+}
+
+#[test]
+fn in_memory_fault_injection_writes_nothing() {
+    use fluxo::store::StoreError;
+    let store = InMemoryStore::new();
+    store.set_fail_writes(true);
+    let r = run("r1", "wf", RunStatus::Queued, T0);
+    assert!(matches!(
+        store.claim_and_enqueue(&claim("wf", "k", "r1", T0, DAY), &r, T0),
+        Err(StoreError::Injected(_))
+    ));
+    assert!(store.put_run(&r).is_err());
+    assert_eq!(store.get_claim("wf", "k", T0).unwrap(), None);
+    assert_eq!(store.get_run("r1").unwrap(), None);
+    store.set_fail_writes(false);
+    assert_eq!(
+        store
+            .claim_and_enqueue(&claim("wf", "k", "r1", T0, DAY), &r, T0)
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+}

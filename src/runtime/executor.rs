@@ -236,11 +236,12 @@ impl Engine {
             fatal: None,
             rethrow: None,
             timed_out: false,
+            deadline_failed: Vec::new(),
         };
         walk.walk(&mut run).await;
         let (status, error) = match (walk.fatal.take(), walk.rethrow.take()) {
             (Some(e), _) | (None, Some(e)) => (
-                if walk.timed_out {
+                if walk.timed_out || walk.deadline_failed.contains(&e.step) {
                     RunStatus::TimedOut
                 } else {
                     RunStatus::Failed
@@ -313,7 +314,12 @@ struct Walk<'a> {
     fatal: Option<ErrorInfo>,
     /// An error handler rethrew (or a retry_once failed): fail after the walk.
     rethrow: Option<ErrorInfo>,
+    /// The walk stopped because a step could not start before the deadline.
     timed_out: bool,
+    /// Steps whose latest failure was the deadline (a wait or attempt cut by it). The run ends
+    /// `timed_out` when the error that ends it is one of these, not when a deadline failure
+    /// was recovered (fallback, log) and a later step failed for another reason.
+    deadline_failed: Vec<String>,
 }
 
 impl Walk<'_> {
@@ -551,11 +557,17 @@ impl Walk<'_> {
                 o.ports.clone(),
             ),
             Err(e) => {
+                self.deadline_failed.retain(|id| *id != def.id);
                 if e.deadline {
-                    self.timed_out = true;
+                    self.deadline_failed.push(def.id.clone());
                 }
                 let mut info = self.info_of(step, e);
-                info.attempts = info.attempts.max(attempts.len() as u32);
+                // A `retry_once` re-run appends to the step's record: count every attempt.
+                let earlier = run.step(&def.id).map(|r| r.attempts.len()).unwrap_or(0);
+                info.attempts = info
+                    .attempts
+                    .max(attempts.len() as u32)
+                    .max((earlier + attempts.len()) as u32);
                 (
                     StepStatus::Failed,
                     None,

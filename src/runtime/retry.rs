@@ -104,7 +104,9 @@ pub fn is_retryable_status(status: u16) -> bool {
 pub fn parse_retry_after(value: &str, now_ms: i64) -> Option<u64> {
     let v = value.trim();
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
-        return v.parse::<u64>().ok().map(|s| s.saturating_mul(1000));
+        // Valid delay-seconds too large for u64 saturate (and are then capped by the caller),
+        // rather than being ignored as malformed.
+        return Some(v.parse::<u64>().unwrap_or(u64::MAX).saturating_mul(1000));
     }
     let when = httpdate::parse_http_date(v).ok()?;
     let when_ms = when.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as i64;

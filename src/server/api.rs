@@ -39,6 +39,8 @@ pub fn routes() -> Router<AppState> {
             get(memory_get).delete(memory_delete),
         )
         .route("/step-kinds", get(step_kinds))
+        .route("/templates", get(templates))
+        .route("/sample-payloads", get(sample_payloads))
         .route("/events", get(events))
 }
 
@@ -302,6 +304,28 @@ async fn memory_delete(
     }
     tracing::info!(namespace = %ns, "memory key deleted by hand");
     Ok(Json(json!({"deleted": true})))
+}
+
+/// `GET /templates`: the built-in workflow templates (`[{id, name, workflow}]`).
+async fn templates() -> Json<Value> {
+    let list: Vec<Value> = crate::samples::TEMPLATES
+        .iter()
+        .filter_map(|(id, text)| serde_json::from_str::<Value>(text).ok().map(|w| json!({"id": id, "name": w.get("name").cloned().unwrap_or(Value::Null), "workflow": w})))
+        .collect();
+    Json(json!({"templates": list}))
+}
+
+/// `GET /sample-payloads`: real payloads for the Dry Run input editor (`[{name, payload}]`).
+async fn sample_payloads() -> Json<Value> {
+    let list: Vec<Value> = crate::samples::PAYLOADS
+        .iter()
+        .filter_map(|(name, text)| {
+            serde_json::from_str::<Value>(text)
+                .ok()
+                .map(|p| json!({"name": name, "payload": p}))
+        })
+        .collect();
+    Json(json!({"payloads": list}))
 }
 
 async fn step_kinds(State(state): State<AppState>) -> Json<Value> {

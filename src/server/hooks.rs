@@ -180,8 +180,12 @@ pub async fn webhook(
 /// Best effort after a failed flush: remove the claim and the queued run so a retry is
 /// accepted.
 fn undo_claim(state: &AppState, claim: &WebhookClaim, run_id: &str) {
-    let _ = (state, claim, run_id);
-    tracing::error!("could not undo claim (release_claim not available yet)");
+    if let Err(e) = state
+        .store()
+        .release_claim(&claim.workflow_id, &claim.key, run_id)
+    {
+        tracing::error!(error = %e, "could not undo claim");
+    }
 }
 
 /// The delivery's key: header, else event-id header, else the trigger's template.

@@ -345,6 +345,24 @@ impl IdempotencyStore for InMemoryStore {
         Ok(ClaimOutcome::Claimed)
     }
 
+    fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
+        self.check_writable()?;
+        let mut inner = self.lock();
+        let id = (workflow_id.to_string(), key.to_string());
+        if inner.claims.get(&id).is_none_or(|c| c.run_id != run_id) {
+            return Ok(false);
+        }
+        inner.claims.remove(&id);
+        if inner
+            .runs
+            .get(run_id)
+            .is_some_and(|r| r.status == RunStatus::Queued)
+        {
+            inner.remove_run(run_id);
+        }
+        Ok(true)
+    }
+
     fn get_claim(
         &self,
         workflow_id: &str,

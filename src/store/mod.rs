@@ -11,7 +11,13 @@
 //! process: claims are compare-and-set, so a shared database backend can come later.
 //!
 //! All instants are UTC unix milliseconds passed in by the caller from the engine's
-//! [`crate::clock::Clock`]; stores never read the wall clock themselves.
+//! [`crate::clock::Clock`]; stores never read the wall clock themselves. A record is expired
+//! when `expires_at <= now_ms`, and an expired record reads as absent everywhere, whether or
+//! not a sweep ([`spawn_sweeper`]) has removed it yet.
+//!
+//! Memory namespaces, workflow ids, API scopes and run idempotency keys are the leading part
+//! of composite keys and must not contain a NUL byte; writes that carry one fail with
+//! [`StoreError::Backend`] (the server rejects such keys long before, SPEC §5).
 
 mod common;
 pub mod mem_store;
@@ -101,7 +107,8 @@ pub trait MemoryStore: Send + Sync {
     ) -> StoreResult<WriteResult>;
     /// Read a live entry; an expired one is `None` even before the sweeper removes it.
     fn read(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>>;
-    /// Delete; `true` if a live entry was removed.
+    /// Delete; `true` if a live entry was removed (an expired one is removed too, answering
+    /// `false`).
     fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool>;
     /// Live entries of a namespace whose key starts with `prefix`, in key order, after `after`
     /// (exclusive), at most `limit`.
@@ -115,7 +122,8 @@ pub trait MemoryStore: Send + Sync {
     ) -> StoreResult<Vec<MemoryEntry>>;
     /// Namespaces that hold at least one entry (live or not yet swept), sorted.
     fn namespaces(&self) -> StoreResult<Vec<String>>;
-    /// Remove up to `max` expired entries using the expiry index; returns how many went.
+    /// Remove up to `max` expired entries (earliest expiry first) using the expiry index;
+    /// returns how many went.
     fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
 }
 
@@ -184,11 +192,12 @@ pub struct RunQuery {
     pub q: Option<String>,
     /// Page size; callers clamp it (API: 1..=500).
     pub limit: usize,
-    /// Opaque cursor from the previous page's `next_cursor`.
+    /// Opaque cursor from the previous page's `next_cursor` (a bare run id is accepted too;
+    /// an unknown one gives an empty page).
     pub cursor: Option<String>,
 }
 
-/// One page of runs, newest first.
+/// One page of runs, newest first. `next_cursor` is set only when more runs match.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunPage {
     pub runs: Vec<RunSummary>,
@@ -208,9 +217,11 @@ pub struct StatsBucket {
 /// Retention policy (SPEC §4). Both limits apply when both are set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
-    /// Keep the newest N **finished** runs per workflow, by finish time.
+    /// Keep the newest N **finished** runs per workflow, by finish time (a final run without
+    /// `finished_at` counts as finished at `created_at`; ties: the higher id is newer).
     pub max_runs_per_workflow: Option<usize>,
-    /// Keep finished runs whose finish time is within this many milliseconds of now.
+    /// Keep finished runs whose finish time is within this many milliseconds of now
+    /// (finished at or after `now_ms - max_age_ms`).
     pub max_age_ms: Option<i64>,
 }
 
@@ -225,16 +236,21 @@ impl Default for Retention {
 
 /// Run history.
 pub trait RunStore: Send + Sync {
-    /// Insert or replace a run and keep every index in step with it.
+    /// Insert or replace a run and keep every index in step with it (atomically).
     fn put_run(&self, run: &RunRecord) -> StoreResult<()>;
     /// One run.
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
-    /// A page of run summaries, newest first (by id, which is time-sortable).
+    /// A page of run summaries matching every filter, newest first: by `created_at`, then by
+    /// id (ids are time-sortable, so in practice this is id order). Paging by cursor has no
+    /// duplicates and no gaps even while newer runs arrive.
     fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage>;
-    /// Ids of every run in `status`, oldest first (crash recovery).
+    /// Ids of every run in `status`, oldest first by `created_at` then id (crash recovery).
     fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>>;
     /// Counts by status per bucket of `bucket_ms`, over runs created in `[since, until)`,
-    /// optionally of one workflow. Buckets in time order; empty buckets left out.
+    /// optionally of one workflow. Buckets in time order; empty buckets left out. Buckets are
+    /// aligned on multiples of `bucket_ms` since the unix epoch (hourly buckets start on the
+    /// hour, UTC), so the first one may start before `since`; `bucket_ms <= 0` gives a single
+    /// bucket starting at `since`.
     fn run_stats(
         &self,
         workflow: Option<&str>,
@@ -312,8 +328,9 @@ pub enum ApiBegin {
 pub trait IdempotencyStore: Send + Sync {
     /// Atomically: if `claim.workflow_id`/`claim.key` has a live claim (`expires_at > now_ms`)
     /// answer `Duplicate` and write nothing; else write the claim **and** `run` (status
-    /// `queued`, with its indexes) in one transaction. Durability is the caller's
-    /// [`Store::flush`] (group commit).
+    /// `queued`, with its indexes) in one transaction, replacing an expired claim. The claim
+    /// must name the run (`claim.run_id == run.id`, same workflow), else it is an error and
+    /// nothing is written. Durability is the caller's [`Store::flush`] (group commit).
     fn claim_and_enqueue(
         &self,
         claim: &WebhookClaim,
@@ -327,14 +344,25 @@ pub trait IdempotencyStore: Send + Sync {
         key: &str,
         now_ms: i64,
     ) -> StoreResult<Option<WebhookClaim>>;
-    /// Start (or join) an API request under an idempotency key. An `InProgress` record whose
-    /// lease has passed is taken over (its owner died).
+    /// Start (or join) an API request under an idempotency key. In order: no live record
+    /// (`expires_at > now_ms`) → `record` is stored, `Started`; a different fingerprint →
+    /// `Conflict`; `Done` → `Replay`; `InProgress` with `lease_until > now_ms` → `InProgress`;
+    /// an `InProgress` record whose lease has passed is taken over (its owner died): `record`
+    /// replaces it, `Started`.
     fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin>;
-    /// Store the final answer of a started request.
+    /// Store the final answer of a started request (keeps its fingerprint and expiry). A
+    /// no-op if the record is gone.
     fn api_complete(&self, scope: &str, key: &str, status: u16, body: &str) -> StoreResult<()>;
     /// Forget a started request that failed before producing an answer worth replaying.
+    /// Only an `InProgress` record is removed; a `Done` one stays.
     fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()>;
-    /// Remove expired claims and API records; returns how many went.
+    /// Undo a [`IdempotencyStore::claim_and_enqueue`] whose answer could not be made durable:
+    /// in one transaction, remove the claim if it still names `run_id`, and that run if it is
+    /// still `queued`. Returns whether the claim was removed. (A sender's retry is then
+    /// accepted instead of being answered as a duplicate of a run that may not survive.)
+    fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool>;
+    /// Remove up to `max` expired claims and API records (claims first); returns how many
+    /// went. Runs are not touched.
     fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
 }
 

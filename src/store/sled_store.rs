@@ -35,11 +35,11 @@
 //! Every change that touches a record and its index rows is one sled transaction (sled 0.34
 //! serialises transactions, so read-check-write inside one is atomic): a Memory claim, a run
 //! and all its index rows, a webhook claim together with its queued run. Only the blocking
-//! [`sled::Db::flush`] is used for durability; `flush_async` deadlocks under concurrent callers
+//! `sled::Db::flush` (blocking) is used for durability; `flush_async` deadlocks under concurrent callers
 //! in sled 0.34 (spacejam/sled#1308).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
@@ -140,6 +140,30 @@ impl std::fmt::Debug for SledStore {
 
 type Tx<A> = ConflictableTransactionResult<A, StoreError>;
 
+/// Trees of the Memory store.
+const MEMORY_TREES: Range<usize> = MEMORY..MEMORY_EXPIRY + 1;
+/// Trees of a run and its indexes.
+const RUN_TREES: Range<usize> = RUNS..BY_FINISH + 1;
+/// Trees of a webhook claim together with its run.
+const CLAIM_TREES: Range<usize> = RUNS..CLAIMS_EXPIRY + 1;
+/// Trees of the API idempotency records.
+const API_TREES: Range<usize> = API..API_EXPIRY + 1;
+
+/// The trees of one transaction, indexed by the absolute tree numbers above.
+struct View<'a> {
+    trees: &'a [TransactionalTree],
+    first: usize,
+}
+
+impl std::ops::Index<usize> for View<'_> {
+    type Output = TransactionalTree;
+    fn index(&self, tree: usize) -> &TransactionalTree {
+        // Tree numbers are constants and every transaction names the group it touches, so
+        // this cannot go out of range whatever the stored data.
+        &self.trees[tree - self.first]
+    }
+}
+
 impl SledStore {
     /// Open (or create) the database described by `config`.
     pub fn open(config: &SledConfig) -> StoreResult<Self> {
@@ -166,10 +190,11 @@ impl SledStore {
         &self.trees[n]
     }
 
-    /// Runs `f` as one transaction over every tree (`view[n]` is tree `n`).
-    fn tx<A>(&self, f: impl Fn(&[TransactionalTree]) -> Tx<A>) -> StoreResult<A> {
-        let r: Result<A, TransactionError<StoreError>> =
-            self.trees[..].transaction(|view: &Vec<TransactionalTree>| f(view));
+    /// Runs `f` as one transaction over the trees `group` (`view[n]` is tree `n`).
+    fn tx<A>(&self, group: Range<usize>, f: impl Fn(&View) -> Tx<A>) -> StoreResult<A> {
+        let first = group.start;
+        let r: Result<A, TransactionError<StoreError>> = self.trees[group]
+            .transaction(|trees: &Vec<TransactionalTree>| f(&View { trees, first }));
         r.map_err(|e| match e {
             TransactionError::Abort(e) => e,
             TransactionError::Storage(e) => backend(e),
@@ -216,7 +241,7 @@ impl SledStore {
             let Some(last) = rows.last().cloned() else {
                 break;
             };
-            removed += self.tx(|v| {
+            removed += self.tx(index.min(data)..index.max(data) + 1, |v| {
                 let mut n = 0;
                 for row in &rows {
                     let (at, key) = split_ts(row).map_err(abort)?;
@@ -290,7 +315,7 @@ impl SledStore {
             let Some(last) = last else {
                 return Ok(removed);
             };
-            removed += self.tx(|v| {
+            removed += self.tx(RUN_TREES, |v| {
                 let mut n = 0;
                 for id in &doomed {
                     if delete_final_run_tx(v, id)? {
@@ -324,7 +349,7 @@ impl MemoryStore for SledStore {
             expires_at,
         };
         let json = encode(&entry)?;
-        self.tx(|v| {
+        self.tx(MEMORY_TREES, |v| {
             let cur = match v[MEMORY].get(&k)? {
                 None => None,
                 Some(b) => match decode::<MemoryEntry>("memory entry", &b) {
@@ -369,7 +394,7 @@ impl MemoryStore for SledStore {
     fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
         common::check_ident("namespace", namespace)?;
         let k = pair(namespace, key);
-        self.tx(|v| {
+        self.tx(MEMORY_TREES, |v| {
             let Some(b) = v[MEMORY].remove(k.as_slice())? else {
                 return Ok(false);
             };
@@ -455,7 +480,7 @@ impl MemoryStore for SledStore {
 impl RunStore for SledStore {
     fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
         let prepared = PreparedRun::new(run)?;
-        self.tx(|v| put_run_tx(v, &prepared))
+        self.tx(RUN_TREES, |v| put_run_tx(v, &prepared))
     }
 
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -636,7 +661,7 @@ impl IdempotencyStore for SledStore {
         let prepared = PreparedRun::new(run)?;
         let ck = pair(&claim.workflow_id, &claim.key);
         let claim_json = encode(claim)?;
-        self.tx(|v| {
+        self.tx(CLAIM_TREES, |v| {
             if let Some(b) = v[CLAIMS].get(&ck)? {
                 let old: WebhookClaim = decode("webhook claim", &b).map_err(abort)?;
                 if old.expires_at > now_ms {
@@ -648,6 +673,23 @@ impl IdempotencyStore for SledStore {
             v[CLAIMS_EXPIRY].insert(expiry_row(claim.expires_at, &ck), &[][..])?;
             put_run_tx(v, &prepared)?;
             Ok(ClaimOutcome::Claimed)
+        })
+    }
+
+    fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
+        let ck = pair(workflow_id, key);
+        self.tx(CLAIM_TREES, |v| {
+            let Some(b) = v[CLAIMS].get(&ck)? else {
+                return Ok(false);
+            };
+            let old: WebhookClaim = decode("webhook claim", &b).map_err(abort)?;
+            if old.run_id != run_id {
+                return Ok(false);
+            }
+            v[CLAIMS].remove(ck.as_slice())?;
+            v[CLAIMS_EXPIRY].remove(expiry_row(old.expires_at, &ck))?;
+            delete_queued_run_tx(v, run_id)?;
+            Ok(true)
         })
     }
 
@@ -675,7 +717,7 @@ impl IdempotencyStore for SledStore {
         common::check_ident("scope", &record.scope)?;
         let k = pair(&record.scope, &record.key);
         let json = encode(record)?;
-        self.tx(|v| {
+        self.tx(API_TREES, |v| {
             let old: Option<ApiRecord> = match v[API].get(&k)? {
                 Some(b) => Some(decode("API idempotency record", &b).map_err(abort)?),
                 None => None,
@@ -697,7 +739,7 @@ impl IdempotencyStore for SledStore {
     fn api_complete(&self, scope: &str, key: &str, status: u16, body: &str) -> StoreResult<()> {
         common::check_ident("scope", scope)?;
         let k = pair(scope, key);
-        self.tx(|v| {
+        self.tx(API_TREES, |v| {
             let Some(b) = v[API].get(&k)? else {
                 return Ok(());
             };
@@ -714,7 +756,7 @@ impl IdempotencyStore for SledStore {
     fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
         common::check_ident("scope", scope)?;
         let k = pair(scope, key);
-        self.tx(|v| {
+        self.tx(API_TREES, |v| {
             let Some(b) = v[API].get(&k)? else {
                 return Ok(());
             };
@@ -812,7 +854,7 @@ fn index_rows(s: &RunSummary) -> Vec<IndexRow> {
 }
 
 /// The index rows of the stored version of run `id`, if any.
-fn stored_rows(v: &[TransactionalTree], id: &str) -> Tx<Option<Vec<IndexRow>>> {
+fn stored_rows(v: &View, id: &str) -> Tx<Option<Vec<IndexRow>>> {
     match v[SUMMARIES].get(id)? {
         None => Ok(None),
         Some(b) => {
@@ -824,7 +866,7 @@ fn stored_rows(v: &[TransactionalTree], id: &str) -> Tx<Option<Vec<IndexRow>>> {
 
 /// Writes a run and brings its index rows in step: rows of the old version that no longer
 /// apply go, new or changed rows are written, unchanged rows are left alone.
-fn put_run_tx(v: &[TransactionalTree], run: &PreparedRun) -> Tx<()> {
+fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
     let old = stored_rows(v, &run.id)?.unwrap_or_default();
     for (tree, key, _) in &old {
         if !run.index.iter().any(|(t, k, _)| t == tree && k == key) {
@@ -841,8 +883,25 @@ fn put_run_tx(v: &[TransactionalTree], run: &PreparedRun) -> Tx<()> {
     Ok(())
 }
 
+/// Deletes a `queued` run and all its index rows; `false` if it is gone or has started.
+fn delete_queued_run_tx(v: &View, id: &str) -> Tx<bool> {
+    let Some(b) = v[SUMMARIES].get(id)? else {
+        return Ok(false);
+    };
+    let s: RunSummary = decode("run summary", &b).map_err(abort)?;
+    if s.status != RunStatus::Queued {
+        return Ok(false);
+    }
+    for (tree, key, _) in index_rows(&s) {
+        v[tree].remove(key)?;
+    }
+    v[RUNS].remove(id.as_bytes())?;
+    v[SUMMARIES].remove(id.as_bytes())?;
+    Ok(true)
+}
+
 /// Deletes a finished run and all its index rows; `false` if it is gone or not finished.
-fn delete_final_run_tx(v: &[TransactionalTree], id: &str) -> Tx<bool> {
+fn delete_final_run_tx(v: &View, id: &str) -> Tx<bool> {
     let Some(b) = v[SUMMARIES].get(id)? else {
         return Ok(false);
     };

@@ -272,7 +272,9 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
                         } else {
                             "bad_edge"
                         };
-                        problems.push(Problem::error(code, format!("edges[{i}]"), None, msg));
+                        // Name the step the edge leaves, so the editor can point at it.
+                        let from = item.get("from").and_then(Value::as_str);
+                        problems.push(Problem::error(code, format!("edges[{i}]"), from, msg));
                         edges.push(Edge {
                             from: String::new(),
                             port: None,
@@ -311,13 +313,17 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
                     s.id
                 ),
             ));
-        } else if index.insert(s.id.clone(), i).is_some() {
+        } else if index.contains_key(&s.id) {
+            // The first definition keeps the id (edges resolve to it); `insert` would move it
+            // to the duplicate and report the original as unreachable.
             problems.push(Problem::error(
                 "duplicate_id",
                 format!("steps[{i}].id"),
                 sid,
                 format!("step id `{}` is used more than once", s.id),
             ));
+        } else {
+            index.insert(s.id.clone(), i);
         }
         let Some(kind) = registry.get(&s.kind) else {
             problems.push(Problem::error(
@@ -521,7 +527,8 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
             }
         }
         for (i, s) in steps.iter().enumerate() {
-            if !seen[i] && step_ok[i] {
+            // A duplicate id is already reported; edges never resolve to the duplicate.
+            if !seen[i] && step_ok[i] && index.get(&s.id) == Some(&i) {
                 problems.push(Problem::error(
                     "unreachable",
                     format!("steps[{i}]"),

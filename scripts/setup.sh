@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install what a fresh Debian/Ubuntu machine lacks for `make test` or `make run`.
+# Idempotent: only installs what is missing. Needs root (or sudo) for apt.
+set -euo pipefail
+what="${1:-test}"
+cd "$(dirname "$0")/.."
+
+apt_pkgs=()
+need() { dpkg -s "$1" >/dev/null 2>&1 || apt_pkgs+=("$1"); }
+
+# Always: a C toolchain and pkg-config for -sys crates.
+need build-essential
+need pkg-config
+need curl
+case "$what" in
+  test)
+    need chromium          # browser end-to-end tests (Debian's build, never a downloaded one)
+    ;;
+esac
+# Node.js with npm (the UI build): Debian's packages only when no node is on PATH
+# (NodeSource's nodejs already ships npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1; then need nodejs; need npm; fi
+
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${apt_pkgs[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: Rust is missing; install it with rustup (https://rustup.rs) and re-run" >&2
+  exit 1
+fi
