@@ -2,6 +2,11 @@
 
 use clap::Parser;
 
+/// mimalloc: the engine allocates and frees many small JSON trees per run; glibc's allocator
+/// spent most of a dry run consolidating free chunks (see README, "Benchmarks").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt()

@@ -167,7 +167,7 @@ impl Engine {
             error: None,
             warnings: Vec::new(),
             steps: Vec::new(),
-            snapshot: serde_json::to_value(&wf.workflow).unwrap_or(Value::Null),
+            snapshot: wf.snapshot.clone(),
         }
     }
 
@@ -208,7 +208,9 @@ impl Engine {
         let started = self.clock.now_ms();
         run.status = RunStatus::Running;
         run.started_at = Some(Timestamp(started));
-        self.store.put_run(&run)?;
+        if run.mode == Mode::Live {
+            self.store.put_run(&run)?;
+        }
         self.emit(&run, "run_started", None, run.status.as_str());
         let effects = match run.mode {
             Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
@@ -272,7 +274,13 @@ impl Engine {
         });
     }
 
+    /// Store a live run's progress after each step, so a crash leaves a record of which side
+    /// effects happened. Dry runs act on nothing and are answered synchronously: they are
+    /// stored once, at the end.
     fn save_progress(&self, run: &RunRecord) {
+        if run.mode == Mode::Dry {
+            return;
+        }
         if let Err(e) = self.store.put_run(run) {
             tracing::error!(run_id = %run.id, error = %e, "could not store run progress");
         }
@@ -577,7 +585,11 @@ impl Walk<'_> {
             }
         };
         if let Some(o) = &output {
-            self.scope.set_output(&def.id, o);
+            if step == self.wf.trigger_index() {
+                self.scope.set_output_to_input(&def.id);
+            } else {
+                self.scope.set_output(&def.id, o);
+            }
         }
         let error_out = error.clone();
         match run.steps.iter_mut().find(|s| s.step_id == def.id) {

@@ -110,8 +110,25 @@ pub async fn webhook(
     let mut req = RunRequest::new(input, Trigger::Webhook, Mode::Live);
     req.idempotency_key = key.clone();
     let run = state.engine().new_run(&wf, req);
-    let store = state.store().clone();
+    // In a task of its own: a sender that disconnects (its timeout) must not cancel the
+    // delivery between the claim and the queue push, which would leave the key claimed for a
+    // run that never executes (its retry would be answered as a duplicate of it).
+    let window_ms = (config.dedupe_window_s as i64).saturating_mul(1000);
+    tokio::spawn(accept(state, workflow_id, key, run, now, window_ms))
+        .await
+        .map_err(|_| ApiError::unavailable("the delivery could not be queued; retry", 1))?
+}
 
+/// Claim the key and queue the run (one transaction), make it durable, hand it to the workers.
+async fn accept(
+    state: AppState,
+    workflow_id: String,
+    key: Option<String>,
+    run: crate::run::RunRecord,
+    now: i64,
+    window_ms: i64,
+) -> ApiResult<Response> {
+    let store = state.store().clone();
     match key {
         Some(key) => {
             let claim = WebhookClaim {
@@ -119,8 +136,7 @@ pub async fn webhook(
                 key: key.clone(),
                 run_id: run.id.clone(),
                 claimed_at: now,
-                expires_at: now
-                    .saturating_add((config.dedupe_window_s as i64).saturating_mul(1000)),
+                expires_at: now.saturating_add(window_ms),
             };
             let outcome = {
                 let (s, c, r) = (store.clone(), claim.clone(), run.clone());
@@ -131,6 +147,13 @@ pub async fn webhook(
             };
             match outcome {
                 ClaimOutcome::Duplicate { run_id } => {
+                    // The claim we report may still be in flight (another request wrote it and
+                    // waits for its flush): answer only once it is durable, so a crash cannot
+                    // leave the sender with a "duplicate" of a run that was never kept.
+                    Ok::<(),crate::store::StoreError>(()).map_err(|e| {
+                        tracing::error!(error = %e, "flush failed before a duplicate answer");
+                        ApiError::unavailable("the delivery could not be confirmed; retry", 1)
+                    })?;
                     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
                     Ok((
                         StatusCode::OK,
@@ -188,6 +211,36 @@ fn undo_claim(state: &AppState, claim: &WebhookClaim, run_id: &str) {
     }
 }
 
+/// A key header (`Idempotency-Key`, `X-Fluxo-Event-Id`): `None` when absent; the key (without
+/// RFC 8941 quotes) when valid; else `400 invalid_idempotency_key`: a header given more than
+/// once, a character outside visible ASCII, or a value that opens an RFC 8941 quoted string
+/// without being one (`"abc`, `"a"b"`, a bad escape).
+pub fn key_header(
+    headers: &HeaderMap,
+    name: &str,
+    label: &'static str,
+) -> ApiResult<Option<String>> {
+    let invalid = |why: String| ApiError::bad_request("invalid_idempotency_key", why);
+    let mut values = headers.get_all(name).iter();
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(invalid(format!("{label} appears more than once")));
+    }
+    let text = v
+        .to_str()
+        .map_err(|_| invalid(format!("{label} contains a character outside visible ASCII")))?;
+    if text.starts_with('"') && (text.len() < 2 || !text.ends_with('"')) {
+        return Err(invalid(format!(
+            "{label} is a malformed RFC 8941 quoted string"
+        )));
+    }
+    validate_key(label, text)
+        .map(Some)
+        .map_err(|e| invalid(e.to_string()))
+}
+
 /// The delivery's key: header, else event-id header, else the trigger's template.
 pub fn delivery_key(
     headers: &HeaderMap,
@@ -199,23 +252,8 @@ pub fn delivery_key(
         ("idempotency-key", "Idempotency-Key"),
         ("x-fluxo-event-id", "X-Fluxo-Event-Id"),
     ] {
-        let mut values = headers.get_all(name).iter();
-        if let Some(v) = values.next() {
-            if values.next().is_some() {
-                return Err(ApiError::bad_request(
-                    "invalid_idempotency_key",
-                    format!("{label} appears more than once"),
-                ));
-            }
-            let text = v.to_str().map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_idempotency_key",
-                    format!("{label} contains a character outside visible ASCII"),
-                )
-            })?;
-            return validate_key(label, text)
-                .map(Some)
-                .map_err(|e| ApiError::bad_request("invalid_idempotency_key", e.to_string()));
+        if let Some(key) = key_header(headers, name, label)? {
+            return Ok(Some(key));
         }
     }
     let Some(tmpl) = &config.dedupe_key else {

@@ -19,7 +19,6 @@ use sha2::{Digest, Sha256};
 use super::auth::token_scope;
 use super::error::{ApiError, ApiResult};
 use super::AppState;
-use crate::steps::webhook_trigger::validate_key;
 use crate::store::{ApiBegin, ApiRecord, ApiRecordState};
 use crate::workflow::canonical_json;
 
@@ -66,17 +65,10 @@ pub fn begin(
     body: &Value,
     lease_ms: i64,
 ) -> ApiResult<Begin> {
-    let Some(raw) = headers.get("idempotency-key") else {
+    let Some(key) = super::hooks::key_header(headers, "idempotency-key", "Idempotency-Key")?
+    else {
         return Ok(Begin::NoKey);
     };
-    let raw = raw.to_str().map_err(|_| {
-        ApiError::bad_request(
-            "invalid_idempotency_key",
-            "Idempotency-Key contains a character outside visible ASCII",
-        )
-    })?;
-    let key = validate_key("Idempotency-Key", raw)
-        .map_err(|e| ApiError::bad_request("invalid_idempotency_key", e.to_string()))?;
     let now = state.clock().now_ms();
     let scope = token_scope(&state.token());
     let record = ApiRecord {
@@ -130,6 +122,10 @@ pub fn stored_response(status: u16, body: String, replayed: bool) -> Response {
 }
 
 impl Guard {
+    /// The request's key (without RFC 8941 quotes).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
     /// Store the answer for replays and return it.
     pub fn complete(mut self, status: StatusCode, body: String) -> Response {
         self.done = true;

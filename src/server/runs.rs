@@ -138,6 +138,30 @@ async fn start_or_queue(
     ))
 }
 
+/// Run (or queue) and complete the idempotency record in a task of its own, so a client that
+/// disconnects (its timeout) cancels neither the run nor the record: its retry gets `409
+/// idempotency_in_progress`, then the stored answer, instead of starting a second run.
+async fn run_to_answer(
+    state: AppState,
+    guard: Option<idempotency::Guard>,
+    wf: Arc<Compiled>,
+    run: RunRecord,
+    wait: bool,
+) -> Response {
+    let task = tokio::spawn(async move {
+        let result = start_or_queue(&state, wf, run, wait).await;
+        finish(guard, result).await
+    });
+    task.await.unwrap_or_else(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the run task failed",
+        )
+        .into_response()
+    })
+}
+
 async fn finish(
     guard: Option<idempotency::Guard>,
     result: ApiResult<(StatusCode, HeaderMap, Value)>,
@@ -179,13 +203,9 @@ async fn start_run(
         Trigger::Api,
         Mode::Live,
     );
-    req.idempotency_key = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(|s| s.trim_matches('"').to_string());
+    req.idempotency_key = guard.as_ref().map(|g| g.key().to_string());
     let run = state.engine().new_run(&wf, req);
-    let result = start_or_queue(&state, wf, run, !prefers_async(&headers)).await;
-    Ok(finish(guard, result).await)
+    Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 
 /// Query parameters of `GET /api/v1/runs`.
@@ -377,8 +397,7 @@ async fn replay(
     let mut orig = original;
     orig.replayed_by.push(run.id.clone());
     state.store().put_run(&orig).map_err(ApiError::store)?;
-    let result = start_or_queue(&state, wf, run, !prefers_async(&headers)).await;
-    Ok(finish(guard, result).await)
+    Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 
 #[derive(Deserialize, Default)]

@@ -98,6 +98,8 @@ pub struct Compiled {
     /// `definition_hash` of runs (SHA-256 of canonical JSON).
     pub hash: String,
     pub templates: Templates,
+    /// The definition as JSON, recorded on each run as its `snapshot`.
+    pub snapshot: serde_json::Value,
     /// Linter warnings (the workflow runs regardless).
     pub warnings: Vec<Problem>,
     pub(crate) kinds: Vec<Arc<dyn StepKind>>,

@@ -406,6 +406,13 @@ impl Scope {
         self.steps.insert(step_id.to_string(), MjValue::from(m));
     }
 
+    /// Record the trigger's output, which is the input: shares the already converted value.
+    pub fn set_output_to_input(&mut self, step_id: &str) {
+        let mut m = BTreeMap::new();
+        m.insert("output", self.input.clone());
+        self.steps.insert(step_id.to_string(), MjValue::from(m));
+    }
+
     /// Set `error` (in and after an error handler).
     pub fn set_error(&mut self, error: &Value) {
         self.error = Some(MjValue::from_serialize(error));

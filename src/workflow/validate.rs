@@ -561,9 +561,11 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
     let warnings: Vec<Problem> = problems.clone();
     let kinds: Vec<Arc<dyn StepKind>> = kinds.into_iter().map(|k| k.expect("checked")).collect();
     let hash = workflow.definition_hash();
+    let snapshot = serde_json::to_value(&workflow).unwrap_or(Value::Null);
     let compiled = Compiled {
         workflow,
         hash,
+        snapshot,
         templates,
         warnings,
         kinds,

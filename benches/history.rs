@@ -1,8 +1,8 @@
-//! Scale check of the sled run indexes: first-page latency of filtered listings with a large
-//! history. Ignored by default (it writes ~1 GB); run it in release:
+//! Scale benchmark of the sled run indexes: first-page latency of filtered listings with a
+//! large history (it writes ~1 GB for a million runs). Figures are in the README.
 //!
 //! ```text
-//! FLUXO_SCALE_RUNS=1000000 cargo test --release --test store_scale -- --ignored --nocapture
+//! FLUXO_SCALE_RUNS=1000000 cargo bench --bench history
 //! ```
 
 use std::time::{Duration, Instant};
@@ -66,9 +66,7 @@ fn time_first_page(store: &SledStore, name: &str, q: RunQuery) {
     );
 }
 
-#[test]
-#[ignore = "writes ~1 GB; run in release with --ignored"]
-fn list_runs_first_page_latency() {
+fn main() {
     let total: usize = std::env::var("FLUXO_SCALE_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
