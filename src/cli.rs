@@ -69,7 +69,7 @@ pub struct ServeArgs {
     /// Folder of workflow files, the source of truth (PUT writes the file).
     #[arg(long, default_value = "workflows")]
     pub workflows: PathBuf,
-    /// API token for /api/v1 (default: <data-dir>/token, generated on first start).
+    /// API token for /api/v1 (default: `<data-dir>/token`, generated on first start).
     #[arg(long, env = "FLUXO_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Runs executed at once.

@@ -6,10 +6,19 @@
 //!
 //! # Layout
 //!
-//! * [`clock`]: UTC time and waits through a [`clock::Clock`] the tests control.
-//! * [`run`]: the run record (runs, steps, attempts, statuses).
-//! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records) with the sled
+//! * [`clock`]: UTC time (unix ms) and waits through a [`clock::Clock`] the tests control.
+//! * [`run`]: the run record (runs, steps, attempts, statuses, time-sortable ids).
+//! * [`workflow`]: the file model, validation reporting every problem at once, templates
+//!   (minijinja, strict), the idempotency/retry linter, compilation, a folder of workflow files.
+//! * [`steps`]: the [`steps::StepKind`] contract, the one [`steps::Registry`], one file per kind.
+//! * [`runtime`]: the executor (graph walk, error edges, handler modes, run deadline), safe
+//!   retries, HTTP transports, live/dry side effects.
+//! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records), the sled
 //!   backend and an in-memory backend.
+//! * [`server`]: `fluxo serve`: webhooks with dedupe at the door, the REST API, SSE.
+//! * [`sandbox`]: `fluxo sandbox`, a local destination honouring `Idempotency-Key`.
+//! * [`samples`]: workflow templates and real payloads compiled into the binary.
+//! * [`cli`]: the `fluxo` command line.
 pub mod cli;
 pub mod clock;
 pub mod run;

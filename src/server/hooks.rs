@@ -150,7 +150,7 @@ async fn accept(
                     // The claim we report may still be in flight (another request wrote it and
                     // waits for its flush): answer only once it is durable, so a crash cannot
                     // leave the sender with a "duplicate" of a run that was never kept.
-                    Ok::<(),crate::store::StoreError>(()).map_err(|e| {
+                    state.commit().durable().await.map_err(|e| {
                         tracing::error!(error = %e, "flush failed before a duplicate answer");
                         ApiError::unavailable("the delivery could not be confirmed; retry", 1)
                     })?;
@@ -295,7 +295,7 @@ fn render_text(
     }
 }
 
-/// Check `X-Fluxo-Signature: t=<unix>,v1=<hex>` = HMAC-SHA256(secret, "<t>.<body>") within
+/// Check `X-Fluxo-Signature: t=<unix>,v1=<hex>` = HMAC-SHA256(secret, `"<t>.<body>"`) within
 /// ±5 minutes of `now_s`. Several `v1=` values are accepted (secret rotation).
 pub fn verify_signature(
     headers: &HeaderMap,

@@ -1,6 +1,6 @@
 //! The workflow file format (SPEC §1): serde types with unknown fields rejected.
 //!
-//! Parsing goes through [`crate::workflow::load`], which reports every problem at once with
+//! Parsing goes through [`crate::workflow::load_text`], which reports every problem at once with
 //! its step id and JSON path; these types are the shape that comes out.
 
 use std::collections::BTreeMap;
