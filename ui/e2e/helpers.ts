@@ -1,0 +1,113 @@
+import { expect, type APIRequestContext, type Locator, type Page } from '@playwright/test';
+
+export const baseUrl = () => process.env.FLUXO_E2E_URL!;
+export const token = () => process.env.FLUXO_E2E_TOKEN!;
+export const MOD = process.platform === 'darwin' ? 'Meta' : 'Control';
+
+/** Open the editor with the token in the URL fragment, and wait for it to be ready. */
+export async function openEditor(page: Page): Promise<void> {
+  await page.goto(`${baseUrl()}/#token=${token()}`);
+  await expect(page.getByTestId('editor')).toBeVisible();
+  await expect(page.locator('.react-flow__node').first()).toBeVisible();
+}
+
+/** Call the API directly (for seeding and for checking what the UI saved). */
+export async function apiGet<T>(request: APIRequestContext, path: string): Promise<T> {
+  const r = await request.get(`${baseUrl()}/api/v1${path}`, { headers: { Authorization: `Bearer ${token()}` } });
+  expect(r.ok(), `GET ${path}: ${r.status()}`).toBeTruthy();
+  return (await r.json()) as T;
+}
+
+export async function apiPut(request: APIRequestContext, path: string, body: unknown): Promise<void> {
+  const r = await request.put(`${baseUrl()}/api/v1${path}`, {
+    headers: { Authorization: `Bearer ${token()}` },
+    data: body,
+  });
+  expect(r.ok(), `PUT ${path}: ${r.status()} ${await r.text()}`).toBeTruthy();
+}
+
+export async function openWorkflow(page: Page, id: string): Promise<void> {
+  await page.getByTestId('tab-workflows').click();
+  await page.getByTestId(`workflow-item-${id}`).click();
+  const dialog = page.getByTestId('confirm-dialog');
+  if (await dialog.isVisible()) await page.getByTestId('confirm-ok').click();
+  await expect(page.getByTestId('workflow-version')).not.toHaveText('new');
+  await expect(page.getByTestId('inspector-workflow').getByTestId('workflow-id')).toHaveValue(id);
+}
+
+/** A new blank workflow (a manual trigger `start`). */
+export async function newBlank(page: Page): Promise<void> {
+  await page.getByTestId('tab-workflows').click();
+  await page.getByTestId('new-workflow').click();
+  await page.getByTestId('new-blank').click();
+  const dialog = page.getByTestId('confirm-dialog');
+  if (await dialog.isVisible()) await page.getByTestId('confirm-ok').click();
+  await expect(page.getByTestId('node-start')).toBeVisible();
+  await page.getByTestId('tab-steps').click();
+}
+
+export function node(page: Page, id: string): Locator {
+  return page.getByTestId(`node-${id}`);
+}
+
+export function edge(page: Page, from: string, port: string, to: string): Locator {
+  return page.getByTestId(`edge-${from}:${port}->${to}`);
+}
+
+/** Drag a step kind from the palette onto the canvas at (x, y) of the canvas; returns its id. */
+export async function dropStep(page: Page, kind: string, x: number, y: number): Promise<string> {
+  await page.getByTestId('tab-steps').click();
+  const before = await page.locator('.react-flow__node').count();
+  await page.getByTestId(`palette-${kind}`).dragTo(page.getByTestId('canvas'), { targetPosition: { x, y } });
+  await expect(page.locator('.react-flow__node')).toHaveCount(before + 1);
+  const id = await page.getByTestId('step-id').inputValue();
+  await expect(node(page, id)).toBeVisible();
+  return id;
+}
+
+/** Rename the selected step in the inspector. */
+export async function renameSelected(page: Page, next: string): Promise<void> {
+  const input = page.getByTestId('step-id');
+  await input.fill(next);
+  await input.press('Enter');
+  await expect(node(page, next)).toBeVisible();
+}
+
+/** Wire `from`'s port to `to` by dragging between the handles, and wait for the edge. */
+export async function connect(page: Page, from: string, port: string, to: string): Promise<void> {
+  const src = node(page, from).getByTestId(`handle-${port}`);
+  const dst = node(page, to).getByTestId('handle-in');
+  const a = (await src.boundingBox())!;
+  const b = (await dst.boundingBox())!;
+  await page.mouse.move(a.x + a.width / 2, a.y + a.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(b.x + b.width / 2 - 20, b.y + b.height / 2, { steps: 8 });
+  await page.mouse.move(b.x + b.width / 2, b.y + b.height / 2, { steps: 4 });
+  await page.mouse.up();
+  await expect(edge(page, from, port, to)).toHaveCount(1);
+}
+
+/** Try a connection that must be refused; returns after the mouse is released. */
+export async function tryConnect(page: Page, from: string, port: string, to: string): Promise<void> {
+  const src = node(page, from).getByTestId(`handle-${port}`);
+  const dstNode = node(page, to);
+  const inHandle = dstNode.getByTestId('handle-in');
+  const target = (await inHandle.count()) ? inHandle : dstNode;
+  const a = (await src.boundingBox())!;
+  const b = (await target.boundingBox())!;
+  await page.mouse.move(a.x + a.width / 2, a.y + a.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(b.x + b.width / 2, b.y + b.height / 2, { steps: 10 });
+  await page.mouse.up();
+}
+
+/** Select a step by clicking its title. */
+export async function select(page: Page, id: string): Promise<void> {
+  await node(page, id).getByTestId('node-title').click();
+  await expect(page.getByTestId('step-id')).toHaveValue(id);
+}
+
+/** Wait until the debounced validation has answered for the current canvas. */
+export async function settled(page: Page): Promise<void> {
+  await expect(page.getByTestId('validation-status')).toHaveAttribute('data-current', 'true');
+}

@@ -1,0 +1,123 @@
+import type { Api } from './api';
+import { SseParser } from './sse';
+import {
+  ApiError,
+  type Problem,
+  type RunEvent,
+  type RunRecord,
+  type SamplePayload,
+  type SaveResult,
+  type StepKind,
+  type Template,
+  type ValidateResult,
+  type Workflow,
+  type WorkflowSummary,
+} from './types';
+
+/** The API over HTTP against `fluxo serve` (same origin by default), with a bearer token. */
+export class HttpApi implements Api {
+  readonly transport = 'http' as const;
+  constructor(
+    private readonly token: string,
+    private readonly base = '',
+  ) {}
+
+  private async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    let resp: Response;
+    try {
+      resp = await fetch(`${this.base}/api/v1${path}`, {
+        method,
+        headers: {
+          Authorization: `Bearer ${this.token}`,
+          ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+          ...headers,
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new ApiError('network', `cannot reach the Fluxo server: ${(e as Error).message}`);
+    }
+    if (resp.status === 204) return undefined as T;
+    const text = await resp.text();
+    let json: unknown = undefined;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* not JSON */
+    }
+    if (!resp.ok) {
+      const p = (json ?? {}) as { code?: string; detail?: string; title?: string; problems?: Problem[] };
+      throw new ApiError(
+        p.code ?? `http_${resp.status}`,
+        p.detail ?? p.title ?? (text || resp.statusText),
+        resp.status,
+        p.problems,
+      );
+    }
+    return json as T;
+  }
+
+  async listWorkflows(): Promise<WorkflowSummary[]> {
+    return (await this.request<{ workflows: WorkflowSummary[] }>('GET', '/workflows')).workflows;
+  }
+  getWorkflow(id: string): Promise<Workflow> {
+    return this.request('GET', `/workflows/${encodeURIComponent(id)}`);
+  }
+  saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult> {
+    return this.request('PUT', `/workflows/${encodeURIComponent(id)}`, workflow);
+  }
+  deleteWorkflow(id: string): Promise<void> {
+    return this.request('DELETE', `/workflows/${encodeURIComponent(id)}`);
+  }
+  validateWorkflow(workflow: Workflow): Promise<ValidateResult> {
+    return this.request('POST', '/workflows/validate', workflow);
+  }
+  dryRun(id: string, input: unknown, workflow?: Workflow): Promise<RunRecord> {
+    return this.request('POST', `/workflows/${encodeURIComponent(id)}/dry-run`, workflow ? { input, workflow } : { input });
+  }
+  startRun(id: string, input: unknown): Promise<RunRecord> {
+    return this.request('POST', `/workflows/${encodeURIComponent(id)}/runs`, { input }, { Prefer: 'respond-async' });
+  }
+  getRun(id: string): Promise<RunRecord> {
+    return this.request('GET', `/runs/${encodeURIComponent(id)}`);
+  }
+  stepKinds(): Promise<StepKind[]> {
+    return this.request('GET', '/step-kinds');
+  }
+  async templates(): Promise<Template[]> {
+    return (await this.request<{ templates: Template[] }>('GET', '/templates')).templates;
+  }
+  async samplePayloads(): Promise<SamplePayload[]> {
+    return (await this.request<{ payloads: SamplePayload[] }>('GET', '/sample-payloads')).payloads;
+  }
+
+  async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
+    const ctl = new AbortController();
+    const resp = await fetch(`${this.base}/api/v1/events`, {
+      headers: { Authorization: `Bearer ${this.token}`, Accept: 'text/event-stream' },
+      signal: ctl.signal,
+    });
+    if (!resp.ok || !resp.body) throw new ApiError(`http_${resp.status}`, 'cannot open the event stream', resp.status);
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    const parser = new SseParser((m) => {
+      if (m.event !== 'run') return;
+      try {
+        onEvent(JSON.parse(m.data) as RunEvent);
+      } catch {
+        /* ignore a malformed event */
+      }
+    });
+    void (async () => {
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          parser.push(value);
+        }
+      } catch {
+        /* aborted or dropped: the caller polls as a fallback */
+      }
+    })();
+    return () => ctl.abort();
+  }
+}

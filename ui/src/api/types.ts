@@ -1,0 +1,176 @@
+// Shapes of the Fluxo API (SPEC §1, §4, §5). The same shapes cross the Tauri IPC boundary.
+
+export interface Position {
+  x: number;
+  y: number;
+}
+
+/** One step of a workflow file. */
+export interface StepDef {
+  id: string;
+  kind: string;
+  name?: string;
+  position?: Position;
+  config: Record<string, unknown>;
+}
+
+/** An edge leaves a named port (`out` when omitted) and enters a step. */
+export interface EdgeDef {
+  from: string;
+  port?: string;
+  to: string;
+}
+
+export interface WorkflowSettings {
+  run_timeout_s?: number;
+  sender_retries?: number;
+  [k: string]: unknown;
+}
+
+/** A workflow file (`workflows/*.json`). */
+export interface Workflow {
+  id: string;
+  name: string;
+  description?: string;
+  version: number;
+  settings?: WorkflowSettings;
+  steps: StepDef[];
+  edges: EdgeDef[];
+}
+
+/** `GET /workflows` entry. */
+export interface WorkflowSummary {
+  id: string;
+  name: string;
+  version: number;
+  valid: boolean;
+  errors: number;
+  warnings: number;
+  trigger: string | null;
+}
+
+export type JsonSchema = Record<string, unknown>;
+
+/** One entry of the step catalog (`GET /step-kinds`). */
+export interface StepKind {
+  kind: string;
+  title: string;
+  category: string;
+  description: string;
+  trigger: boolean;
+  output: string;
+  /** Ports computed from the config (the router: one per route + `default` + `error`). */
+  dynamic_ports: boolean;
+  ports: string[];
+  config_schema: JsonSchema;
+}
+
+export interface Problem {
+  severity: 'error' | 'warning';
+  code: string;
+  message: string;
+  step?: string;
+  /** e.g. `steps[1].config.url`, `edges[2].port`. */
+  path: string;
+}
+
+export interface ValidateResult {
+  valid: boolean;
+  problems: Problem[];
+}
+
+export interface SaveResult {
+  workflow: Workflow;
+  version: number;
+  valid: boolean;
+  problems: Problem[];
+}
+
+export interface ErrorInfo {
+  code: string;
+  message: string;
+  step?: string;
+  attempts?: number;
+  http_status?: number | null;
+}
+
+export interface Attempt {
+  started_at: string;
+  duration_ms: number;
+  delay_before_ms?: number;
+  http_status?: number | null;
+  error?: string | null;
+}
+
+export type StepRunStatus = 'running' | 'succeeded' | 'failed' | 'fallback';
+
+export interface StepRecord {
+  step_id: string;
+  kind: string;
+  status: StepRunStatus;
+  started_at?: string;
+  finished_at?: string;
+  duration_ms?: number;
+  resolved_config?: unknown;
+  output?: unknown;
+  error?: ErrorInfo | null;
+  attempts: Attempt[];
+  /** Ports the walk left this step by. */
+  ports: string[];
+}
+
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'interrupted';
+
+/** A run record (SPEC §4). */
+export interface RunRecord {
+  id: string;
+  workflow_id: string;
+  workflow_version?: number;
+  trigger?: string;
+  mode: 'live' | 'dry';
+  status: RunStatus;
+  created_at?: string;
+  started_at?: string;
+  finished_at?: string;
+  duration_ms?: number;
+  error?: ErrorInfo | null;
+  warnings?: string[];
+  steps: StepRecord[];
+  input?: unknown;
+}
+
+/** One server-sent `run` event. */
+export interface RunEvent {
+  event: 'run_started' | 'step_finished' | 'run_finished';
+  run_id: string;
+  workflow_id: string;
+  step_id?: string;
+  status: string;
+  mode: 'live' | 'dry';
+  at: string;
+}
+
+export interface Template {
+  id: string;
+  name: string;
+  workflow: Workflow;
+}
+
+export interface SamplePayload {
+  name: string;
+  payload: unknown;
+}
+
+/** An error from either transport: problem+json over HTTP, `{code, message}` over IPC. */
+export class ApiError extends Error {
+  readonly code: string;
+  readonly status?: number;
+  readonly problems?: Problem[];
+  constructor(code: string, message: string, status?: number, problems?: Problem[]) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = status;
+    this.problems = problems;
+  }
+}

@@ -1,0 +1,119 @@
+import { useEffect, useState } from 'react';
+import { ReactFlowProvider } from '@xyflow/react';
+import { createApi, forgetToken, isTauri, storeToken, takeToken, type Api } from '../api';
+import { useEditor } from '../store/editor';
+import { Canvas } from '../canvas/Canvas';
+import { Palette } from '../palette/Palette';
+import { Inspector } from '../inspector/Inspector';
+import { BottomPanel } from '../panels/BottomPanel';
+import { TopBar } from './TopBar';
+import { WorkflowList } from './WorkflowList';
+import { ConfirmDialog, ToastView } from './Overlays';
+import { TokenScreen } from './TokenScreen';
+import { useAutoValidate, useBeforeUnload, useShortcuts } from './Shortcuts';
+
+function LeftPanel() {
+  const tab = useEditor((s) => s.leftTab);
+  const setTab = useEditor((s) => s.setLeftTab);
+  const count = useEditor((s) => s.workflows.length);
+  return (
+    <aside className="fx-left" data-testid="left-panel">
+      <nav className="fx-tabs">
+        <button className={tab === 'steps' ? 'is-active' : ''} onClick={() => setTab('steps')} data-testid="tab-steps">
+          Steps
+        </button>
+        <button className={tab === 'workflows' ? 'is-active' : ''} onClick={() => setTab('workflows')} data-testid="tab-workflows">
+          Workflows <span className="fx-count">{count}</span>
+        </button>
+      </nav>
+      <div className="fx-left-body">{tab === 'steps' ? <Palette /> : <WorkflowList />}</div>
+    </aside>
+  );
+}
+
+function Editor() {
+  useShortcuts();
+  useAutoValidate();
+  useBeforeUnload();
+  return (
+    <div className="fx-app" data-testid="editor">
+      <TopBar />
+      <div className="fx-main">
+        <LeftPanel />
+        <div className="fx-center">
+          <Canvas />
+          <BottomPanel />
+        </div>
+        <Inspector />
+      </div>
+      <ConfirmDialog />
+      <ToastView />
+    </div>
+  );
+}
+
+export function App() {
+  const [api, setApi] = useState<Api | null>(() => createApi(takeToken()));
+  const [authError, setAuthError] = useState<string | undefined>();
+  const ready = useEditor((s) => s.ready);
+  const loadError = useEditor((s) => s.loadError);
+
+  // A link with `#token=…` opened in this tab (no reload): take the token, clean the URL.
+  useEffect(() => {
+    const onHash = () => {
+      if (!/token=/.test(window.location.hash)) return;
+      const t = takeToken();
+      if (t && !isTauri()) setApi(createApi(t));
+    };
+    window.addEventListener('hashchange', onHash);
+    return () => window.removeEventListener('hashchange', onHash);
+  }, []);
+
+  useEffect(() => {
+    if (!api) return;
+    useEditor
+      .getState()
+      .init(api)
+      .catch((e: { code?: string; message: string }) => {
+        if (e.code === 'unauthorized' && !isTauri()) {
+          forgetToken();
+          setAuthError(e.message);
+          setApi(null);
+        }
+      });
+  }, [api]);
+
+  if (!api) {
+    return (
+      <TokenScreen
+        reason={authError}
+        onToken={(t) => {
+          storeToken(t);
+          setAuthError(undefined);
+          setApi(createApi(t));
+        }}
+      />
+    );
+  }
+  if (!ready) {
+    return (
+      <div className="fx-loading" data-testid="loading">
+        {loadError ? (
+          <>
+            <p>Cannot load the editor: {loadError}</p>
+            <button className="fx-btn" onClick={() => setApi(createApi(takeToken()))}>
+              Retry
+            </button>
+          </>
+        ) : (
+          'Loading Fluxo…'
+        )}
+      </div>
+    );
+  }
+  return (
+    <ReactFlowProvider>
+      <Editor />
+    </ReactFlowProvider>
+  );
+}

@@ -1,0 +1,126 @@
+import { useState } from 'react';
+import { useEditor } from '../store/editor';
+import { MOD } from './format';
+import { Shortcuts } from './Shortcuts';
+
+function ValidationStatus() {
+  const validation = useEditor((s) => s.validation);
+  const errors = useEditor((s) => s.problems.filter((p) => p.severity === 'error').length);
+  const warnings = useEditor((s) => s.problems.length) - errors;
+  const setTab = useEditor((s) => s.setBottomTab);
+  const rev = useEditor((s) => s.rev);
+  const validatedRev = useEditor((s) => s.validatedRev);
+  let cls = 'ok';
+  let text = 'Valid';
+  if (validation === 'pending' && !errors && !warnings) {
+    cls = 'pending';
+    text = 'Checking…';
+  } else if (validation === 'failed') {
+    cls = 'error';
+    text = 'Not checked';
+  } else if (errors) {
+    cls = 'error';
+    text = `${errors} error${errors > 1 ? 's' : ''}`;
+  } else if (warnings) {
+    cls = 'warning';
+    text = `Valid · ${warnings} warning${warnings > 1 ? 's' : ''}`;
+  }
+  return (
+    <button className={`fx-status fx-status-${cls}`} onClick={() => setTab('problems')} data-testid="validation-status"
+      data-state={cls}
+      data-current={validatedRev === rev ? 'true' : 'false'}
+    >
+      <span className="fx-status-dot" />
+      {text}
+      {errors > 0 && warnings > 0 && <span className="fx-muted"> · {warnings} warning{warnings > 1 ? 's' : ''}</span>}
+    </button>
+  );
+}
+
+export function TopBar() {
+  const name = useEditor((s) => s.meta.name);
+  const id = useEditor((s) => s.meta.id);
+  const version = useEditor((s) => s.meta.version);
+  const savedId = useEditor((s) => s.savedId);
+  const dirty = useEditor((s) => s.dirty);
+  const saving = useEditor((s) => s.saving);
+  const busy = useEditor((s) => s.runBusy);
+  const canUndo = useEditor((s) => s.past.length > 0);
+  const canRedo = useEditor((s) => s.future.length > 0);
+  const setMeta = useEditor((s) => s.setMeta);
+  const save = useEditor((s) => s.save);
+  const dryRun = useEditor((s) => s.dryRun);
+  const runLive = useEditor((s) => s.runLive);
+  const undo = useEditor((s) => s.undo);
+  const redo = useEditor((s) => s.redo);
+  const autoLayout = useEditor((s) => s.autoLayout);
+  const requestFit = useEditor((s) => s.requestFit);
+  const setBottomTab = useEditor((s) => s.setBottomTab);
+  const [help, setHelp] = useState(false);
+
+  return (
+    <header className="fx-topbar" data-testid="topbar">
+      <div className="fx-brand" title="Fluxo">
+        <span className="fx-logo">◆</span> Fluxo
+      </div>
+      <div className="fx-title">
+        <input
+          className="fx-name"
+          value={name}
+          placeholder="Workflow name"
+          aria-label="Workflow name"
+          data-testid="workflow-name"
+          onChange={(e) => setMeta({ name: e.target.value }, 'meta:name')}
+          size={Math.max(12, Math.min(48, name.length + 1))}
+        />
+        <span className="fx-mono fx-muted" title="Workflow id (file name)">
+          {id}
+        </span>
+        <span className="fx-version" data-testid="workflow-version" title={savedId ? 'Version on disk (bumped by every save)' : 'Never saved'}>
+          {savedId ? `v${version}` : 'new'}
+        </span>
+        {dirty && <span className="fx-dirty" data-testid="dirty-dot" title="Unsaved changes" />}
+      </div>
+      <ValidationStatus />
+      <span className="fx-spacer" />
+      <div className="fx-toolgroup">
+        <button className="fx-btn fx-btn-ghost" onClick={undo} disabled={!canUndo} title={`Undo (${MOD}+Z)`} data-testid="undo">
+          ↶
+        </button>
+        <button className="fx-btn fx-btn-ghost" onClick={redo} disabled={!canRedo} title={`Redo (${MOD}+Shift+Z)`} data-testid="redo">
+          ↷
+        </button>
+        <button className="fx-btn fx-btn-ghost" onClick={autoLayout} title={`Auto-layout (${MOD}+Shift+L)`} data-testid="auto-layout">
+          Layout
+        </button>
+        <button className="fx-btn fx-btn-ghost" onClick={requestFit} title="Fit view (Shift+1)" data-testid="fit-view">
+          Fit
+        </button>
+        <button className="fx-btn fx-btn-ghost" onClick={() => setHelp((h) => !h)} title="Keyboard shortcuts" data-testid="shortcuts">
+          ?
+        </button>
+      </div>
+      <div className="fx-toolgroup">
+        <button className="fx-btn" onClick={() => setBottomTab('input')} title="Edit the run input" data-testid="edit-input">
+          Input
+        </button>
+        <button
+          className="fx-btn fx-btn-primary"
+          onClick={() => void dryRun()}
+          disabled={!!busy}
+          title={`Dry run what is on the canvas: templates and routing for real, every side effect simulated (${MOD}+Enter)`}
+          data-testid="dry-run"
+        >
+          {busy === 'dry' ? 'Running…' : '▶ Dry Run'}
+        </button>
+        <button className="fx-btn" onClick={() => void runLive()} disabled={!!busy} title="Start a live run of the saved workflow" data-testid="run-live">
+          {busy === 'live' ? 'Running…' : 'Run'}
+        </button>
+        <button className="fx-btn" onClick={() => void save()} disabled={saving} title={`Save (${MOD}+S)`} data-testid="save">
+          {saving ? 'Saving…' : 'Save'}
+        </button>
+      </div>
+      {help && <Shortcuts onClose={() => setHelp(false)} />}
+    </header>
+  );
+}

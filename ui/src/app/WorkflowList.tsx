@@ -1,0 +1,101 @@
+import { useState } from 'react';
+import { useEditor } from '../store/editor';
+import type { Template } from '../api';
+
+export function WorkflowList() {
+  const workflows = useEditor((s) => s.workflows);
+  const savedId = useEditor((s) => s.savedId);
+  const openWorkflow = useEditor((s) => s.openWorkflow);
+  const deleteWorkflow = useEditor((s) => s.deleteWorkflow);
+  const guardDirty = useEditor((s) => s.guardDirty);
+  const setLeftTab = useEditor((s) => s.setLeftTab);
+  const [newOpen, setNewOpen] = useState(false);
+
+  const open = async (id: string) => {
+    if (id === savedId) return;
+    if (!(await guardDirty('Open another workflow'))) return;
+    await openWorkflow(id);
+    setLeftTab('steps');
+  };
+
+  return (
+    <div className="fx-wflist" data-testid="workflow-list">
+      <button className="fx-btn fx-btn-primary fx-block" onClick={() => setNewOpen(true)} data-testid="new-workflow">
+        + New workflow
+      </button>
+      <ul>
+        {workflows.map((w) => (
+          <li
+            key={w.id}
+            className={w.id === savedId ? 'is-active' : ''}
+            data-testid={`workflow-item-${w.id}`}
+            onClick={() => void open(w.id)}
+          >
+            <div className="fx-wf-name">{w.name || w.id}</div>
+            <div className="fx-wf-meta">
+              <span className="fx-mono">{w.id}</span>
+              <span>v{w.version}</span>
+              {w.errors > 0 ? (
+                <span className="fx-error-text">{w.errors} error{w.errors > 1 ? 's' : ''}</span>
+              ) : w.warnings > 0 ? (
+                <span className="fx-warning-text">{w.warnings} warning{w.warnings > 1 ? 's' : ''}</span>
+              ) : (
+                <span className="fx-ok-text">valid</span>
+              )}
+            </div>
+            <button
+              className="fx-icon-btn fx-wf-delete"
+              title={`Delete ${w.id}`}
+              data-testid={`delete-workflow-${w.id}`}
+              onClick={(e) => {
+                e.stopPropagation();
+                void deleteWorkflow(w.id);
+              }}
+            >
+              🗑
+            </button>
+          </li>
+        ))}
+        {workflows.length === 0 && <li className="fx-muted">No workflows in the folder yet.</li>}
+      </ul>
+      {newOpen && <NewWorkflowDialog onClose={() => setNewOpen(false)} />}
+    </div>
+  );
+}
+
+export function NewWorkflowDialog({ onClose }: { onClose(): void }) {
+  const templates = useEditor((s) => s.templates);
+  const newWorkflow = useEditor((s) => s.newWorkflow);
+  const guardDirty = useEditor((s) => s.guardDirty);
+  const setLeftTab = useEditor((s) => s.setLeftTab);
+  const pick = async (t?: Template) => {
+    onClose();
+    if (!(await guardDirty('Start a new workflow'))) return;
+    newWorkflow(t);
+    setLeftTab('steps');
+  };
+  return (
+    <div className="fx-modal-backdrop" onClick={onClose}>
+      <div className="fx-modal" role="dialog" aria-label="New workflow" onClick={(e) => e.stopPropagation()} data-testid="new-dialog">
+        <h3>New workflow</h3>
+        <div className="fx-template-grid">
+          <button className="fx-template" onClick={() => void pick()} data-testid="new-blank">
+            <strong>Blank</strong>
+            <span className="fx-muted">A manual trigger, ready for steps.</span>
+          </button>
+          {templates.map((t) => (
+            <button key={t.id} className="fx-template" onClick={() => void pick(t)} data-testid={`new-from-${t.id}`}>
+              <strong>{t.name}</strong>
+              <span className="fx-muted">{t.workflow.description ?? `${t.workflow.steps.length} steps`}</span>
+            </button>
+          ))}
+        </div>
+        <div className="fx-modal-actions">
+          <button className="fx-btn" onClick={onClose}>
+            Cancel
+          </button>
+        </div>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,317 @@
+import { memo, useEffect, useMemo, useState } from 'react';
+import Form from '@rjsf/core';
+import type { ErrorSchema, RJSFSchema } from '@rjsf/utils';
+import { customizeValidator } from '@rjsf/validator-ajv8';
+import Ajv2020 from 'ajv/dist/2020';
+import { useShallow } from 'zustand/react/shallow';
+import { useEditor } from '../store/editor';
+import { portsOf, upstreamOf, WORKFLOW_ID_RE } from '../store/graph';
+import { clean, formSpec, sameJson } from './schemaForm';
+import { InspectorContext, type InspectorInfo } from './TemplateInput';
+import { fields, Markdownish, templates, widgets } from './widgets';
+import { excerpt, formatMs } from '../app/format';
+
+// The engine's schemas are JSON Schema 2020-12.
+const validator = customizeValidator({ AjvClass: Ajv2020 });
+const DEFAULTS_BEHAVIOUR = {
+  emptyObjectFields: 'skipDefaults',
+  arrayMinItems: { populate: 'never' },
+  constAsDefaults: 'never',
+} as const;
+
+/** Server messages by config path → the form library's error tree. */
+function toErrorSchema(fieldErrors: Record<string, string[]>): ErrorSchema {
+  const root: Record<string, unknown> = {};
+  for (const [path, msgs] of Object.entries(fieldErrors)) {
+    if (!path) continue;
+    let node = root;
+    for (const seg of path.split('.')) node = (node[seg] ??= {}) as Record<string, unknown>;
+    node.__errors = [...((node.__errors as string[]) ?? []), ...msgs];
+  }
+  return root as ErrorSchema;
+}
+
+/** Commit-on-blur text input (ids: renaming on each keystroke would rewire the graph). */
+function IdInput({ value, onCommit, testId, pattern }: { value: string; onCommit(v: string): string | null; testId: string; pattern?: string }) {
+  const [text, setText] = useState(value);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    setText(value);
+    setError(null);
+  }, [value]);
+  const commit = () => {
+    if (text === value) return;
+    const err = onCommit(text.trim());
+    setError(err);
+    if (err) return;
+  };
+  return (
+    <>
+      <input
+        className={`fx-input fx-mono ${error ? 'is-invalid' : ''}`}
+        value={text}
+        pattern={pattern}
+        spellCheck={false}
+        data-testid={testId}
+        onChange={(e) => setText(e.target.value)}
+        onBlur={commit}
+        onKeyDown={(e) => {
+          if (e.key === 'Enter') commit();
+          if (e.key === 'Escape') {
+            setText(value);
+            setError(null);
+          }
+        }}
+      />
+      {error && <div className="fx-field-errors">{error}</div>}
+    </>
+  );
+}
+
+const StepForm = memo(function StepForm({ id }: { id: string }) {
+  // Narrow selectors: dragging nodes must not re-render the form.
+  const data = useEditor((s) => s.nodes.find((n) => n.id === id)?.data);
+  const kind = useEditor((s) => (data ? s.kinds[data.kind] : undefined));
+  const upstream = useEditor(useShallow((s) => upstreamOf(id, s.edges)));
+  const hasError = useEditor((s) =>
+    [id, ...upstream].some((u) => s.nodes.find((n) => n.id === u)?.data.kind === 'error_handler'),
+  );
+  const probs = useEditor((s) => s.problemsByStep[id]);
+  const rec = useEditor((s) => s.runByStep[id]);
+  const updateStep = useEditor((s) => s.updateStep);
+  const renameStep = useEditor((s) => s.renameStep);
+
+  const info: InspectorInfo = useMemo(
+    () => ({ stepId: id, upstream, fieldErrors: probs?.fields ?? {}, hasError }),
+    [id, upstream, probs, hasError],
+  );
+  const extraErrors = useMemo(() => toErrorSchema(probs?.fields ?? {}), [probs]);
+
+  if (!data) return null;
+  const spec = kind ? formSpec(kind.config_schema) : null;
+  const stepLevel = [...(probs?.errors ?? []), ...(probs?.warnings ?? [])].filter(
+    (p) => !/\.config\.[^.]/.test(p.path) || !spec,
+  );
+
+  return (
+    <InspectorContext.Provider value={info}>
+      <div className="fx-inspector-body" data-testid="inspector-step">
+        <header className="fx-inspector-head">
+          <div className="fx-inspector-kind">{kind?.title ?? data.kind}</div>
+          {kind && (
+            <p className="fx-muted">
+              <Markdownish text={kind.description} />
+            </p>
+          )}
+        </header>
+        <div className="form-group">
+          <label className="control-label">Step id</label>
+          <IdInput value={id} testId="step-id" onCommit={(v) => renameStep(id, v)} />
+        </div>
+        <div className="form-group">
+          <label className="control-label">Name</label>
+          <input
+            className="fx-input"
+            value={data.name ?? ''}
+            placeholder={kind?.title}
+            data-testid="step-name"
+            onChange={(e) => updateStep(id, { name: e.target.value }, `name:${id}`)}
+          />
+        </div>
+        {stepLevel.length > 0 && (
+          <ul className="fx-step-problems" data-testid="inspector-problems">
+            {stepLevel.map((p, i) => (
+              <li key={i} className={p.severity}>
+                <span className="fx-code-tag">{p.code}</span> {p.message}
+              </li>
+            ))}
+          </ul>
+        )}
+        {spec ? (
+          <Form
+            key={`${id}:${data.kind}`}
+            className="fx-form"
+            schema={spec.schema as RJSFSchema}
+            uiSchema={spec.uiSchema}
+            formData={data.config}
+            validator={validator}
+            widgets={widgets}
+            fields={fields}
+            templates={templates}
+            extraErrors={extraErrors}
+            showErrorList={false}
+            noHtml5Validate
+            experimental_defaultFormStateBehavior={DEFAULTS_BEHAVIOUR}
+            onChange={(e) => {
+              const next = clean(e.formData ?? {}) as Record<string, unknown>;
+              const cur = useEditor.getState().nodes.find((n) => n.id === id)?.data.config;
+              if (!sameJson(next, cur)) updateStep(id, { config: next }, `config:${id}`);
+            }}
+          />
+        ) : (
+          <p className="fx-muted">This build of the engine has no step kind `{data.kind}`.</p>
+        )}
+        <section className="fx-inspector-section">
+          <h4>Ports</h4>
+          <div className="fx-ports">
+            {portsOf(kind, data.config).map((p) => (
+              <span key={p} className={`fx-chip ${p === 'error' ? 'fx-chip-error' : ''}`}>
+                {p}
+              </span>
+            ))}
+          </div>
+          {kind && <p className="fx-muted">Output: {kind.output}</p>}
+        </section>
+        {rec && (
+          <section className="fx-inspector-section" data-testid="inspector-run">
+            <h4>
+              Last run <span className={`fx-pill run-${rec.status}`}>{rec.status}</span>{' '}
+              {rec.duration_ms !== undefined && <span className="fx-muted">{formatMs(rec.duration_ms)}</span>}
+            </h4>
+            {rec.error && (
+              <div className="fx-run-error">
+                <span className="fx-code-tag">{rec.error.code}</span> {rec.error.message}
+                {rec.error.http_status ? ` (HTTP ${rec.error.http_status})` : ''}
+              </div>
+            )}
+            {rec.output !== undefined && (
+              <>
+                <div className="fx-muted">Output</div>
+                <pre className="fx-pre" data-testid="inspector-output">{JSON.stringify(rec.output, null, 2)}</pre>
+              </>
+            )}
+            {rec.resolved_config !== undefined && rec.resolved_config !== null && (
+              <details>
+                <summary>Resolved config</summary>
+                <pre className="fx-pre">{JSON.stringify(rec.resolved_config, null, 2)}</pre>
+              </details>
+            )}
+            {rec.attempts.length > 0 && (
+              <table className="fx-table fx-attempts">
+                <thead>
+                  <tr>
+                    <th>#</th>
+                    <th>Waited</th>
+                    <th>Took</th>
+                    <th>HTTP</th>
+                    <th>Error</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {rec.attempts.map((a, i) => (
+                    <tr key={i}>
+                      <td>{i + 1}</td>
+                      <td>{formatMs(a.delay_before_ms ?? 0)}</td>
+                      <td>{formatMs(a.duration_ms)}</td>
+                      <td>{a.http_status ?? ''}</td>
+                      <td title={a.error ?? ''}>{a.error ? excerpt(a.error, 60) : ''}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+          </section>
+        )}
+      </div>
+    </InspectorContext.Provider>
+  );
+});
+
+function WorkflowForm() {
+  const meta = useEditor((s) => s.meta);
+  const setMeta = useEditor((s) => s.setMeta);
+  const nodes = useEditor((s) => s.nodes.length);
+  const edges = useEditor((s) => s.edges.length);
+  const hasWebhook = useEditor((s) => s.nodes.some((n) => n.data.kind === 'webhook_trigger'));
+  const savedId = useEditor((s) => s.savedId);
+  return (
+    <div className="fx-inspector-body" data-testid="inspector-workflow">
+      <header className="fx-inspector-head">
+        <div className="fx-inspector-kind">Workflow</div>
+        <p className="fx-muted">
+          {nodes} steps · {edges} edges · select a step to edit it
+        </p>
+      </header>
+      <div className="form-group">
+        <label className="control-label">Id (file name)</label>
+        <IdInput
+          value={meta.id}
+          testId="workflow-id"
+          onCommit={(v) => {
+            if (!WORKFLOW_ID_RE.test(v)) return 'Lowercase letters, digits, - and _ (start with a letter or digit; max 64).';
+            setMeta({ id: v });
+            return null;
+          }}
+        />
+        {savedId && savedId !== meta.id && (
+          <div className="fx-muted">Saving creates {meta.id}.json and deletes {savedId}.json.</div>
+        )}
+      </div>
+      <div className="form-group">
+        <label className="control-label">Name</label>
+        <input className="fx-input" value={meta.name} data-testid="workflow-name-field" onChange={(e) => setMeta({ name: e.target.value }, 'meta:name')} />
+      </div>
+      <div className="form-group">
+        <label className="control-label">Description</label>
+        <textarea
+          className="fx-input"
+          rows={4}
+          value={meta.description ?? ''}
+          onChange={(e) => setMeta({ description: e.target.value || undefined }, 'meta:description')}
+        />
+      </div>
+      <div className="form-group">
+        <label className="control-label">Run time limit (s)</label>
+        <input
+          className="fx-input"
+          type="number"
+          min={1}
+          value={meta.settings?.run_timeout_s ?? ''}
+          placeholder="50 (default)"
+          onChange={(e) =>
+            setMeta(
+              { settings: { ...meta.settings, run_timeout_s: e.target.value === '' ? undefined : Number(e.target.value) } },
+              'meta:timeout',
+            )
+          }
+        />
+        <div className="field-description">Backoff waits count; no retry is scheduled past it.</div>
+      </div>
+      {hasWebhook && (
+        <section className="fx-inspector-section">
+          <h4>Webhook</h4>
+          <code className="fx-pre">POST {window.location.origin}/hooks/{meta.id}</code>
+        </section>
+      )}
+    </div>
+  );
+}
+
+export function Inspector() {
+  const selected = useEditor((s) => s.selectedIds);
+  const deleteSelection = useEditor((s) => s.deleteSelection);
+  const copySelection = useEditor((s) => s.copySelection);
+  return (
+    <aside className="fx-inspector" data-testid="inspector">
+      {selected.length === 1 ? (
+        <StepForm id={selected[0]} key={selected[0]} />
+      ) : selected.length > 1 ? (
+        <div className="fx-inspector-body">
+          <header className="fx-inspector-head">
+            <div className="fx-inspector-kind">{selected.length} steps selected</div>
+          </header>
+          <div className="fx-row">
+            <button className="fx-btn" onClick={copySelection}>
+              Copy
+            </button>
+            <button className="fx-btn fx-btn-danger" onClick={deleteSelection}>
+              Delete
+            </button>
+          </div>
+        </div>
+      ) : (
+        <WorkflowForm />
+      )}
+    </aside>
+  );
+}

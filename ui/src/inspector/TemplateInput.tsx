@@ -1,0 +1,147 @@
+import { createContext, Fragment, useContext, useRef, useState, type ReactNode } from 'react';
+
+/** What the inspector knows about the step being edited: for the hints of template fields. */
+export interface InspectorInfo {
+  stepId: string;
+  /** Steps that run before this one (their outputs are in scope). */
+  upstream: string[];
+  /** Server problems by config path (`url`, `headers.Idempotency-Key`, `routes.0.when`). */
+  fieldErrors: Record<string, string[]>;
+  /** Inside or after an error handler, `error` is in scope. */
+  hasError: boolean;
+}
+
+export const InspectorContext = createContext<InspectorInfo>({ stepId: '', upstream: [], fieldErrors: {}, hasError: false });
+
+const ROOTS = /\b(input|steps|env|run|error)\b/g;
+
+function highlightExpr(text: string, key: string): ReactNode {
+  const out: ReactNode[] = [];
+  let last = 0;
+  for (const m of text.matchAll(ROOTS)) {
+    if (m.index! > last) out.push(text.slice(last, m.index));
+    out.push(
+      <span key={`${key}-${m.index}`} className="tpl-root">
+        {m[0]}
+      </span>,
+    );
+    last = m.index! + m[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
+}
+
+/** Highlighted copy of a template: `{{ … }}` blocks, the names in scope, an unclosed `{{` in red. */
+export function highlight(text: string, expression = false): ReactNode {
+  if (expression) return <span className="tpl-expr">{highlightExpr(text, 'e')}</span>;
+  const parts = text.split(/(\{\{[\s\S]*?\}\}|\{\{[\s\S]*$)/);
+  return parts.map((p, i) => {
+    if (!p.startsWith('{{')) return <Fragment key={i}>{p}</Fragment>;
+    const closed = p.endsWith('}}') && p.length >= 4;
+    const inner = closed ? p.slice(2, -2) : p.slice(2);
+    return (
+      <span key={i} className={closed ? 'tpl-expr' : 'tpl-bad'}>
+        <span className="tpl-brace">{'{{'}</span>
+        {highlightExpr(inner, String(i))}
+        {closed && <span className="tpl-brace">{'}}'}</span>}
+      </span>
+    );
+  });
+}
+
+export interface TemplateInputProps {
+  id?: string;
+  value: string;
+  onChange(v: string): void;
+  onBlur?(): void;
+  onFocus?(): void;
+  placeholder?: string;
+  multiline?: boolean;
+  /** A condition without braces (router `when`). */
+  expression?: boolean;
+  /** A plain value (no templates expected): no hints. */
+  plain?: boolean;
+  disabled?: boolean;
+  invalid?: boolean;
+  testId?: string;
+}
+
+/**
+ * A text field for templates: monospace, `{{ }}` highlighted under the caret (a transparent
+ * textarea over a highlighted copy), and a hint with the names in scope that inserts them.
+ */
+export function TemplateInput(props: TemplateInputProps) {
+  const { id, value, onChange, placeholder, multiline, expression, plain, disabled, invalid, testId } = props;
+  const info = useContext(InspectorContext);
+  const [focused, setFocused] = useState(false);
+  const ref = useRef<HTMLTextAreaElement>(null);
+
+  const names = [
+    { label: 'input', insert: 'input.' },
+    ...info.upstream.map((s) => ({ label: `steps.${s}.output`, insert: `steps.${s}.output` })),
+    ...(info.hasError ? [{ label: 'error', insert: 'error.message' }] : []),
+    { label: 'env.NAME', insert: 'env.' },
+    { label: 'run.id', insert: 'run.id' },
+  ];
+
+  const insert = (text: string) => {
+    const el = ref.current;
+    const start = el?.selectionStart ?? value.length;
+    const end = el?.selectionEnd ?? value.length;
+    const before = value.slice(0, start);
+    const inside = /\{\{(?![\s\S]*\}\})[^]*$/.test(before) || expression;
+    const piece = inside ? text : `{{ ${text} }}`;
+    const next = before + piece + value.slice(end);
+    onChange(next);
+    const caret = before.length + (inside ? piece.length : piece.length - 3);
+    requestAnimationFrame(() => {
+      el?.focus();
+      el?.setSelectionRange(caret, caret);
+    });
+  };
+
+  return (
+    <div className={`fx-tpl ${invalid ? 'is-invalid' : ''} ${plain ? 'is-plain' : ''}`}>
+      <div className="fx-tpl-box">
+        <div className="fx-tpl-hl" aria-hidden>
+          {highlight(value, expression)}
+          {'\u200b'}
+        </div>
+        <textarea
+          id={id}
+          ref={ref}
+          rows={1}
+          spellCheck={false}
+          autoComplete="off"
+          value={value}
+          placeholder={placeholder}
+          disabled={disabled}
+          data-testid={testId}
+          onChange={(e) => onChange(multiline ? e.target.value : e.target.value.replace(/\n/g, ''))}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' && !multiline) e.preventDefault();
+          }}
+          onFocus={() => {
+            setFocused(true);
+            props.onFocus?.();
+          }}
+          onBlur={() => {
+            setFocused(false);
+            props.onBlur?.();
+          }}
+        />
+      </div>
+      {focused && !plain && (
+        <div className="fx-tpl-hint" onMouseDown={(e) => e.preventDefault()}>
+          <span className="fx-muted">{expression ? 'Condition over' : 'Insert'}</span>
+          {names.map((n) => (
+            <button key={n.label} type="button" className="fx-chip" onClick={() => insert(n.insert)}>
+              {n.label}
+            </button>
+          ))}
+          {!expression && <span className="fx-muted">· {'{{ x | default("") }}'} for optional values</span>}
+        </div>
+      )}
+    </div>
+  );
+}
