@@ -58,6 +58,27 @@ pub enum Command {
     Sandbox(SandboxArgs),
     /// Start the HTTP server: webhooks with dedupe at the door, the REST API, the browser UI.
     Serve(ServeArgs),
+    /// Prove a workflow is safe to re-run: replay an event against a private sandbox (twice,
+    /// after a timeout-after-write, as a new event, failed then replayed) and print a table.
+    Check(CheckArgs),
+}
+
+/// `fluxo check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Workflow file (JSON).
+    pub workflow: PathBuf,
+    /// The event: inline JSON, `@file.json`, or `-` for stdin.
+    #[arg(long, short, value_name = "JSON|@FILE|-")]
+    pub event: String,
+    /// Dot path of the event's business id, changed to make the "new event" variant; repeat or
+    /// comma-separate for several (e.g. `issue.id,issue.number`). Default: `id`, plus
+    /// `data.object.id` when the event has one.
+    #[arg(long = "id-path", value_name = "PATH", value_delimiter = ',')]
+    pub id_path: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `fluxo serve`.
@@ -238,6 +259,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         }
         Command::Sandbox(a) => cmd_sandbox(a).await,
         Command::Serve(a) => cmd_serve(data_dir, a).await,
+        Command::Check(a) => cmd_check(a).await,
     }
 }
 
@@ -713,6 +735,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
             max_age_ms: a.retention_days.map(|d| d as i64 * 86_400_000),
         },
         ui_dir: ui_dir.clone(),
+        data_dir: Some(dir.clone()),
     };
     let listener = tokio::net::TcpListener::bind(a.addr)
         .await
@@ -753,4 +776,104 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     eprintln!("shutting down: finishing running runs...");
     running.shutdown().await;
     Ok(EXIT_OK)
+}
+
+/// `fluxo check`: runs on a throw-away data dir (`--data-dir` is not used) and a private
+/// sandbox; exit 0 when every row passes, 1 when one fails, 2 for bad input.
+async fn cmd_check(a: CheckArgs) -> CliResult {
+    use crate::check::{check, CheckError, CheckOptions};
+    let text = std::fs::read_to_string(&a.workflow)
+        .map_err(|e| CliError::bad_input(format!("cannot read `{}`: {e}", a.workflow.display())))?;
+    let definition: Value = serde_json::from_str(&text).map_err(|e| {
+        CliError::bad_input(format!(
+            "{} is not JSON (line {}, column {}): {e}",
+            a.workflow.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let event = read_input(Some(&a.event))
+        .map_err(|e| CliError::bad_input(e.message.replacen("--input", "--event", 1)))?;
+    if std::io::stderr().is_terminal() && !a.json {
+        eprintln!(
+            "checking {} against a private sandbox...",
+            a.workflow.display()
+        );
+    }
+    let options = CheckOptions {
+        id_paths: a.id_path,
+    };
+    let report = check(&definition, &event, &options)
+        .await
+        .map_err(|e| match e {
+            CheckError::Invalid(problems) => {
+                CliError::bad_input(format_problems(&a.workflow, &problems))
+            }
+            other => CliError::bad_input(other.to_string()),
+        })?;
+    if a.json {
+        println!(
+            "{}",
+            pretty(&serde_json::to_value(&report).unwrap_or(Value::Null))
+        );
+    } else {
+        print_check(&report);
+    }
+    Ok(if report.passed {
+        EXIT_OK
+    } else {
+        EXIT_RUN_FAILED
+    })
+}
+
+/// The check table: each check with what was expected, what was seen, pass or fail.
+pub fn print_check(report: &crate::check::CheckReport) {
+    println!(
+        "fluxo check {} v{}: {} pointed at a private sandbox; new-event ids: {}",
+        report.workflow_id,
+        report.workflow_version,
+        if report.env.is_empty() {
+            "no env variables".to_string()
+        } else {
+            report
+                .env
+                .iter()
+                .map(|n| format!("env.{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        report.id_paths.join(", ")
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    if t.width().is_none() {
+        t.set_width(150);
+    }
+    t.set_header(vec!["check", "expected", "seen", "result"]);
+    for r in &report.checks {
+        t.add_row(vec![
+            r.check.clone(),
+            r.expected.clone(),
+            r.seen.clone(),
+            r.verdict.label().to_string(),
+        ]);
+    }
+    println!("{t}");
+    for w in &report.warnings {
+        println!("lint: {w}");
+    }
+    for n in &report.notes {
+        println!("note: {n}");
+    }
+    let failed = report.failures().count();
+    let total = report.checks.len();
+    if report.passed {
+        println!("{total} of {total} checks passed: safe to re-run");
+    } else {
+        println!(
+            "{failed} of {total} checks failed: {} is not safe to re-run",
+            report.workflow_id
+        );
+    }
 }

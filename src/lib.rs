@@ -17,8 +17,12 @@
 //!   backend and an in-memory backend.
 //! * [`server`]: `fluxo serve`: webhooks with dedupe at the door, the REST API, SSE.
 //! * [`sandbox`]: `fluxo sandbox`, a local destination honouring `Idempotency-Key`.
+//! * [`settings`]: app settings in the data dir (env variables, retention, listener).
 //! * [`samples`]: workflow templates and real payloads compiled into the binary.
+//! * [`check`]: `fluxo check`: the replay test of a workflow against the sandbox (same event
+//!   twice, timeout after write, new event, forced failure with compensation, replay).
 //! * [`cli`]: the `fluxo` command line.
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod run;
@@ -26,6 +30,7 @@ pub mod runtime;
 pub mod samples;
 pub mod sandbox;
 pub mod server;
+pub mod settings;
 pub mod steps;
 pub mod store;
 pub mod workflow;

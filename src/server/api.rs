@@ -339,22 +339,17 @@ async fn events(
 ) -> Sse<impl futures_core::Stream<Item = Result<Event, Infallible>>> {
     let rx = state.engine().subscribe();
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(ev) => {
-                    let e = Event::default()
-                        .event("run")
-                        .json_data(&ev)
-                        .unwrap_or_default();
-                    return Some((Ok(e), rx));
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    let e = Event::default().event("lagged").data(n.to_string());
-                    return Some((Ok(e), rx));
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+        let event = match rx.recv().await {
+            Ok(ev) => Event::default()
+                .event("run")
+                .json_data(&ev)
+                .unwrap_or_default(),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                Event::default().event("lagged").data(n.to_string())
             }
-        }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((Ok(event), rx))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }

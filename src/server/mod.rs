@@ -9,6 +9,10 @@
 //! * [`queue`]: the worker pool and crash recovery.
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
 
+// Handlers return `ApiResult<T>`; `ApiError` is large (a problem document in the making) but
+// only travels on the error path, so boxing it would cost every handler clarity for nothing.
+#![allow(clippy::result_large_err)]
+
 pub mod api;
 pub mod auth;
 pub mod commit;
@@ -18,6 +22,7 @@ pub mod idempotency;
 pub mod openapi;
 pub mod queue;
 pub mod runs;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,6 +53,9 @@ pub struct ServerOptions {
     pub retention: Retention,
     /// Built browser UI to serve at `/` (e.g. `ui/dist`), if any.
     pub ui_dir: Option<PathBuf>,
+    /// Data dir: where `settings.json` and the `token` file live (`None`: settings are kept
+    /// in memory only, e.g. in tests).
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -57,6 +65,7 @@ impl Default for ServerOptions {
             workers: 8,
             retention: Retention::default(),
             ui_dir: None,
+            data_dir: None,
         }
     }
 }
@@ -72,8 +81,11 @@ struct Inner {
     commit: commit::GroupCommit,
     queue: queue::Queue,
     options: ServerOptions,
+    settings: RwLock<crate::settings::AppSettings>,
     /// Identifies this process as the owner of in-progress idempotency records.
     instance_id: String,
+    /// Webhook claims written but not yet durable.
+    pending_claims: hooks::PendingClaims,
 }
 
 impl AppState {
@@ -117,9 +129,39 @@ impl AppState {
     pub fn options(&self) -> &ServerOptions {
         &self.0.options
     }
+    /// The app settings (env variables, retention, listener address).
+    pub fn settings(&self) -> crate::settings::AppSettings {
+        self.0
+            .settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    /// Replace the settings: saved to the data dir (if any) and applied (env variables to the
+    /// engine; retention from the next maintenance pass).
+    pub fn set_settings(
+        &self,
+        s: crate::settings::AppSettings,
+    ) -> Result<(), crate::settings::SettingsError> {
+        s.validate()?;
+        if let Some(dir) = &self.0.options.data_dir {
+            s.save(dir)?;
+        }
+        self.0.engine.set_env(s.env.clone());
+        *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
+        Ok(())
+    }
+    /// The retention policy in force: settings over the command-line defaults.
+    pub fn retention(&self) -> Retention {
+        self.settings().retention(self.0.options.retention)
+    }
     /// This process's owner id for idempotency leases.
     pub fn instance_id(&self) -> &str {
         &self.0.instance_id
+    }
+    /// Webhook claims written but not yet durable.
+    pub fn pending_claims(&self) -> &hooks::PendingClaims {
+        &self.0.pending_claims
     }
 }
 
@@ -207,6 +249,12 @@ pub async fn start(
     let commit = commit::GroupCommit::start(store.clone());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (queue, receiver) = queue::Queue::new();
+    let settings = match &options.data_dir {
+        Some(dir) => crate::settings::AppSettings::load(dir)
+            .map_err(|e| std::io::Error::other(e.to_string()))?,
+        None => crate::settings::AppSettings::default(),
+    };
+    engine.set_env(settings.env.clone());
     let state = AppState(Arc::new(Inner {
         engine,
         workflows,
@@ -214,7 +262,9 @@ pub async fn start(
         commit,
         queue,
         options: options.clone(),
+        settings: RwLock::new(settings),
         instance_id: uuid::Uuid::new_v4().to_string(),
+        pending_claims: hooks::PendingClaims::default(),
     }));
     queue::recover(&state).map_err(|e| std::io::Error::other(e.to_string()))?;
     let workers = queue::spawn_workers(

@@ -155,7 +155,7 @@ pub fn spawn_maintenance(
         loop {
             let now = state.clock().now_ms();
             let store = state.store().clone();
-            let retention = state.options().retention;
+            let retention = state.retention();
             let res = tokio::task::spawn_blocking(move || -> StoreResult<(usize, usize, usize)> {
                 let pruned = store.prune_runs(&retention, now)?;
                 let swept = store.sweep_expired(now, 10_000)?;
