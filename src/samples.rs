@@ -16,6 +16,14 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         "github-issue-to-ticket",
         include_str!("../workflows/github-issue-to-ticket.json"),
     ),
+    (
+        "stripe-to-ledger",
+        include_str!("../workflows/stripe-to-ledger.json"),
+    ),
+    (
+        "polling-sync",
+        include_str!("../workflows/polling-sync.json"),
+    ),
 ];
 
 /// `(name, JSON text)` of every sample payload (Stripe events built from Stripe's API

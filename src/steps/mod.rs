@@ -10,6 +10,7 @@
 //! store, the HTTP transport and the clock, already chosen for the run's mode (live or dry).
 
 pub mod error_handler;
+pub mod find_or_create;
 pub mod http_request;
 pub mod manual_trigger;
 pub mod memory;
@@ -317,6 +318,7 @@ impl Registry {
             Arc::new(error_handler::ErrorHandler),
             Arc::new(http_request::HttpRequest),
             Arc::new(publish_output::PublishOutput),
+            Arc::new(find_or_create::FindOrCreate),
             Arc::new(transform::Transform),
         ];
         let by_name = kinds

@@ -1,0 +1,1014 @@
+//! `fluxo check`: prove a workflow is safe to re-run, against the sandbox, automatically.
+//!
+//! [`check`] takes a workflow definition and one real event, and replays the seed scenario on
+//! a throw-away data dir with every destination pointed at a private [`crate::sandbox`]:
+//!
+//! | row | what happens | passes when |
+//! |---|---|---|
+//! | first delivery | the event once | the run succeeds and writes at least one record |
+//! | same event twice | the event again | no record more; the redelivery succeeds |
+//! | new event | a variant with new ids (below) | the run succeeds and writes new records, at most as many per collection as the first delivery |
+//! | timeout after write on `R`, then redelivery | per write route `R`: the sandbox writes, then withholds the answer once; then the event again | exactly the first delivery's records; the redelivery succeeds |
+//! | forced failure on `R` | per write route `R`: every call answers 500 before writing | the run does not succeed, and every Memory claim it took is released (compensation) |
+//! | replay of the failed run | the fault cleared, [`Engine::replay`] of that run | it succeeds; exactly the first delivery's records |
+//!
+//! Each scenario starts clean (a fresh sled store in the throw-away dir, the sandbox reset),
+//! so one scenario's claims and records never mask another's. The write routes are those the
+//! first delivery wrote through (`POST /deals`, …: requests that created a record).
+//!
+//! How the check drives the workflow, and what it leaves out:
+//!
+//! * **Destinations**: every `env.NAME` a step's config references is set to the sandbox's URL
+//!   (on `127.0.0.1:0`). A URL field (`url`, `*_url`) that does not start with a template is a
+//!   fixed address and refused as bad input; at run time the check's transport refuses any
+//!   request that is not for its sandbox, so no byte leaves the machine.
+//! * **Runs** go through the real engine ([`Engine`] over a [`SledStore`]), started with the
+//!   workflow's trigger (`webhook` or `manual`), not through the server: the at-the-door webhook
+//!   dedupe is deliberately bypassed (it only covers a redelivery carrying the same key within
+//!   its window, and is tested with the server); the check proves the workflow's own guards.
+//! * **Time**: a request the sandbox is withholding (`timeout_after_write`) is reported to the
+//!   step as a timeout at once, exactly what the client would see after `timeout_s`; backoff
+//!   waits move the run's clock without really waiting. Retry counts, `Retry-After` caps and
+//!   the run deadline apply as in production.
+//! * **The variant** ("new event"): each value at an id path (`--id-path`, default `id`, plus
+//!   `data.object.id` when the event has it, as Stripe events carry the business id there) gets
+//!   a new value (text: `-variant` appended; a number: plus 1 000 000), and every other text
+//!   anywhere in the event equal to an old id text is replaced the same way. Nothing else
+//!   changes.
+//!
+//! The report ([`CheckReport`]) serializes to JSON, for the editor's "Check" button (a server
+//! route or an IPC command calls [`check`] and shows the table).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::clock::{Clock, SystemClock};
+use crate::run::{Mode, RunRecord, RunStatus, Trigger};
+use crate::runtime::http::{HttpAnswer, HttpCall, HttpTransport, LiveHttp, TransportError};
+use crate::runtime::{Engine, RunRequest};
+use crate::sandbox::state::id_prefix;
+use crate::sandbox::{
+    Fault, FaultRuleSpec, Outcome, Sandbox, SandboxConfig, SandboxHandle, SandboxState,
+};
+use crate::steps::Registry;
+use crate::store::{MemoryStore, SledConfig, SledStore, Store};
+use crate::workflow::{self, Compiled, Problem, Severity, Workflow};
+
+/// Suffix the variant appends to text ids.
+pub const VARIANT_SUFFIX: &str = "-variant";
+/// What the variant adds to numeric ids.
+pub const VARIANT_OFFSET: i64 = 1_000_000;
+
+/// Options of a check.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckOptions {
+    /// Dot paths of the event's business ids (`id`, `issue.id`, `items.0.id`). Empty: `id`,
+    /// plus `data.object.id` when the event has it.
+    #[serde(default)]
+    pub id_paths: Vec<String>,
+}
+
+/// The verdict of one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// Not run: an earlier row it depends on failed.
+    NotRun,
+}
+
+impl Verdict {
+    /// `PASS`, `FAIL`, `not run`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::NotRun => "not run",
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRow {
+    /// What was done, e.g. `timeout after write on POST /deals, then redelivery`.
+    pub check: String,
+    /// What a workflow safe to re-run does.
+    pub expected: String,
+    /// What this one did.
+    pub seen: String,
+    pub verdict: Verdict,
+}
+
+/// The result of [`check`]: every row, and whether all passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub workflow_id: String,
+    pub workflow_version: u64,
+    /// Every row passed.
+    pub passed: bool,
+    pub checks: Vec<CheckRow>,
+    /// The `env` names pointed at the sandbox.
+    pub env: Vec<String>,
+    /// The id paths the variant changed.
+    pub id_paths: Vec<String>,
+    /// Linter warnings of the workflow (`Problem` display form).
+    pub warnings: Vec<String>,
+    /// How the check ran (what it bypasses, how time is handled).
+    pub notes: Vec<String>,
+}
+
+impl CheckReport {
+    /// Rows that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &CheckRow> {
+        self.checks.iter().filter(|r| r.verdict == Verdict::Fail)
+    }
+}
+
+/// Why a check could not run (the workflow or the event is unusable, or no sandbox could start).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    /// The definition does not validate: every error.
+    #[error("the workflow is not valid: {}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<Problem>),
+    /// The event, an id path or a destination is unusable; the message names it.
+    #[error("{0}")]
+    BadInput(String),
+    /// The sandbox or the throw-away store could not start.
+    #[error("the check could not start: {0}")]
+    Setup(String),
+}
+
+/// Run every check of a workflow definition with `event`. See the module doc.
+pub async fn check(
+    definition: &Value,
+    event: &Value,
+    options: &CheckOptions,
+) -> Result<CheckReport, CheckError> {
+    let registry = Registry::builtin();
+    let (compiled, problems) = workflow::check_value(definition, &registry);
+    let wf = compiled.ok_or_else(|| {
+        CheckError::Invalid(
+            problems
+                .into_iter()
+                .filter(|p| p.severity == Severity::Error)
+                .collect(),
+        )
+    })?;
+    fixed_destinations(&wf.workflow)?;
+    let env_names = env_names(&wf.workflow);
+    let id_paths = if options.id_paths.is_empty() {
+        default_id_paths(event)
+    } else {
+        options
+            .id_paths
+            .iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
+    };
+    let variant = variant_of(event, &id_paths)?;
+
+    let sandbox = Sandbox::start_with(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        SandboxConfig {
+            // Held answers are cut short by the transport (seen as a timeout) and by shutdown.
+            hold: Duration::from_secs(600),
+            ..SandboxConfig::default()
+        },
+    )
+    .await
+    .map_err(|e| CheckError::Setup(format!("cannot start the sandbox: {e}")))?;
+    let scratch = Scratch::new()
+        .map_err(|e| CheckError::Setup(format!("cannot create a throw-away data dir: {e}")))?;
+    let env: BTreeMap<String, String> = env_names
+        .iter()
+        .map(|n| (n.clone(), sandbox.url()))
+        .collect();
+    let trigger = match wf.workflow.steps[wf.trigger_index()].kind.as_str() {
+        "webhook_trigger" => Trigger::Webhook,
+        _ => Trigger::Manual,
+    };
+    let mut ctx = Ctx {
+        wf: &wf,
+        sandbox: &sandbox,
+        scratch: &scratch,
+        env,
+        trigger,
+        lanes: 0,
+    };
+    let rows = ctx.run_all(event, &variant, &id_paths).await;
+    drop(ctx);
+    sandbox.shutdown().await;
+    drop(scratch);
+
+    let mut notes = vec![
+        match trigger {
+            Trigger::Webhook => "runs went through the engine with trigger `webhook` on a \
+                                 throw-away data dir; the server's at-the-door dedupe was \
+                                 bypassed (it only stops a redelivery with the same key inside \
+                                 its window), so these rows prove the workflow's own guards"
+                .to_string(),
+            _ => "runs went through the engine with trigger `manual` on a throw-away data dir, \
+                  as the app, the API or a poller starts them"
+                .to_string(),
+        },
+        "each scenario started clean (new store, sandbox reset); a withheld answer counted as \
+         a timeout at once and backoff waits moved the run clock without waiting"
+            .to_string(),
+    ];
+    if env_names.is_empty() {
+        notes.push(
+            "the workflow references no env variables: nothing was pointed at the sandbox".into(),
+        );
+    }
+    Ok(CheckReport {
+        workflow_id: wf.workflow.id.clone(),
+        workflow_version: wf.workflow.version,
+        passed: rows.iter().all(|r| r.verdict == Verdict::Pass),
+        checks: rows,
+        env: env_names,
+        id_paths,
+        warnings: wf.warnings.iter().map(|w| w.to_string()).collect(),
+        notes,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+struct Ctx<'a> {
+    wf: &'a Compiled,
+    sandbox: &'a SandboxHandle,
+    scratch: &'a Scratch,
+    env: BTreeMap<String, String>,
+    trigger: Trigger,
+    lanes: usize,
+}
+
+/// One clean scenario: its own store and engine; the sandbox reset.
+struct Lane {
+    engine: Engine,
+    store: Arc<SledStore>,
+}
+
+/// Records per collection (collections with none left out).
+type Counts = BTreeMap<String, usize>;
+
+impl Ctx<'_> {
+    fn state(&self) -> &SandboxState {
+        self.sandbox.state()
+    }
+
+    fn lane(&mut self) -> Result<Lane, String> {
+        self.lanes += 1;
+        self.state().reset();
+        let mut config = SledConfig::new(self.scratch.path().join(format!("lane-{}", self.lanes)));
+        config.cache_capacity_bytes = 8 * 1024 * 1024;
+        config.flush_every_ms = None;
+        let store = Arc::new(SledStore::open(&config).map_err(|e| e.to_string())?);
+        let engine = Engine::new(
+            store.clone() as Arc<dyn Store>,
+            Arc::new(CheckClock::default()) as Arc<dyn Clock>,
+        )
+        .with_http(Arc::new(CheckHttp {
+            live: LiveHttp::new(),
+            sandbox: self.state().clone(),
+            base: self.sandbox.url(),
+        }));
+        engine.set_env(self.env.clone());
+        Ok(Lane { engine, store })
+    }
+
+    async fn deliver(&self, lane: &Lane, event: &Value) -> Result<RunRecord, String> {
+        lane.engine
+            .run(
+                self.wf,
+                RunRequest::new(event.clone(), self.trigger, Mode::Live),
+            )
+            .await
+            .map_err(|e| format!("the run could not be stored: {e}"))
+    }
+
+    fn counts(&self) -> Counts {
+        self.state()
+            .all_records()
+            .into_iter()
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(c, r)| (c, r.len()))
+            .collect()
+    }
+
+    /// `METHOD /path` of requests that created a record, in first-seen order.
+    fn write_routes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for e in self.state().log() {
+            let wrote = !matches!(e.method.as_str(), "GET" | "HEAD" | "OPTIONS")
+                && e.outcome == Outcome::Answered
+                && e.status.is_some_and(|s| (200..300).contains(&s))
+                && !e.replayed
+                && e.record_id.is_some();
+            if !wrote {
+                continue;
+            }
+            let path = e.path.split('?').next().unwrap_or_default();
+            let route = format!("{} {path}", e.method);
+            if !out.contains(&route) {
+                out.push(route);
+            }
+        }
+        out
+    }
+
+    fn fault_hit(&self, fault: &str) -> bool {
+        self.state()
+            .log()
+            .iter()
+            .any(|e| e.fault.as_deref() == Some(fault))
+    }
+
+    fn add_fault(&self, route: &str, fault: Fault, times: Option<u32>) -> Result<(), String> {
+        self.state()
+            .add_fault(FaultRuleSpec {
+                route: route.to_string(),
+                fault,
+                times,
+            })
+            .map(|_| ())
+    }
+
+    async fn run_all(
+        &mut self,
+        event: &Value,
+        variant: &Value,
+        id_paths: &[String],
+    ) -> Vec<CheckRow> {
+        let mut rows = Vec::new();
+        let first_name = "first delivery";
+        let first_expected = "the run succeeds and writes at least one record";
+        let lane = match self.lane() {
+            Ok(l) => l,
+            Err(e) => {
+                rows.push(row(
+                    first_name,
+                    first_expected,
+                    format!("could not open a store: {e}"),
+                    false,
+                ));
+                return rows;
+            }
+        };
+        let first = self.deliver(&lane, event).await;
+        let baseline = self.counts();
+        let routes = self.write_routes();
+        let ok =
+            matches!(&first, Ok(r) if r.status == RunStatus::Succeeded) && total(&baseline) > 0;
+        let seen = match &first {
+            Ok(r) => format!("{}; {}", run_summary(r), fmt_counts(&baseline)),
+            Err(e) => e.clone(),
+        };
+        rows.push(row(first_name, first_expected, seen, ok));
+        if !ok {
+            let why = "not run: the first delivery must succeed and write a record";
+            for name in [
+                "same event twice".to_string(),
+                format!("new event ({} changed)", id_paths.join(", ")),
+                "timeout after write, then redelivery".to_string(),
+                "forced failure, compensation".to_string(),
+                "replay of the failed run".to_string(),
+            ] {
+                rows.push(CheckRow {
+                    check: name,
+                    expected: String::new(),
+                    seen: why.to_string(),
+                    verdict: Verdict::NotRun,
+                });
+            }
+            return rows;
+        }
+        let n = fmt_counts(&baseline);
+
+        // Same event twice.
+        let again = self.deliver(&lane, event).await;
+        let after = self.counts();
+        let ok = after == baseline && succeeded(&again);
+        rows.push(row(
+            "same event twice",
+            format!("{n} in all; the redelivery succeeds"),
+            format!("{}; redelivery {}", fmt_counts(&after), summary(&again)),
+            ok,
+        ));
+
+        // A new event.
+        let before = self.counts();
+        let new = self.deliver(&lane, variant).await;
+        let after = self.counts();
+        let added = diff(&before, &after);
+        let within = added
+            .iter()
+            .all(|(c, k)| *k <= baseline.get(c).copied().unwrap_or(0) as i64);
+        let grew = added.values().any(|k| *k > 0) && added.values().all(|k| *k >= 0);
+        rows.push(row(
+            format!("new event ({} changed)", id_paths.join(", ")),
+            format!("the run succeeds and writes new records (at most {n} more)"),
+            format!("{}; {}", summary(&new), fmt_diff(&added)),
+            succeeded(&new) && grew && within,
+        ));
+        drop(lane);
+
+        // Timeout after write, per write route, then the same event again.
+        for route in &routes {
+            let name = format!("timeout after write on {route}, then redelivery");
+            let expected = format!("{n} in all; the redelivery succeeds");
+            let lane = match self.lane() {
+                Ok(l) => l,
+                Err(e) => {
+                    rows.push(row(
+                        name,
+                        expected,
+                        format!("could not open a store: {e}"),
+                        false,
+                    ));
+                    continue;
+                }
+            };
+            if let Err(e) = self.add_fault(route, Fault::TimeoutAfterWrite, Some(1)) {
+                rows.push(row(
+                    name,
+                    expected,
+                    format!("could not set the fault: {e}"),
+                    false,
+                ));
+                continue;
+            }
+            let a = self.deliver(&lane, event).await;
+            let hit = self.fault_hit("timeout_after_write");
+            self.state().clear_faults();
+            let b = self.deliver(&lane, event).await;
+            let after = self.counts();
+            let replayed = self.state().log().iter().filter(|e| e.replayed).count();
+            let seen = if hit {
+                let mut s = format!(
+                    "{}; first run {}, redelivery {}",
+                    fmt_counts(&after),
+                    summary(&a),
+                    summary(&b)
+                );
+                if replayed > 0 {
+                    s.push_str(&format!(
+                        "; the destination replayed {replayed} stored answer(s) for a repeated key"
+                    ));
+                }
+                s
+            } else {
+                format!("the fault never struck: this delivery did not call {route}")
+            };
+            rows.push(row(
+                name,
+                expected,
+                seen,
+                hit && after == baseline && succeeded(&b),
+            ));
+        }
+
+        // Forced failure, per write route; then the replay of the failed run.
+        for route in &routes {
+            let name = format!("forced failure on {route} (500 before write), compensation");
+            let expected = "the run fails and releases every claim it took".to_string();
+            let replay_name = format!("replay of the run failed on {route}");
+            let replay_expected = format!("the replay succeeds; {n} in all");
+            let lane = match self.lane() {
+                Ok(l) => l,
+                Err(e) => {
+                    rows.push(row(
+                        name,
+                        expected,
+                        format!("could not open a store: {e}"),
+                        false,
+                    ));
+                    continue;
+                }
+            };
+            if let Err(e) = self.add_fault(route, Fault::Error500BeforeWrite, None) {
+                rows.push(row(
+                    name,
+                    expected,
+                    format!("could not set the fault: {e}"),
+                    false,
+                ));
+                continue;
+            }
+            let failed = self.deliver(&lane, event).await;
+            self.state().clear_faults();
+            let failed = match failed {
+                Ok(r) => r,
+                Err(e) => {
+                    rows.push(row(name, expected, e, false));
+                    continue;
+                }
+            };
+            let held = held_claims(&lane, &failed);
+            let taken = claims_taken(&failed);
+            let ended_failed = matches!(failed.status, RunStatus::Failed | RunStatus::TimedOut);
+            let claims = if taken.is_empty() {
+                "no claim taken".to_string()
+            } else if held.is_empty() {
+                format!("claim {} released", taken.join(", "))
+            } else {
+                format!(
+                    "claim {} still held: the sender's retry and a replay will be skipped",
+                    held.join(", ")
+                )
+            };
+            let mut seen = format!("run {}; {claims}", run_summary(&failed));
+            if failed.status == RunStatus::Succeeded {
+                seen.push_str("; the failure was swallowed, the event is lost");
+            }
+            rows.push(row(name, expected, seen, ended_failed && held.is_empty()));
+
+            let replay = lane
+                .engine
+                .replay(&failed, self.wf, Mode::Live)
+                .await
+                .map_err(|e| format!("the replay could not be stored: {e}"));
+            let after = self.counts();
+            rows.push(row(
+                replay_name,
+                replay_expected,
+                format!("replay {}; {}", summary(&replay), fmt_counts(&after)),
+                succeeded(&replay) && after == baseline,
+            ));
+        }
+        rows
+    }
+}
+
+fn row(
+    check: impl Into<String>,
+    expected: impl Into<String>,
+    seen: impl Into<String>,
+    pass: bool,
+) -> CheckRow {
+    CheckRow {
+        check: check.into(),
+        expected: expected.into(),
+        seen: seen.into(),
+        verdict: if pass { Verdict::Pass } else { Verdict::Fail },
+    }
+}
+
+fn succeeded(r: &Result<RunRecord, String>) -> bool {
+    matches!(r, Ok(r) if r.status == RunStatus::Succeeded)
+}
+
+fn summary(r: &Result<RunRecord, String>) -> String {
+    match r {
+        Ok(r) => run_summary(r),
+        Err(e) => e.clone(),
+    }
+}
+
+/// `succeeded`, `succeeded (skip)`, `failed at create: http_status: POST … answered 409`.
+pub fn run_summary(r: &RunRecord) -> String {
+    let mut s = r.status.to_string();
+    // The routes routers took, when not `default` (e.g. a skip).
+    let routes: Vec<&str> = r
+        .steps
+        .iter()
+        .filter(|s| s.kind == "router")
+        .flat_map(|s| s.ports.iter())
+        .map(String::as_str)
+        .filter(|p| *p != "default" && *p != "error")
+        .collect();
+    if !routes.is_empty() && r.status == RunStatus::Succeeded {
+        s.push_str(&format!(" ({})", routes.join(", ")));
+    }
+    if let Some(e) = &r.error {
+        match e.http_status {
+            Some(h) => s.push_str(&format!(" at `{}`: HTTP {h}", e.step)),
+            None => {
+                let mut msg = e.message.clone();
+                if msg.chars().count() > 110 {
+                    msg = format!("{}…", msg.chars().take(110).collect::<String>());
+                }
+                s.push_str(&format!(" at `{}`: {}: {msg}", e.step, e.code));
+            }
+        }
+        if e.attempts > 1 {
+            s.push_str(&format!(" after {} attempts", e.attempts));
+        }
+    }
+    s
+}
+
+fn total(c: &Counts) -> usize {
+    c.values().sum()
+}
+
+fn noun(collection: &str, n: i64) -> String {
+    if n.abs() == 1 {
+        id_prefix(collection).to_string()
+    } else {
+        collection.to_string()
+    }
+}
+
+/// `1 deal, 2 contacts`, or `no records`.
+pub fn fmt_counts(c: &Counts) -> String {
+    if total(c) == 0 {
+        return "no records".into();
+    }
+    c.iter()
+        .map(|(k, n)| format!("{n} {}", noun(k, *n as i64)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn diff(before: &Counts, after: &Counts) -> BTreeMap<String, i64> {
+    let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    keys.into_iter()
+        .map(|k| {
+            let b = before.get(k).copied().unwrap_or(0) as i64;
+            let a = after.get(k).copied().unwrap_or(0) as i64;
+            (k.clone(), a - b)
+        })
+        .filter(|(_, d)| *d != 0)
+        .collect()
+}
+
+fn fmt_diff(d: &BTreeMap<String, i64>) -> String {
+    if d.is_empty() {
+        return "no new records".into();
+    }
+    d.iter()
+        .map(|(k, n)| format!("{n:+} {}", noun(k, *n)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `namespace/key` of every Memory claim the run took (a persistent `write` with
+/// `allow_overwrite: false` that answered `written: true`).
+fn claims_taken(run: &RunRecord) -> Vec<String> {
+    claim_keys(run)
+        .into_iter()
+        .map(|(ns, k)| format!("{ns}/{k}"))
+        .collect()
+}
+
+fn claim_keys(run: &RunRecord) -> Vec<(String, String)> {
+    run.steps
+        .iter()
+        .filter(|s| s.kind == "memory")
+        .filter(|s| {
+            let c = &s.resolved_config;
+            c.get("operation").and_then(Value::as_str) == Some("write")
+                && c.get("allow_overwrite").and_then(Value::as_bool) == Some(false)
+                && c.get("scope")
+                    .and_then(Value::as_str)
+                    .unwrap_or("persistent")
+                    == "persistent"
+        })
+        .filter_map(|s| {
+            let out = s.output.as_ref()?;
+            if out.get("written").and_then(Value::as_bool) != Some(true) {
+                return None;
+            }
+            let ns = s.resolved_config.get("namespace")?.as_str()?.to_string();
+            let key = out.get("key")?.as_str()?.to_string();
+            Some((ns, key))
+        })
+        .collect()
+}
+
+/// Claims the run took that are still in the store.
+fn held_claims(lane: &Lane, run: &RunRecord) -> Vec<String> {
+    let now = lane.engine.clock().now_ms();
+    claim_keys(run)
+        .into_iter()
+        .filter(|(ns, k)| matches!(lane.store.read(ns, k, now), Ok(Some(_))))
+        .map(|(ns, k)| format!("{ns}/{k}"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs: env names, fixed destinations, the variant
+
+/// Every `NAME` a step's config references as `env.NAME` or `env["NAME"]`, sorted.
+pub fn env_names(wf: &Workflow) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    for s in &wf.steps {
+        visit_strings(&s.config, &mut |text| scan_env(text, &mut names));
+    }
+    names.into_iter().collect()
+}
+
+fn visit_strings(v: &Value, f: &mut impl FnMut(&str)) {
+    match v {
+        Value::String(s) => f(s),
+        Value::Array(a) => a.iter().for_each(|x| visit_strings(x, f)),
+        Value::Object(m) => m.values().for_each(|x| visit_strings(x, f)),
+        _ => {}
+    }
+}
+
+fn scan_env(text: &str, names: &mut BTreeSet<String>) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = text[i..].find("env") {
+        let at = i + pos;
+        i = at + 3;
+        // A whole word `env` (not `environment`, not `x.env`).
+        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_' || b[at - 1] == b'.') {
+            continue;
+        }
+        let rest = &text[at + 3..];
+        if let Some(r) = rest.strip_prefix('.') {
+            let name: String = r
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                names.insert(name);
+            }
+        } else if let Some(r) = rest.trim_start().strip_prefix('[') {
+            let r = r.trim_start();
+            if let Some(q) = r.chars().next().filter(|c| *c == '"' || *c == '\'') {
+                if let Some(end) = r[1..].find(q) {
+                    let name = &r[1..1 + end];
+                    if !name.is_empty() {
+                        names.insert(name.to_string());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// URL fields (`url`, `*_url`) must be templates (`{{ env.NAME }}/path`): a fixed address
+/// cannot be pointed at the sandbox.
+fn fixed_destinations(wf: &Workflow) -> Result<(), CheckError> {
+    let mut bad = Vec::new();
+    for (i, s) in wf.steps.iter().enumerate() {
+        let Some(obj) = s.config.as_object() else {
+            continue;
+        };
+        for (field, v) in obj {
+            if field != "url" && !field.ends_with("_url") {
+                continue;
+            }
+            let Some(text) = v.as_str() else { continue };
+            if !text.trim_start().starts_with("{{") {
+                bad.push(format!(
+                    "step `{}` (steps[{i}].config.{field}) sends to the fixed address `{text}`; \
+                     write it as `{{{{ env.NAME }}}}/path` so the check can point it at its sandbox",
+                    s.id
+                ));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(CheckError::BadInput(bad.join("\n")))
+    }
+}
+
+/// `id`, plus `data.object.id` when the event has a text or number there.
+pub fn default_id_paths(event: &Value) -> Vec<String> {
+    let mut paths = vec!["id".to_string()];
+    if matches!(
+        get_path(event, "data.object.id"),
+        Some(Value::String(_) | Value::Number(_))
+    ) {
+        paths.push("data.object.id".into());
+    }
+    paths
+}
+
+fn get_path<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(v, |cur, seg| match cur {
+        Value::Object(m) => m.get(seg),
+        Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
+fn get_path_mut<'v>(v: &'v mut Value, path: &str) -> Option<&'v mut Value> {
+    path.split('.').try_fold(v, |cur, seg| match cur {
+        Value::Object(m) => m.get_mut(seg),
+        Value::Array(a) => seg.parse::<usize>().ok().and_then(move |i| a.get_mut(i)),
+        _ => None,
+    })
+}
+
+/// The "new event": see the module doc for the rule.
+pub fn variant_of(event: &Value, id_paths: &[String]) -> Result<Value, CheckError> {
+    if id_paths.is_empty() {
+        return Err(CheckError::BadInput(
+            "--id-path: give at least one path of the event's business id".into(),
+        ));
+    }
+    let mut out = event.clone();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for path in id_paths {
+        let Some(old) = get_path(event, path) else {
+            return Err(CheckError::BadInput(format!(
+                "--id-path `{path}`: the event has no value there (pass the dot path of its \
+                 business id, e.g. `id` or `issue.id`)"
+            )));
+        };
+        let new = match old {
+            Value::String(s) if !s.is_empty() => {
+                let n = format!("{s}{VARIANT_SUFFIX}");
+                texts.push((s.clone(), n.clone()));
+                Value::String(n)
+            }
+            Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => Value::from(i.saturating_add(VARIANT_OFFSET)),
+                (None, Some(f)) => Value::from(f + VARIANT_OFFSET as f64),
+                _ => Value::from(VARIANT_OFFSET),
+            },
+            other => {
+                return Err(CheckError::BadInput(format!(
+                    "--id-path `{path}` holds {}; give the path of a text or number id",
+                    crate::steps::json_type(other)
+                )))
+            }
+        };
+        if let Some(slot) = get_path_mut(&mut out, path) {
+            *slot = new;
+        }
+    }
+    replace_texts(&mut out, &texts);
+    Ok(out)
+}
+
+fn replace_texts(v: &mut Value, texts: &[(String, String)]) {
+    match v {
+        Value::String(s) => {
+            if let Some((_, new)) = texts.iter().find(|(old, _)| old == s) {
+                *s = new.clone();
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| replace_texts(x, texts)),
+        Value::Object(m) => m.values_mut().for_each(|x| replace_texts(x, texts)),
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time, transport, scratch dir
+
+/// Real time, except that waits (retry backoff) move this clock instead of sleeping.
+#[derive(Debug, Default)]
+struct CheckClock {
+    skipped_ms: AtomicI64,
+}
+
+#[async_trait]
+impl Clock for CheckClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock
+            .now_ms()
+            .saturating_add(self.skipped_ms.load(Ordering::SeqCst))
+    }
+    async fn sleep(&self, d: Duration) {
+        self.skipped_ms
+            .fetch_add(d.as_millis().min(i64::MAX as u128) as i64, Ordering::SeqCst);
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The live transport, limited to the sandbox; an answer the sandbox withholds is a timeout
+/// at once.
+struct CheckHttp {
+    live: LiveHttp,
+    sandbox: SandboxState,
+    base: String,
+}
+
+impl CheckHttp {
+    fn held(&self) -> usize {
+        self.sandbox
+            .log()
+            .iter()
+            .filter(|e| e.outcome == Outcome::Held)
+            .count()
+    }
+}
+
+#[async_trait]
+impl HttpTransport for CheckHttp {
+    async fn send(
+        &self,
+        call: &HttpCall,
+        timeout: Duration,
+        dry_sample: Option<&Value>,
+    ) -> Result<HttpAnswer, TransportError> {
+        let ours = call.url == self.base
+            || call
+                .url
+                .strip_prefix(&self.base)
+                .is_some_and(|rest| rest.starts_with(['/', '?']));
+        if !ours {
+            return Err(TransportError::Invalid(format!(
+                "fluxo check sends only to its sandbox ({}); `{}` is elsewhere",
+                self.base, call.url
+            )));
+        }
+        let held_before = self.held();
+        let send = self.live.send(call, timeout, dry_sample);
+        tokio::pin!(send);
+        let withheld = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                if self.held() > held_before {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            answer = &mut send => answer,
+            _ = withheld => Err(TransportError::Timeout),
+        }
+    }
+}
+
+/// A throw-away directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> std::io::Result<Self> {
+        let dir = std::env::temp_dir().join(format!("fluxo-check-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn env_names_are_found_in_templates() {
+        let mut n = BTreeSet::new();
+        scan_env(
+            "{{ env.CRM_URL }}/x {{ env['AI_URL'] }} {{ env[\"OUT\"] }} environment x.env.NO",
+            &mut n,
+        );
+        assert_eq!(
+            n.into_iter().collect::<Vec<_>>(),
+            vec!["AI_URL", "CRM_URL", "OUT"]
+        );
+    }
+
+    #[test]
+    fn variant_changes_ids_and_their_copies() {
+        let e = json!({"id": "evt_1", "data": {"object": {"id": "in_1", "lines": [{"invoice": "in_1"}]}},
+                       "issue": {"number": 7}, "other": "in_1x"});
+        assert_eq!(default_id_paths(&e), vec!["id", "data.object.id"]);
+        let v = variant_of(&e, &default_id_paths(&e)).unwrap();
+        assert_eq!(v["id"], "evt_1-variant");
+        assert_eq!(v["data"]["object"]["id"], "in_1-variant");
+        assert_eq!(v["data"]["object"]["lines"][0]["invoice"], "in_1-variant");
+        assert_eq!(v["other"], "in_1x");
+        let v = variant_of(&e, &["issue.number".into()]).unwrap();
+        assert_eq!(v["issue"]["number"], 1_000_007);
+        assert!(matches!(
+            variant_of(&e, &["nope".into()]),
+            Err(CheckError::BadInput(_))
+        ));
+        assert!(matches!(
+            variant_of(&e, &["data".into()]),
+            Err(CheckError::BadInput(_))
+        ));
+    }
+
+    #[test]
+    fn counts_read_naturally() {
+        let c: Counts = [("deals".to_string(), 1), ("contacts".to_string(), 2)].into();
+        assert_eq!(fmt_counts(&c), "2 contacts, 1 deal");
+        assert_eq!(fmt_counts(&Counts::new()), "no records");
+        let d = diff(&Counts::new(), &c);
+        assert_eq!(fmt_diff(&d), "+2 contacts, +1 deal");
+    }
+}
