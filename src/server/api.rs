@@ -19,8 +19,8 @@ use super::runs::json_body;
 use super::AppState;
 use crate::run::{Mode, Trigger};
 use crate::runtime::RunRequest;
-use crate::workflow::dir::{DirError, WorkflowEntry};
-use crate::workflow::{check_value, Severity};
+use crate::workflow::check_value;
+use crate::workflow::dir::DirError;
 
 /// Routes under `/api/v1` (token required).
 pub fn routes() -> Router<AppState> {
@@ -54,26 +54,9 @@ pub async fn openapi() -> Json<Value> {
     Json(super::openapi::document())
 }
 
-fn summary(e: &WorkflowEntry) -> Value {
-    let errors = e
-        .problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .count();
-    json!({
-        "id": e.id,
-        "name": e.name(),
-        "version": e.version(),
-        "valid": e.compiled.is_some(),
-        "errors": errors,
-        "warnings": e.problems.len() - errors,
-        "trigger": e.compiled.as_ref().map(|c| c.trigger().kind.clone()),
-    })
-}
-
 async fn list_workflows(State(state): State<AppState>) -> Json<Value> {
     Json(
-        json!({"workflows": state.workflows().list().iter().map(|e| summary(e)).collect::<Vec<_>>()}),
+        json!({"workflows": state.workflows().list().iter().map(|e| e.summary()).collect::<Vec<_>>()}),
     )
 }
 

@@ -88,6 +88,25 @@ impl WorkflowEntry {
             .to_string()
     }
 
+    /// One row of a workflow list (`GET /api/v1/workflows`, the app's list):
+    /// `{id, name, version, valid, errors, warnings, trigger}`.
+    pub fn summary(&self) -> Value {
+        let errors = self
+            .problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+            .count();
+        serde_json::json!({
+            "id": self.id,
+            "name": self.name(),
+            "version": self.version(),
+            "valid": self.compiled.is_some(),
+            "errors": errors,
+            "warnings": self.problems.len() - errors,
+            "trigger": self.compiled.as_ref().map(|c| c.trigger().kind.clone()),
+        })
+    }
+
     /// The file's `version`.
     pub fn version(&self) -> u64 {
         self.value
