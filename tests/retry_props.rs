@@ -187,7 +187,12 @@ async fn run_against_503(
             prop_assert!(*d <= ceiling);
         }
     }
-    prop_assert_eq!(mock.count(), call.attempts.len());
+    // Every attempt that got an answer reached the mock. (Under heavy load an attempt can
+    // rarely fail at the connection level before the mock has read the request; the engine
+    // retries it like any connection error, so it is an attempt without an HTTP status.)
+    let answered = call.attempts.iter().filter(|a| a.http_status.is_some()).count();
+    prop_assert_eq!(mock.count(), answered);
+    prop_assert!(answered >= 1);
     prop_assert!(call.attempts.len() <= retries as usize + 1);
     let err = run.error.as_ref().expect("the run failed");
     prop_assert_eq!(err.http_status, Some(503), "{}", dump(&run));

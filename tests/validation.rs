@@ -610,13 +610,22 @@ fn lint_unguarded_post() {
     let mut v = unguarded();
     v["steps"][1]["config"]["headers"] = json!({ "idempotency-key": "k-{{ input.id }}" });
     assert!(warnings(&v).is_empty(), "{}", listing(&warnings(&v)));
-    // So does a Memory claim on the way.
+    // So does a Memory claim on the way, for a step that does not retry.
     assert!(warnings(&base()).is_empty());
     let mut v = base();
     v["steps"][2]["config"]
         .as_object_mut()
         .unwrap()
         .remove("headers");
+    let ws = warnings(&v);
+    assert!(
+        only(&ws, "lint_unguarded_write")
+            .message
+            .contains("retries"),
+        "a retrying POST without a key is flagged even behind a claim: {}",
+        listing(&ws)
+    );
+    v["steps"][2]["config"]["retries"] = json!(0);
     assert!(warnings(&v).is_empty(), "{}", listing(&warnings(&v)));
     // But not a claim on only one of two paths.
     v["edges"]

@@ -91,7 +91,7 @@ pub struct Engine {
     registry: Arc<Registry>,
     clock: Arc<dyn Clock>,
     http: Arc<dyn HttpTransport>,
-    env: Arc<RwLock<BTreeMap<String, String>>>,
+    env: Arc<RwLock<EnvLayers>>,
     events: broadcast::Sender<RunEvent>,
 }
 
@@ -105,7 +105,7 @@ impl Engine {
             registry: Arc::new(Registry::builtin()),
             clock,
             http: Arc::new(LiveHttp::new()),
-            env: Arc::new(RwLock::new(env_from_process())),
+            env: Arc::new(RwLock::new(EnvLayers::new())),
             events,
         }
     }
@@ -116,16 +116,29 @@ impl Engine {
         self
     }
 
-    /// Set variables visible as `env.NAME` (they win over process variables of the same name).
+    /// Set the embedder's variables visible as `env.NAME` (they win over process variables of
+    /// the same name; replaces earlier `set_env` values).
     pub fn set_env(&self, vars: BTreeMap<String, String>) {
-        let mut env = env_from_process();
-        env.extend(vars);
-        *self.env.write().unwrap_or_else(|e| e.into_inner()) = env;
+        let mut layers = self.env.write().unwrap_or_else(|e| e.into_inner());
+        layers.embedder = vars;
+        layers.merge();
+    }
+
+    /// Set the variables of the app settings (`settings.json`): they win over the embedder's
+    /// and the process's (replaces earlier settings values).
+    pub fn set_settings_env(&self, vars: BTreeMap<String, String>) {
+        let mut layers = self.env.write().unwrap_or_else(|e| e.into_inner());
+        layers.settings = vars;
+        layers.merge();
     }
 
     /// The variables templates see as `env`.
     pub fn env(&self) -> BTreeMap<String, String> {
-        self.env.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.env
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .merged
+            .clone()
     }
 
     /// The store.
@@ -216,7 +229,7 @@ impl Engine {
             Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
             Mode::Dry => Effects::dry(self.store.clone()),
         };
-        let env = self.env.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let env = self.env();
         let run_meta = json!({
             "id": run.id,
             "workflow_id": run.workflow_id,
@@ -284,6 +297,33 @@ impl Engine {
         if let Err(e) = self.store.put_run(run) {
             tracing::error!(run_id = %run.id, error = %e, "could not store run progress");
         }
+    }
+}
+
+/// The layers of `env`: process variables (`FLUXO_ENV_*`), then the embedder's
+/// ([`Engine::set_env`]), then the app settings' ([`Engine::set_settings_env`]); later wins.
+struct EnvLayers {
+    process: BTreeMap<String, String>,
+    embedder: BTreeMap<String, String>,
+    settings: BTreeMap<String, String>,
+    merged: BTreeMap<String, String>,
+}
+
+impl EnvLayers {
+    fn new() -> Self {
+        let process = env_from_process();
+        EnvLayers {
+            merged: process.clone(),
+            process,
+            embedder: BTreeMap::new(),
+            settings: BTreeMap::new(),
+        }
+    }
+    fn merge(&mut self) {
+        let mut m = self.process.clone();
+        m.extend(self.embedder.clone());
+        m.extend(self.settings.clone());
+        self.merged = m;
     }
 }
 

@@ -147,7 +147,7 @@ impl AppState {
         if let Some(dir) = &self.0.options.data_dir {
             s.save(dir)?;
         }
-        self.0.engine.set_env(s.env.clone());
+        self.0.engine.set_settings_env(s.env.clone());
         *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
         Ok(())
     }
@@ -168,13 +168,13 @@ impl AppState {
 /// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`.
 pub fn router(state: AppState) -> Router {
     let limit = state.options().body_limit_bytes;
-    let api =
-        api::routes()
-            .merge(runs::routes())
-            .route_layer(axum::middleware::from_fn_with_state(
-                state.clone(),
-                auth::require_token,
-            ));
+    let api = api::routes()
+        .merge(runs::routes())
+        .merge(settings::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
     let mut app = Router::new()
         .route("/hooks/{workflow_id}", post(hooks::webhook))
         .route("/healthz", get(api::healthz))
@@ -254,7 +254,7 @@ pub async fn start(
             .map_err(|e| std::io::Error::other(e.to_string()))?,
         None => crate::settings::AppSettings::default(),
     };
-    engine.set_env(settings.env.clone());
+    engine.set_settings_env(settings.env.clone());
     let state = AppState(Arc::new(Inner {
         engine,
         workflows,

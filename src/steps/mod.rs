@@ -353,7 +353,9 @@ impl Registry {
                     let d = k.descriptor();
                     let mut v = serde_json::to_value(&d).unwrap_or(Value::Null);
                     if let Value::Object(m) = &mut v {
-                        m.insert("ports".into(), serde_json::json!([PORT_OUT, PORT_ERROR]));
+                        // Ports of an empty config: the fixed ones (a router adds its routes).
+                        let ports = k.ports(&Value::Object(Default::default()));
+                        m.insert("ports".into(), serde_json::json!(ports));
                         m.insert("config_schema".into(), k.config_schema());
                     }
                     v

@@ -3,9 +3,10 @@
 //! editor's nodes.
 //!
 //! Rules:
-//! * `lint_unguarded_write`: a POST/PATCH `http_request` with no `Idempotency-Key` header, or a
-//!   `publish_output` with a per-run key, and no dedupe upstream (a webhook `dedupe_key` or a
-//!   Memory claim on every path from the trigger): a redelivered event writes twice.
+//! * `lint_unguarded_write`: a POST/PATCH `http_request` with no `Idempotency-Key` header that
+//!   retries (a timeout after the destination wrote makes the retry write again, whatever dedupe
+//!   is upstream), or that has no dedupe upstream (a webhook `dedupe_key` or a Memory claim on
+//!   every path from the trigger); a `publish_output` with a per-run key and no dedupe upstream.
 //! * `lint_retries_exceed_deadline`: a step whose worst case (every attempt timing out, every
 //!   wait at its ceiling) is longer than `run_timeout_s`.
 //! * `lint_stacked_retries`: an `error_handler` in `retry_once` on a step that already retries;
@@ -89,15 +90,29 @@ pub fn lint(wf: &Workflow, _registry: &Registry) -> Vec<Problem> {
                     .headers
                     .keys()
                     .any(|k| k.eq_ignore_ascii_case("idempotency-key"));
-                if writes && !has_key && !trigger_dedupes && !guarded(i) {
+                let retries = c.retry_strategy != RetryStrategy::None && c.retries > 0;
+                if writes && !has_key && retries {
+                    out.push(Problem::warning(
+                        "lint_unguarded_write",
+                        format!("{path}.config.headers"),
+                        sid,
+                        format!(
+                            "{} retries ({}) without an Idempotency-Key header: when the destination \
+                             writes and then times out, the retry writes again, whatever dedupe is \
+                             upstream. Add an Idempotency-Key header from business data, or set retries to 0.",
+                            c.method.as_str(),
+                            c.retries
+                        ),
+                    ));
+                } else if writes && !has_key && !trigger_dedupes && !guarded(i) {
                     out.push(Problem::warning(
                         "lint_unguarded_write",
                         format!("{path}.config.headers"),
                         sid,
                         format!(
                             "{} without an Idempotency-Key header and no dedupe upstream: a redelivered \
-                             event or a retry after a timeout can create a duplicate. Add an \
-                             Idempotency-Key header from business data, or claim the event in Memory first.",
+                             event creates a duplicate. Add an Idempotency-Key header from business \
+                             data, or claim the event in Memory first.",
                             c.method.as_str()
                         ),
                     ));

@@ -1,0 +1,768 @@
+//! `fluxo check` (the replay test of a workflow against a private sandbox) and the
+//! `find_or_create` step kind.
+//!
+//! * Every template in `workflows/` passes `fluxo check` with a real payload, through the
+//!   library (the serializable report) and through the binary (the table, exit 0).
+//! * Deliberately unsafe variants of `invoice-paid-once` fail with rows that say what went
+//!   wrong (exit 1); unusable input exits 2.
+//! * `find_or_create` against the real sandbox: created then found, the key derived from the
+//!   business id surviving a lost answer, a 409 race, dry runs, ports and validation.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use fluxo::check::{check, CheckOptions, CheckReport, Verdict};
+use fluxo::clock::{Clock, ManualClock};
+use fluxo::run::{Mode, RunRecord, RunStatus, Trigger};
+use fluxo::runtime::{Engine, RunRequest};
+use fluxo::sandbox::{FaultRuleSpec, Sandbox};
+use fluxo::steps::Registry;
+use fluxo::store::{SledConfig, SledStore, Store};
+use fluxo::workflow::{self, Compiled, Severity};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fluxo");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read_json(rel: &str) -> Value {
+    let path = root().join(rel);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn payload(rel: &str) -> Value {
+    read_json(&format!("tests/fixtures/payloads/{rel}"))
+}
+
+/// One charge as a poller lists it (the object of Stripe's `charge.succeeded` fixture).
+fn polled_charge() -> Value {
+    payload("stripe/charge.succeeded.json")["data"]["object"].clone()
+}
+
+/// Every template with the event and id paths it is checked with.
+fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
+    vec![
+        (
+            "invoice-paid-once",
+            payload("stripe/invoice.paid.json"),
+            vec![],
+        ),
+        (
+            "ai-enrichment-relay",
+            payload("stripe/invoice.paid.json"),
+            vec![],
+        ),
+        (
+            "stripe-to-ledger",
+            payload("stripe/invoice.paid.json"),
+            vec![],
+        ),
+        (
+            "github-issue-to-ticket",
+            payload("github/issues.opened.payload.json"),
+            vec!["issue.id".into(), "issue.number".into()],
+        ),
+        ("polling-sync", polled_charge(), vec![]),
+    ]
+}
+
+fn table(r: &CheckReport) -> String {
+    r.checks
+        .iter()
+        .map(|c| {
+            format!(
+                "{:?} | {} | expected: {} | seen: {}",
+                c.verdict, c.check, c.expected, c.seen
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn row<'r>(r: &'r CheckReport, starts: &str) -> &'r fluxo::check::CheckRow {
+    r.checks
+        .iter()
+        .find(|c| c.check.starts_with(starts))
+        .unwrap_or_else(|| panic!("no row `{starts}…` in\n{}", table(r)))
+}
+
+async fn check_file(rel: &str, event: &Value, id_paths: &[String]) -> CheckReport {
+    let definition = read_json(rel);
+    check(
+        &definition,
+        event,
+        &CheckOptions {
+            id_paths: id_paths.to_vec(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_template_passes_the_check() {
+    // Every file in workflows/ has a case here: a new template must come with its check.
+    let mut files: Vec<String> = std::fs::read_dir(root().join("workflows"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".json").map(String::from)
+        })
+        .collect();
+    files.sort();
+    let mut cases: Vec<String> = template_cases().iter().map(|c| c.0.to_string()).collect();
+    cases.sort();
+    assert_eq!(files, cases, "every template in workflows/ is checked");
+
+    for (id, event, paths) in template_cases() {
+        let r = check_file(&format!("workflows/{id}.json"), &event, &paths).await;
+        assert!(r.passed, "{id} must pass:\n{}", table(&r));
+        assert_eq!(r.workflow_id, id);
+        assert!(r.checks.iter().all(|c| c.verdict == Verdict::Pass));
+        for name in [
+            "first delivery",
+            "same event twice",
+            "new event (",
+            "timeout after write on POST /",
+            "forced failure on POST /",
+            "replay of the run failed on POST /",
+        ] {
+            row(&r, name);
+        }
+        assert!(
+            !r.env.is_empty(),
+            "{id}: destinations pointed at the sandbox"
+        );
+        assert!(r.warnings.is_empty(), "{id}: lint clean: {:?}", r.warnings);
+        // The report is what the editor's Check button shows: it round-trips as JSON.
+        let v = serde_json::to_value(&r).unwrap();
+        let back: CheckReport = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(v["checks"][0]["verdict"], "pass");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_to_ledger_finds_the_customer_for_a_new_invoice() {
+    let r = check_file(
+        "workflows/stripe-to-ledger.json",
+        &payload("stripe/invoice.paid.json"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.env, vec!["CRM_URL", "LEDGER_URL"]);
+    assert_eq!(r.id_paths, vec!["id", "data.object.id"]);
+    assert_eq!(
+        row(&r, "first delivery").seen,
+        "succeeded; 1 contact, 1 invoice"
+    );
+    // A new invoice of the same customer: one more invoice, the contact found, not doubled.
+    assert_eq!(row(&r, "new event").seen, "succeeded; +1 invoice");
+    // Both write routes were put through a lost answer and a forced failure.
+    row(&r, "timeout after write on POST /contacts");
+    row(&r, "timeout after write on POST /invoices");
+    row(&r, "replay of the run failed on POST /contacts");
+    row(&r, "replay of the run failed on POST /invoices");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The binary
+
+fn fluxo(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(root())
+        .env_remove("FLUXO_DATA_DIR")
+        .output()
+        .expect("fluxo runs")
+}
+
+fn out(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_prints_an_all_pass_table_for_every_template() {
+    let dir = tempfile::tempdir().unwrap();
+    for (id, event, paths) in template_cases() {
+        let event_file = dir.path().join(format!("{id}.event.json"));
+        std::fs::write(&event_file, event.to_string()).unwrap();
+        let wf = format!("workflows/{id}.json");
+        let ev = format!("@{}", event_file.display());
+        let mut args = vec!["check", wf.as_str(), "--event", ev.as_str()];
+        let joined = paths.join(",");
+        if !paths.is_empty() {
+            args.extend(["--id-path", joined.as_str()]);
+        }
+        let o = fluxo(&args);
+        let (stdout, stderr) = out(&o);
+        println!("$ fluxo {}\n{stdout}", args.join(" "));
+        assert_eq!(o.status.code(), Some(0), "{id}:\n{stdout}\n{stderr}");
+        assert!(stdout.contains("│ check"), "a table: {stdout}");
+        assert!(stdout.contains("PASS"), "{stdout}");
+        assert!(!stdout.contains("FAIL"), "{stdout}");
+        assert!(stdout.contains("checks passed: safe to re-run"), "{stdout}");
+    }
+}
+
+#[test]
+fn cli_json_report_and_bad_input() {
+    let o = fluxo(&[
+        "check",
+        "workflows/invoice-paid-once.json",
+        "--event",
+        "@tests/fixtures/payloads/stripe/invoice.paid.json",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", out(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["passed"], true);
+    assert_eq!(r["workflow_id"], "invoice-paid-once");
+    assert_eq!(r["checks"].as_array().unwrap().len(), 6);
+
+    // An id path the event does not have.
+    let o = fluxo(&[
+        "check",
+        "workflows/github-issue-to-ticket.json",
+        "--event",
+        "@tests/fixtures/payloads/github/issues.opened.payload.json",
+    ]);
+    let (_, err) = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--id-path `id`"), "{err}");
+
+    // An event that is not JSON.
+    let o = fluxo(&[
+        "check",
+        "workflows/invoice-paid-once.json",
+        "--event",
+        "{nope",
+    ]);
+    let (_, err) = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--event"), "{err}");
+
+    // A fixed destination the check cannot point at its sandbox; an invalid workflow.
+    let dir = tempfile::tempdir().unwrap();
+    let mut fixed = read_json("workflows/invoice-paid-once.json");
+    fixed["steps"][4]["config"]["url"] = json!("https://crm.example.com/deals");
+    let fixed_path = dir.path().join("fixed.json");
+    std::fs::write(&fixed_path, fixed.to_string()).unwrap();
+    let mut invalid = read_json("workflows/invoice-paid-once.json");
+    invalid["steps"][4]["kind"] = json!("teleport");
+    let invalid_path = dir.path().join("invalid.json");
+    std::fs::write(&invalid_path, invalid.to_string()).unwrap();
+    for (path, needle) in [
+        (&fixed_path, "fixed address `https://crm.example.com/deals`"),
+        (&invalid_path, "teleport"),
+    ] {
+        let o = fluxo(&[
+            "check",
+            path.to_str().unwrap(),
+            "--event",
+            "@tests/fixtures/payloads/stripe/invoice.paid.json",
+        ]);
+        let (_, err) = out(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unsafe variants of invoice-paid-once
+
+/// `invoice-paid-once` without the Memory claim (the create wired from the trigger) and
+/// without the Idempotency-Key header; `keep_external_id`: the destination's unique field
+/// stays in the body.
+fn unsafe_invoice(keep_external_id: bool) -> Value {
+    let mut wf = read_json("workflows/invoice-paid-once.json");
+    let steps: Vec<Value> = wf["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| !matches!(s["id"].as_str(), Some("seen" | "route" | "skip")))
+        .cloned()
+        .map(|mut s| {
+            if s["id"] == "create" {
+                s["config"].as_object_mut().unwrap().remove("headers");
+                if !keep_external_id {
+                    s["config"]["body"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("external_id");
+                }
+            }
+            s
+        })
+        .collect();
+    wf["steps"] = Value::Array(steps);
+    wf["edges"] = json!([
+        {"from": "hook", "to": "create"},
+        {"from": "create", "port": "error", "to": "fail"},
+        {"from": "fail", "to": "undo"}
+    ]);
+    wf
+}
+
+async fn check_value(wf: &Value) -> CheckReport {
+    check(
+        wf,
+        &payload("stripe/invoice.paid.json"),
+        &CheckOptions::default(),
+    )
+    .await
+    .expect("the check runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsafe_variant_without_any_guard_duplicates_and_fails() {
+    let r = check_value(&unsafe_invoice(false)).await;
+    println!("{}", table(&r));
+    assert!(!r.passed);
+    let twice = row(&r, "same event twice");
+    assert_eq!(twice.verdict, Verdict::Fail);
+    assert_eq!(twice.expected, "1 deal in all; the redelivery succeeds");
+    assert!(twice.seen.starts_with("2 deals;"), "{}", twice.seen);
+    let timeout = row(&r, "timeout after write on POST /deals, then redelivery");
+    assert_eq!(timeout.verdict, Verdict::Fail);
+    assert_eq!(timeout.expected, "1 deal in all; the redelivery succeeds");
+    // The retry after the lost answer wrote again, and so did the redelivery.
+    assert!(timeout.seen.starts_with("3 deals;"), "{}", timeout.seen);
+    // A new event and a failure replayed are not where this variant goes wrong.
+    assert_eq!(row(&r, "new event").verdict, Verdict::Pass);
+    assert_eq!(row(&r, "replay of the run failed").verdict, Verdict::Pass);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsafe_variant_without_claim_and_key_fails_its_redeliveries() {
+    // The unique external_id keeps the record count at one, but every redelivery now fails
+    // (a 409 the sender retries for days, paging someone each time).
+    let r = check_value(&unsafe_invoice(true)).await;
+    println!("{}", table(&r));
+    assert!(!r.passed);
+    let twice = row(&r, "same event twice");
+    assert_eq!(twice.verdict, Verdict::Fail);
+    assert_eq!(
+        twice.seen,
+        "1 deal; redelivery failed at `create`: HTTP 409"
+    );
+    let timeout = row(&r, "timeout after write on POST /deals");
+    assert_eq!(timeout.verdict, Verdict::Fail);
+    assert!(
+        timeout
+            .seen
+            .contains("first run failed at `create`: HTTP 409 after 2 attempts"),
+        "{}",
+        timeout.seen
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_without_compensation_loses_the_event() {
+    let mut wf = read_json("workflows/invoice-paid-once.json");
+    let steps: Vec<Value> = wf["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| !matches!(s["id"].as_str(), Some("fail" | "undo")))
+        .cloned()
+        .collect();
+    wf["steps"] = Value::Array(steps);
+    let edges: Vec<Value> = wf["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["from"] != "create" && e["from"] != "fail")
+        .cloned()
+        .collect();
+    wf["edges"] = Value::Array(edges);
+    let r = check_value(&wf).await;
+    println!("{}", table(&r));
+    assert!(!r.passed);
+    let failure = row(&r, "forced failure on POST /deals");
+    assert_eq!(failure.verdict, Verdict::Fail);
+    assert!(
+        failure
+            .seen
+            .contains("claim processed-invoices/evt_1Pgc76B7WZ01zgkWwyRHS12y still held"),
+        "{}",
+        failure.seen
+    );
+    let replay = row(&r, "replay of the run failed on POST /deals");
+    assert_eq!(replay.verdict, Verdict::Fail);
+    assert_eq!(replay.seen, "replay succeeded (skip); no records");
+    assert_eq!(row(&r, "same event twice").verdict, Verdict::Pass);
+}
+
+#[test]
+fn cli_fails_the_unsafe_variant_with_a_clear_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("invoice-paid-once.unsafe.json");
+    std::fs::write(&path, unsafe_invoice(false).to_string()).unwrap();
+    let o = fluxo(&[
+        "check",
+        path.to_str().unwrap(),
+        "--event",
+        "@tests/fixtures/payloads/stripe/invoice.paid.json",
+    ]);
+    let (stdout, stderr) = out(&o);
+    println!("{stdout}");
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("FAIL"), "{stdout}");
+    assert!(stdout.contains("2 deals; redelivery succeeded"), "{stdout}");
+    assert!(
+        stdout.contains("2 of 6 checks failed: invoice-paid-once is not safe to re-run"),
+        "{stdout}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// find_or_create
+
+struct Bench {
+    engine: Engine,
+    _dir: tempfile::TempDir,
+}
+
+fn bench(crm_url: &str) -> Bench {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = SledConfig::new(dir.path().join("store"));
+    config.cache_capacity_bytes = 8 * 1024 * 1024;
+    let store = Arc::new(SledStore::open(&config).unwrap());
+    let engine = Engine::new(
+        store as Arc<dyn Store>,
+        Arc::new(ManualClock::at_2026()) as Arc<dyn Clock>,
+    );
+    engine.set_env([("CRM_URL".to_string(), crm_url.to_string())].into());
+    Bench { engine, _dir: dir }
+}
+
+impl Bench {
+    async fn run(&self, wf: &Compiled, input: Value, mode: Mode) -> RunRecord {
+        self.engine
+            .run(wf, RunRequest::new(input, Trigger::Manual, mode))
+            .await
+            .unwrap()
+    }
+}
+
+/// manual → customer (find_or_create) → `found`: old, `created`: new, `out`: after.
+fn customer_flow(extra: Value) -> Compiled {
+    let mut config = json!({
+        "find_url": "{{ env.CRM_URL }}/contacts",
+        "match_field": "external_id",
+        "match_value": "{{ input.customer }}",
+        "create_body": {"name": "{{ input.name }}"},
+        "retries": 2,
+        "timeout_s": 5
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        config[k] = v.clone();
+    }
+    let wf = json!({
+        "id": "customer-flow", "name": "customer flow", "version": 1,
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "customer", "kind": "find_or_create", "config": config},
+            {"id": "old", "kind": "transform", "config": {"fields": {"found": "{{ steps.customer.output.record.id }}"}}},
+            {"id": "new", "kind": "transform", "config": {"fields": {"created": "{{ steps.customer.output.record.id }}"}}},
+            {"id": "after", "kind": "transform", "config": {"fields": {"contact": "{{ steps.customer.output.record.id }}"}}}
+        ],
+        "edges": [
+            {"from": "start", "to": "customer"},
+            {"from": "customer", "port": "found", "to": "old"},
+            {"from": "customer", "port": "created", "to": "new"},
+            {"from": "customer", "to": "after"}
+        ]
+    });
+    let (c, problems) = workflow::check_value(&wf, &Registry::builtin());
+    assert!(
+        problems.iter().all(|p| p.severity != Severity::Error),
+        "{problems:?}"
+    );
+    c.expect("compiles")
+}
+
+fn ran(run: &RunRecord) -> Vec<&str> {
+    run.steps.iter().map(|s| s.step_id.as_str()).collect()
+}
+
+fn output<'r>(run: &'r RunRecord, step: &str) -> &'r Value {
+    run.step(step)
+        .and_then(|s| s.output.as_ref())
+        .unwrap_or_else(|| {
+            panic!(
+                "no output of `{step}`: {}",
+                serde_json::to_string_pretty(run).unwrap()
+            )
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_or_create_creates_once_then_finds() {
+    let sandbox = Sandbox::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let b = bench(&sandbox.url());
+    let wf = customer_flow(json!({}));
+    let input = json!({"customer": "cus_42", "name": "Ada"});
+
+    let first = b.run(&wf, input.clone(), Mode::Live).await;
+    assert_eq!(first.status, RunStatus::Succeeded, "{:?}", first.error);
+    let out = output(&first, "customer");
+    assert_eq!(out["found"], false);
+    assert_eq!(out["created"], true);
+    assert_eq!(out["record"]["id"], "contact_0001");
+    // match_field: match_value was added to the body, so the next find finds it.
+    assert_eq!(out["record"]["external_id"], "cus_42");
+    assert_eq!(out["record"]["name"], "Ada");
+    assert_eq!(ran(&first), vec!["start", "customer", "new", "after"]);
+    assert_eq!(output(&first, "after")["contact"], "contact_0001");
+    assert_eq!(
+        first.step("customer").unwrap().ports,
+        vec!["created", "out"]
+    );
+
+    let log = sandbox.state().log();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].method, "GET");
+    assert_eq!(log[0].path, "/contacts?external_id=cus_42");
+    assert_eq!(log[1].method, "POST");
+    assert_eq!(log[1].idempotency_key.as_deref(), Some("customer-cus_42"));
+
+    let second = b.run(&wf, input, Mode::Live).await;
+    assert_eq!(second.status, RunStatus::Succeeded);
+    let out = output(&second, "customer");
+    assert_eq!(out["found"], true);
+    assert_eq!(out["created"], false);
+    assert_eq!(out["record"]["id"], "contact_0001");
+    assert_eq!(ran(&second), vec!["start", "customer", "old", "after"]);
+    assert_eq!(sandbox.state().records("contacts").len(), 1);
+    assert_eq!(sandbox.state().log().len(), 3, "the second run only finds");
+    sandbox.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_or_create_key_survives_a_lost_answer() {
+    let sandbox = Sandbox::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let b = bench(&sandbox.url());
+    // The record is written, then the connection drops without an answer: the retry sends the
+    // same key and gets the stored answer instead of a second contact.
+    sandbox
+        .state()
+        .add_fault(FaultRuleSpec {
+            route: "POST /contacts".into(),
+            fault: "drop_connection_after_write".parse().unwrap(),
+            times: Some(1),
+        })
+        .unwrap();
+    let wf = customer_flow(json!({"idempotency_key": "contact-{{ input.customer }}"}));
+    let run = b
+        .run(
+            &wf,
+            json!({"customer": "cus_7", "name": "Grace"}),
+            Mode::Live,
+        )
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let step = run.step("customer").unwrap();
+    assert_eq!(step.attempts.len(), 3, "find, lost create, retried create");
+    assert_eq!(output(&run, "customer")["record"]["id"], "contact_0001");
+    assert_eq!(sandbox.state().records("contacts").len(), 1);
+    let posts: Vec<_> = sandbox
+        .state()
+        .log()
+        .into_iter()
+        .filter(|e| e.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 2);
+    assert!(posts
+        .iter()
+        .all(|e| e.idempotency_key.as_deref() == Some("contact-cus_7")));
+    assert!(posts[1].replayed);
+    sandbox.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_or_create_fails_on_its_error_port() {
+    let sandbox = Sandbox::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let b = bench(&sandbox.url());
+    let wf = customer_flow(json!({}));
+    // Every create answers 500: the step fails with the status (3 attempts), on `error`.
+    sandbox
+        .state()
+        .add_fault(FaultRuleSpec {
+            route: "POST /contacts".into(),
+            fault: "error_500_before_write".parse().unwrap(),
+            times: None,
+        })
+        .unwrap();
+    let run = b
+        .run(&wf, json!({"customer": "cus_2", "name": "Mo"}), Mode::Live)
+        .await;
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(ran(&run), vec!["start", "customer"]);
+    let err = run.error.as_ref().unwrap();
+    assert_eq!(err.step, "customer");
+    assert_eq!(err.http_status, Some(500));
+    assert_eq!(err.attempts, 4, "one find and three creates");
+    sandbox.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_or_create_takes_the_winner_after_a_409() {
+    // A destination where another writer wins the race: the find misses, the create answers
+    // 409, the second find sees the other writer's record. It also ignores the find's filter.
+    use axum::routing::get;
+    let finds = Arc::new(AtomicUsize::new(0));
+    let f = finds.clone();
+    let app = axum::Router::new().route(
+        "/contacts",
+        get(move || {
+            let n = f.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    // An endpoint that ignores the filter: another customer's contact must
+                    // not be taken for ours.
+                    axum::Json(json!({"data": [{"id": "contact_1", "external_id": "cus_other"}]}))
+                } else {
+                    axum::Json(json!({"data": [{"id": "contact_9", "external_id": "cus_9"}]}))
+                }
+            }
+        })
+        .post(|| async {
+            (
+                axum::http::StatusCode::CONFLICT,
+                axum::Json(json!({"code": "duplicate_external_id"})),
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let b = bench(&url);
+    let run = b
+        .run(
+            &customer_flow(json!({})),
+            json!({"customer": "cus_9", "name": "X"}),
+            Mode::Live,
+        )
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let out = output(&run, "customer");
+    assert_eq!(out["found"], true);
+    assert_eq!(out["record"]["id"], "contact_9");
+    assert_eq!(ran(&run), vec!["start", "customer", "old", "after"]);
+    assert_eq!(finds.load(Ordering::SeqCst), 2);
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_or_create_dry_runs_simulate_both_calls() {
+    let sandbox = Sandbox::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let b = bench(&sandbox.url());
+    let input = json!({"customer": "cus_5", "name": "Dry"});
+    let run = b
+        .run(&customer_flow(json!({})), input.clone(), Mode::Dry)
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let out = output(&run, "customer");
+    assert_eq!(out["created"], true);
+    assert_eq!(out["record"]["id"], "dry_run");
+    assert_eq!(out["record"]["external_id"], "cus_5");
+    assert_eq!(run.step("customer").unwrap().attempts.len(), 2);
+
+    let found = customer_flow(
+        json!({"dry_run": {"find": {"status": 200, "body": {"data": [{"id": "contact_dry"}]}}}}),
+    );
+    let run = b.run(&found, input, Mode::Dry).await;
+    assert_eq!(output(&run, "customer")["found"], true);
+    assert_eq!(output(&run, "after")["contact"], "contact_dry");
+    assert!(sandbox.state().log().is_empty(), "no byte left the machine");
+    sandbox.shutdown().await;
+}
+
+#[test]
+fn find_or_create_is_in_the_catalog_and_validates_its_ports() {
+    let registry = Registry::builtin();
+    assert!(registry.names().contains(&"find_or_create"));
+    let catalog = registry.catalog();
+    let entry = catalog
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "find_or_create")
+        .unwrap();
+    let props = &entry["config_schema"]["properties"];
+    for f in [
+        "find_url",
+        "match_field",
+        "match_value",
+        "create_body",
+        "idempotency_key",
+        "dry_run",
+    ] {
+        assert!(props.get(f).is_some(), "schema has {f}: {props}");
+    }
+    let wf = |config: Value, port: &str| {
+        json!({
+            "id": "bad-port", "name": "x", "version": 1,
+            "steps": [
+                {"id": "start", "kind": "manual_trigger", "config": {}},
+                {"id": "c", "kind": "find_or_create", "config": config},
+                {"id": "t", "kind": "transform", "config": {"fields": {}}}
+            ],
+            "edges": [{"from": "start", "to": "c"}, {"from": "c", "port": port, "to": "t"}]
+        })
+    };
+    let good = json!({"find_url": "{{ env.CRM_URL }}/contacts", "match_field": "email",
+                      "match_value": "{{ input.email }}"});
+    for port in ["found", "created", "out", "error"] {
+        let (c, problems) = workflow::check_value(&wf(good.clone(), port), &registry);
+        assert!(c.is_some(), "port {port}: {problems:?}");
+    }
+    let problems = |v: Value| -> Vec<String> {
+        let (c, problems) = workflow::check_value(&v, &registry);
+        assert!(c.is_none());
+        problems.iter().map(|p| p.to_string()).collect()
+    };
+    let text = problems(wf(good.clone(), "missing"));
+    assert!(
+        text.iter()
+            .any(|p| p.contains("no port `missing`") && p.contains("found, created")),
+        "{text:?}"
+    );
+    let mut bad = good;
+    bad["retries"] = json!(50);
+    bad["create_url"] = json!("ftp://nope");
+    let text = problems(wf(bad, "out"));
+    assert!(
+        text.iter().any(|p| p.contains("steps[1].config.retries")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|p| p.contains("steps[1].config.create_url")),
+        "{text:?}"
+    );
+    // No linter warning: the create always carries an idempotency key.
+    let ok = customer_flow(json!({}));
+    assert!(ok.warnings.is_empty(), "{:?}", ok.warnings);
+}
