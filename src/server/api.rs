@@ -32,6 +32,7 @@ pub fn routes() -> Router<AppState> {
             get(get_workflow).put(put_workflow).delete(delete_workflow),
         )
         .route("/workflows/{id}/dry-run", post(dry_run))
+        .route("/workflows/{id}/check", post(check))
         .route("/memory", get(memory_namespaces))
         .route("/memory/{namespace}", get(memory_list))
         .route(
@@ -188,6 +189,50 @@ async fn dry_run(
         .await
         .map_err(ApiError::store)?;
     Ok(Json(serde_json::to_value(run).unwrap_or_default()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckBody {
+    /// The event to replay (a real payload).
+    event: Value,
+    /// Dot paths of the event's business ids (default `id`, plus `data.object.id`).
+    #[serde(default)]
+    id_paths: Vec<String>,
+    /// Check this definition instead of the saved one (the editor's unsaved canvas).
+    #[serde(default)]
+    workflow: Option<Value>,
+}
+
+/// `POST /workflows/{id}/check`: the re-run safety check ([`crate::check`]) against a
+/// throw-away sandbox and store: `{passed, checks: [{check, expected, seen, verdict}], …}`.
+async fn check(State(state): State<AppState>, Path(id): Path<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Json<Value>> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let parsed: CheckBody = serde_json::from_value(body)
+        .map_err(|e| ApiError::bad_request("invalid_body", format!("expected {{\"event\": {{...}}, \"id_paths\"?: [..], \"workflow\"?: {{...}}}}: {e}")))?;
+    let definition = match parsed.workflow {
+        Some(d) => d,
+        None => {
+            let entry = state
+                .workflows()
+                .get(&id)
+                .ok_or_else(|| ApiError::not_found("workflow_not_found", format!("no workflow `{id}`")))?;
+            entry.value.clone().ok_or_else(|| ApiError::conflict("workflow_invalid", format!("workflow `{id}` is not valid JSON")))?
+        }
+    };
+    let options = crate::check::CheckOptions { id_paths: parsed.id_paths };
+    let report = crate::check::check(&definition, &parsed.event, &options).await.map_err(|e| match e {
+        crate::check::CheckError::Invalid(problems) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "workflow_invalid", "the workflow has validation errors; see `problems`")
+                .with_extra(json!({"problems": problems}))
+        }
+        crate::check::CheckError::BadInput(m) => ApiError::bad_request("invalid_check", m),
+        crate::check::CheckError::Setup(m) => {
+            tracing::error!(error = %m, "check setup failed");
+            ApiError::unavailable("the check could not start its sandbox; retry", 1)
+        }
+    })?;
+    Ok(Json(serde_json::to_value(report).unwrap_or_default()))
 }
 
 async fn memory_namespaces(State(state): State<AppState>) -> ApiResult<Json<Value>> {
