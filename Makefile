@@ -21,6 +21,9 @@ run: setup-run build ui
 test: setup-test build
 	$(CARGO) test --workspace --locked
 	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e; fi
+	@if [ -d src-tauri ] && command -v xvfb-run >/dev/null && command -v WebKitWebDriver >/dev/null; then \
+		$(MAKE) --no-print-directory test-desktop; \
+	else echo "test-desktop: skipped (needs xvfb-run and WebKitWebDriver: scripts/setup.sh test)"; fi
 
 setup-test:
 	@bash scripts/setup.sh test
@@ -36,6 +39,20 @@ ui:
 
 test-e2e: ui
 	cd ui && npm run test:e2e
+
+## The desktop app (Tauri 2, src-tauri/): builds the UI (when stale) and the app, opens its
+## window. Data in the app-data dir (~/.local/share/dev.fluxo.app); FLUXO_DESKTOP_DATA_DIR and
+## FLUXO_DESKTOP_PORT override it and the listener's port (default 8787).
+.PHONY: desktop test-desktop
+desktop:
+	@bash scripts/desktop-build.sh
+	./target/debug/fluxo-desktop
+
+## The real desktop window under Xvfb, driven through tauri-driver + WebKitWebDriver
+## (tests/desktop/); screenshot in target/desktop-shot.png.
+test-desktop:
+	@bash scripts/desktop-build.sh
+	bash scripts/desktop-test.sh
 
 ## Headless runtime with the browser UI; the workflows live in ./workflows.
 serve: build

@@ -12,9 +12,14 @@ need() { dpkg -s "$1" >/dev/null 2>&1 || apt_pkgs+=("$1"); }
 need build-essential
 need pkg-config
 need curl
+# The desktop app (src-tauri/, a workspace member: `cargo test --workspace` builds it too).
+for p in libwebkit2gtk-4.1-dev wget file libxdo-dev libssl-dev libayatana-appindicator3-dev \
+         librsvg2-dev; do need "$p"; done
 case "$what" in
   test)
     need chromium          # browser end-to-end tests (Debian's build, never a downloaded one)
+    # The desktop window test: Xvfb, screenshots, WebKitGTK's WebDriver (WebKitWebDriver).
+    for p in xvfb xauth imagemagick webkit2gtk-driver; do need "$p"; done
     ;;
 esac
 # Node.js with npm (the UI build): Debian's packages only when no node is on PATH
@@ -31,4 +36,11 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: Rust is missing; install it with rustup (https://rustup.rs) and re-run" >&2
   exit 1
+fi
+
+# The desktop window test drives the app through tauri-driver (crates.io, about 40 s to build).
+if [ "$what" = test ] && ! command -v tauri-driver >/dev/null 2>&1 &&
+   [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver" ]; then
+  echo "setup: installing tauri-driver"
+  cargo install tauri-driver --version 2.1.0 --locked --quiet
 fi

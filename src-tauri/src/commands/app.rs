@@ -1,0 +1,26 @@
+//! The app itself: where the local listener answers (webhook URLs to show in the editor) and
+//! where the data lives.
+
+use fluxo::server::AppState;
+use serde_json::{json, Value};
+use tauri::State;
+
+use crate::error::IpcResult;
+
+/// Where this app listens and keeps its data, fixed at launch.
+pub struct AppInfo {
+    pub listener_url: String,
+    pub data_dir: std::path::PathBuf,
+}
+
+/// `{listener_url, webhook_base, data_dir, workflows_dir}`: the URL a sender posts webhooks to
+/// is `<webhook_base>/<workflow_id>` (the page's own origin is `tauri://localhost`).
+#[tauri::command]
+pub async fn app_info(info: State<'_, AppInfo>, state: State<'_, AppState>) -> IpcResult<Value> {
+    Ok(json!({
+        "listener_url": info.listener_url,
+        "webhook_base": format!("{}/hooks", info.listener_url),
+        "data_dir": info.data_dir,
+        "workflows_dir": state.workflows().path(),
+    }))
+}

@@ -1,0 +1,87 @@
+//! The one error type that crosses the IPC boundary: `{code, message, problems?}`, the same
+//! stable codes as the HTTP API's problem+json (`workflow_not_found`, `workflow_invalid`, …).
+//! The UI's `TauriApi` turns it into its `ApiError`.
+
+use fluxo::server::error::ApiError;
+use serde::Serialize;
+use serde_json::Value;
+
+/// An error answered to the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IpcError {
+    /// Stable machine code.
+    pub code: String,
+    /// Human-readable, naming what and where; never internals.
+    pub message: String,
+    /// Validation problems, when the error is about a workflow's content.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problems: Option<Value>,
+}
+
+/// What every command answers.
+pub type IpcResult<T> = Result<T, IpcError>;
+
+impl IpcError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        IpcError {
+            code: code.into(),
+            message: message.into(),
+            problems: None,
+        }
+    }
+
+    /// A task of the async runtime failed (panicked or was cancelled).
+    pub fn internal(what: &str) -> Self {
+        tracing::error!("{what} failed");
+        IpcError::new("internal", format!("{what} failed"))
+    }
+}
+
+/// The library's HTTP errors carry the same codes and messages: reuse them, so the app and the
+/// browser UI see the same answers (`problems` kept, HTTP status dropped).
+impl From<ApiError> for IpcError {
+    fn from(e: ApiError) -> Self {
+        IpcError {
+            code: e.code.to_string(),
+            message: e.detail,
+            problems: e.extra.and_then(|x| x.get("problems").cloned()),
+        }
+    }
+}
+
+/// Store failures are logged in full and answered as retryable, like the HTTP API's 503.
+impl From<fluxo::store::StoreError> for IpcError {
+    fn from(e: fluxo::store::StoreError) -> Self {
+        ApiError::store(e).into()
+    }
+}
+
+impl std::fmt::Display for IpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for IpcError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn api_errors_keep_code_message_and_problems() {
+        let e: IpcError = ApiError::conflict("workflow_invalid", "fix it")
+            .with_extra(json!({"problems": [{"code": "x"}]}))
+            .into();
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"code": "workflow_invalid", "message": "fix it", "problems": [{"code": "x"}]})
+        );
+        let e: IpcError = ApiError::not_found("run_not_found", "no run `r`").into();
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"code": "run_not_found", "message": "no run `r`"})
+        );
+    }
+}

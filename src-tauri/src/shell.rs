@@ -1,0 +1,183 @@
+//! What the app starts, independent of the window: the engine over sled in the data dir, the
+//! workflows folder (seeded with the templates on first launch), and the local listener
+//! (`fluxo::server::start`) so webhooks reach flows while the app is open.
+//!
+//! The listener's [`AppState`] owns the one [`fluxo::workflow::dir::WorkflowDir`] and the
+//! engine; the IPC commands use the same state, so a save in the app is what the next webhook
+//! runs.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fluxo::clock::{Clock, SystemClock};
+use fluxo::runtime::{Engine, RunEvent};
+use fluxo::server::{self, auth, AppState, RunningServer, ServerOptions};
+use fluxo::store::sled_store::{SledConfig, SledStore};
+use fluxo::store::Store;
+use fluxo::workflow::dir::WorkflowDir;
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+
+/// The started engine and listener.
+pub struct Shell {
+    pub server: RunningServer,
+    /// Run events, subscribed before the listener started (so recovered runs are seen too).
+    pub events: broadcast::Receiver<RunEvent>,
+    pub data_dir: PathBuf,
+}
+
+impl Shell {
+    /// What the commands share with the listener.
+    pub fn state(&self) -> &AppState {
+        &self.server.state
+    }
+}
+
+/// Start everything in `data_dir` (created if missing), the listener on `addr` (or, if that
+/// is busy, any free port on the same interface). Must run inside a tokio runtime.
+pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
+    std::fs::create_dir_all(data_dir)
+        .map_err(|e| format!("cannot create the data dir {}: {e}", data_dir.display()))?;
+
+    let store = SledStore::open(&SledConfig::new(data_dir.join("store"))).map_err(|e| {
+        format!(
+            "cannot open the store in {}: {e} (is another Fluxo window or `fluxo serve` using \
+             this data dir?)",
+            data_dir.display()
+        )
+    })?;
+    let engine = Engine::new(
+        Arc::new(store) as Arc<dyn Store>,
+        Arc::new(SystemClock) as Arc<dyn Clock>,
+    );
+    let events = engine.subscribe();
+
+    let folder = data_dir.join("workflows");
+    if !folder.exists() {
+        let n = fluxo::samples::seed_templates(&folder)
+            .map_err(|e| format!("cannot seed {}: {e}", folder.display()))?;
+        tracing::info!(folder = %folder.display(), templates = n, "first launch: workflows folder seeded");
+    }
+    let workflows = WorkflowDir::load(&folder, engine.registry().clone())
+        .map_err(|e| format!("cannot read the workflows folder {}: {e}", folder.display()))?;
+
+    let (token, _) = auth::resolve_token(None, data_dir)
+        .map_err(|e| format!("cannot write the API token in {}: {e}", data_dir.display()))?;
+    let listener = bind(addr).await?;
+    // With the data dir, the server loads `settings.json` (env variables, retention) itself.
+    let options = ServerOptions {
+        data_dir: Some(data_dir.to_path_buf()),
+        ..ServerOptions::default()
+    };
+    let server = server::start(listener, engine, workflows, token, options)
+        .await
+        .map_err(|e| format!("cannot start the engine: {e}"))?;
+    tracing::info!(
+        url = %server.url(),
+        data_dir = %data_dir.display(),
+        "listening: webhooks at POST {}/hooks/<workflow_id>, API token in {}",
+        server.url(),
+        data_dir.join("token").display()
+    );
+    Ok(Shell {
+        server,
+        events,
+        data_dir: data_dir.to_path_buf(),
+    })
+}
+
+/// `addr`; if that fails (busy), any free port on the same interface, said in the log.
+async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    match TcpListener::bind(addr).await {
+        Ok(l) => Ok(l),
+        Err(e) if addr.port() != 0 => {
+            let l = TcpListener::bind(SocketAddr::new(addr.ip(), 0))
+                .await
+                .map_err(|e| format!("cannot listen on {}: {e}", addr.ip()))?;
+            tracing::warn!(
+                "{addr} is not available ({e}); listening on {} instead",
+                l.local_addr().map(|a| a.to_string()).unwrap_or_default()
+            );
+            Ok(l)
+        }
+        Err(e) => Err(format!("cannot listen on {addr}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn post(addr: std::net::SocketAddr, path: &str, key: &str, body: &str) -> String {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Idempotency-Key: {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn seeds_once_falls_back_from_a_busy_port_and_shares_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy = busy.local_addr().unwrap();
+        let shell = start(dir.path(), busy).await.unwrap();
+        assert_ne!(
+            shell.server.addr.port(),
+            busy.port(),
+            "fell back to a free port"
+        );
+        let ids: Vec<String> = shell
+            .state()
+            .workflows()
+            .list()
+            .iter()
+            .map(|e| e.id.clone())
+            .collect();
+        assert_eq!(ids.len(), fluxo::samples::TEMPLATES.len());
+        assert!(ids.contains(&"invoice-paid-once".to_string()));
+        assert!(dir.path().join("token").exists());
+
+        // A workflow saved through the shared folder (what `save_workflow` does) is what the
+        // listener's webhook route runs.
+        let mut events = shell.events.resubscribe();
+        let wf = serde_json::json!({
+            "id": "desk-hook", "name": "d", "version": 0,
+            "steps": [{"id": "hook", "kind": "webhook_trigger", "config": {}}],
+            "edges": []
+        });
+        shell.state().workflows().save("desk-hook", wf).unwrap();
+        let resp = post(shell.server.addr, "/hooks/desk-hook", "k1", "{}").await;
+        assert!(resp.starts_with("HTTP/1.1 202"), "{resp}");
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(10), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ev.workflow_id, "desk-hook");
+        shell.server.shutdown().await;
+
+        // Second launch: a deleted template is not seeded again. (sled's lock goes with the
+        // last handle of the store, which the stopped server's tasks drop soon after.)
+        std::fs::remove_file(dir.path().join("workflows/invoice-paid-once.json")).unwrap();
+        let any_port: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let mut tries = 0;
+        let shell = loop {
+            match start(dir.path(), any_port).await {
+                Ok(s) => break s,
+                Err(e) if e.contains("lock") && tries < 100 => tries += 1,
+                Err(e) => panic!("{e}"),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        assert!(shell.state().workflows().get("invoice-paid-once").is_none());
+        assert!(shell.state().workflows().get("desk-hook").is_some());
+        shell.server.shutdown().await;
+    }
+}
