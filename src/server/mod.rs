@@ -291,6 +291,7 @@ pub async fn start(
             let _ = w.await;
         }
         maintenance.abort();
+        let _ = maintenance.await;
         let _ = store.flush();
     });
     Ok(RunningServer {
