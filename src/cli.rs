@@ -768,7 +768,9 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         auth::TokenSource::Given => println!("  API token: as given"),
     }
     match &ui_dir {
-        Some(_) => println!("  browser UI: {}/", running.url()),
+        // Like Jupyter's tokenised URL: the fragment never reaches the server's logs; the UI
+        // keeps the token and removes it from the address bar.
+        Some(_) => println!("  browser UI: {}/#token={token}", running.url()),
         None => println!("  browser UI: not built (make ui)"),
     }
     println!("  webhooks:  POST {}/hooks/<workflow_id>", running.url());
