@@ -197,7 +197,13 @@ pub struct RunQuery {
     pub cursor: Option<String>,
 }
 
-/// One page of runs, newest first. `next_cursor` is set only when more runs match.
+/// Most run summaries one [`RunStore::list_runs`] call examines when its filters are not
+/// covered by an index (e.g. `mode` + `trigger`): past it the page is returned short (possibly
+/// empty) with a `next_cursor`, so no request scans the whole history.
+pub const LIST_SCAN_BUDGET: usize = 20_000;
+
+/// One page of runs, newest first. A page may hold fewer than `limit` runs and still have a
+/// `next_cursor` (see [`LIST_SCAN_BUDGET`]); only a missing `next_cursor` means the end. `next_cursor` is set only when more runs match.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunPage {
     pub runs: Vec<RunSummary>,

@@ -480,6 +480,24 @@ impl MemoryStore for SledStore {
 impl RunStore for SledStore {
     fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
         let prepared = PreparedRun::new(run)?;
+        // sled 0.34 makes every multi-tree transaction (and batch) seal, write and sync its IO
+        // buffer twice (`pin_log`), which made run progress writes the main cost of ingest under
+        // load. A write that changes the record alone (a running run's progress after each
+        // step, a replay link: same summary, so the same index rows) is one atomic insert. If
+        // the summary changed meanwhile (a concurrent writer), the transaction below rewrites
+        // record and summary together, so they always agree.
+        let summaries = self.tree(SUMMARIES);
+        let unchanged = |stored: Option<sled::IVec>| {
+            stored.is_some_and(|b| b.as_ref() == prepared.summary_json.as_slice())
+        };
+        if unchanged(summaries.get(&prepared.id).map_err(backend)?) {
+            self.tree(RUNS)
+                .insert(prepared.id.as_bytes(), prepared.json.as_slice())
+                .map_err(backend)?;
+            if unchanged(summaries.get(&prepared.id).map_err(backend)?) {
+                return Ok(());
+            }
+        }
         self.tx(RUN_TREES, |v| put_run_tx(v, &prepared))
     }
 
@@ -558,6 +576,7 @@ impl RunStore for SledStore {
             }
         }
         let mut runs = Vec::new();
+        let mut examined = 0usize;
         for item in self
             .tree(tree)
             .range::<Vec<u8>, _>((lower, upper_key))
@@ -568,11 +587,18 @@ impl RunStore for SledStore {
             let s = self.summary(id)?.ok_or_else(|| {
                 StoreError::Corrupt(format!("index row names run `{id}`, which has no summary"))
             })?;
+            examined += 1;
             if common::summary_matches(&s, query) {
                 runs.push(s);
                 if runs.len() > query.limit {
                     break;
                 }
+            } else if examined >= super::LIST_SCAN_BUDGET {
+                // Filters no index covers: stop here and let the caller page on.
+                return Ok(RunPage {
+                    runs,
+                    next_cursor: Some(common::encode_cursor(&s)),
+                });
             }
         }
         Ok(page(runs, query.limit))

@@ -1,4 +1,14 @@
 import type {
+  AppSettings,
+  MemoryEntry,
+  MemoryPage,
+  MemoryQuery,
+  ReplayOptions,
+  RunPage,
+  RunQuery,
+  RunStats,
+  RunStatsQuery,
+  SettingsView,
   RunEvent,
   RunRecord,
   SamplePayload,
@@ -38,4 +48,29 @@ export interface Api {
    * it cannot be missed) with the function that ends it.
    */
   subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void>;
+
+  // Run history, replay (issue 5)
+  /** A page of run summaries matching the filters, newest first (`next_cursor` for the next). */
+  listRuns(query: RunQuery): Promise<RunPage>;
+  /** Counts by status per time bucket. */
+  runStats(query: RunStatsQuery): Promise<RunStats>;
+  /**
+   * Replay a run: a new run of its input linked by `replay_of` (both ways). Waits for the end
+   * and answers the new run; with `async`, answers the queued run at once.
+   */
+  replayRun(id: string, options: ReplayOptions): Promise<RunRecord>;
+
+  // Memory browser
+  memoryNamespaces(): Promise<string[]>;
+  listMemory(namespace: string, query: MemoryQuery): Promise<MemoryPage>;
+  getMemory(namespace: string, key: string): Promise<MemoryEntry>;
+  deleteMemory(namespace: string, key: string): Promise<void>;
+
+  // Settings
+  getSettings(): Promise<SettingsView>;
+  saveSettings(settings: AppSettings): Promise<SettingsView>;
+  /** The API token (shown on request). */
+  getToken(): Promise<string>;
+  /** A new API token; the old one stops working at once, and this Api uses the new one from now on. */
+  regenerateToken(): Promise<string>;
 }

@@ -2,6 +2,16 @@ import type { Api } from './api';
 import { SseParser } from './sse';
 import {
   ApiError,
+  type AppSettings,
+  type MemoryEntry,
+  type MemoryPage,
+  type MemoryQuery,
+  type ReplayOptions,
+  type RunPage,
+  type RunQuery,
+  type RunStats,
+  type RunStatsQuery,
+  type SettingsView,
   type Problem,
   type RunEvent,
   type RunRecord,
@@ -18,7 +28,8 @@ import {
 export class HttpApi implements Api {
   readonly transport = 'http' as const;
   constructor(
-    private readonly token: string,
+    // Not readonly: `regenerateToken` switches to the new one.
+    private token: string,
     private readonly base = '',
   ) {}
 
@@ -91,6 +102,43 @@ export class HttpApi implements Api {
     return (await this.request<{ payloads: SamplePayload[] }>('GET', '/sample-payloads')).payloads;
   }
 
+  listRuns(query: RunQuery): Promise<RunPage> {
+    return this.request('GET', `/runs${queryString(query)}`);
+  }
+  runStats(query: RunStatsQuery): Promise<RunStats> {
+    return this.request('GET', `/runs/stats${queryString(query)}`);
+  }
+  replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
+    const body = { mode: options.mode ?? 'live', version: options.version ?? 'current' };
+    return this.request('POST', `/runs/${encodeURIComponent(id)}/replay`, body, options.async ? { Prefer: 'respond-async' } : {});
+  }
+  async memoryNamespaces(): Promise<string[]> {
+    return (await this.request<{ namespaces: string[] }>('GET', '/memory')).namespaces;
+  }
+  listMemory(namespace: string, query: MemoryQuery): Promise<MemoryPage> {
+    return this.request('GET', `/memory/${encodeURIComponent(namespace)}${queryString(query)}`);
+  }
+  getMemory(namespace: string, key: string): Promise<MemoryEntry> {
+    return this.request('GET', `/memory/${encodeURIComponent(namespace)}/${encodeURIComponent(key)}`);
+  }
+  async deleteMemory(namespace: string, key: string): Promise<void> {
+    await this.request('DELETE', `/memory/${encodeURIComponent(namespace)}/${encodeURIComponent(key)}`);
+  }
+  getSettings(): Promise<SettingsView> {
+    return this.request('GET', '/settings');
+  }
+  saveSettings(settings: AppSettings): Promise<SettingsView> {
+    return this.request('PUT', '/settings', settings);
+  }
+  async getToken(): Promise<string> {
+    return (await this.request<{ token: string }>('GET', '/settings/token')).token;
+  }
+  async regenerateToken(): Promise<string> {
+    const { token } = await this.request<{ token: string }>('POST', '/settings/token');
+    this.token = token;
+    return token;
+  }
+
   async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
     const ctl = new AbortController();
     const resp = await fetch(`${this.base}/api/v1/events`, {
@@ -120,4 +168,15 @@ export class HttpApi implements Api {
     })();
     return () => ctl.abort();
   }
+}
+
+/** `?a=1&b=2` from the set, non-empty members of `q` (or `''`). */
+export function queryString(q: object): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) {
+    if (v === undefined || v === null || v === '') continue;
+    p.set(k, String(v));
+  }
+  const s = p.toString();
+  return s ? `?${s}` : '';
 }

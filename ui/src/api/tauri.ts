@@ -3,6 +3,16 @@ import { listen } from '@tauri-apps/api/event';
 import type { Api } from './api';
 import {
   ApiError,
+  type AppSettings,
+  type MemoryEntry,
+  type MemoryPage,
+  type MemoryQuery,
+  type ReplayOptions,
+  type RunPage,
+  type RunQuery,
+  type RunStats,
+  type RunStatsQuery,
+  type SettingsView,
   type Problem,
   type RunEvent,
   type RunRecord,
@@ -30,6 +40,15 @@ import {
  * | `start_run` | `{id, input}` | the queued `RunRecord` |
  * | `get_run` | `{id}` | `RunRecord` |
  * | `step_kinds` / `templates` / `sample_payloads` | – | arrays |
+ * | `list_runs` | `{query: RunQuery}` | `{runs, next_cursor?}` (as `GET /runs`) |
+ * | `run_stats` | `{query: RunStatsQuery}` | `{bucket_ms, buckets}` (as `GET /runs/stats`) |
+ * | `replay_run` | `{id, mode, version, wait}` | the new `RunRecord` (finished if `wait`, else queued) |
+ * | `memory_namespaces` | – | `string[]` |
+ * | `memory_list` | `{namespace, prefix, after, limit}` | `{entries, next_after}` |
+ * | `memory_get` / `memory_delete` | `{namespace, key}` | `MemoryEntry` / – |
+ * | `get_settings` | – | `{settings, effective, data_dir, workflows_dir}` |
+ * | `save_settings` | `{settings}` | the same as `get_settings` |
+ * | `get_token` / `regenerate_token` | – | the token (string) |
  *
  * Errors cross as `{code, message, problems?}`. Run progress arrives as the `run-event` event
  * with the same payload as the HTTP server's SSE `run` event.
@@ -82,7 +101,55 @@ export class TauriApi implements Api {
   samplePayloads(): Promise<SamplePayload[]> {
     return this.call('sample_payloads');
   }
+  listRuns(query: RunQuery): Promise<RunPage> {
+    return this.call('list_runs', { query: clean(query) });
+  }
+  runStats(query: RunStatsQuery): Promise<RunStats> {
+    return this.call('run_stats', { query: clean(query) });
+  }
+  replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
+    return this.call('replay_run', {
+      id,
+      mode: options.mode ?? 'live',
+      version: options.version ?? 'current',
+      wait: !options.async,
+    });
+  }
+  memoryNamespaces(): Promise<string[]> {
+    return this.call('memory_namespaces');
+  }
+  listMemory(namespace: string, query: MemoryQuery): Promise<MemoryPage> {
+    return this.call('memory_list', {
+      namespace,
+      prefix: query.prefix ?? null,
+      after: query.after ?? null,
+      limit: query.limit ?? null,
+    });
+  }
+  getMemory(namespace: string, key: string): Promise<MemoryEntry> {
+    return this.call('memory_get', { namespace, key });
+  }
+  deleteMemory(namespace: string, key: string): Promise<void> {
+    return this.call('memory_delete', { namespace, key });
+  }
+  getSettings(): Promise<SettingsView> {
+    return this.call('get_settings');
+  }
+  saveSettings(settings: AppSettings): Promise<SettingsView> {
+    return this.call('save_settings', { settings });
+  }
+  getToken(): Promise<string> {
+    return this.call('get_token');
+  }
+  regenerateToken(): Promise<string> {
+    return this.call('regenerate_token');
+  }
   async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
     return listen<RunEvent>('run-event', (e) => onEvent(e.payload));
   }
+}
+
+/** The set, non-empty members of a query (the shell's structs take absent fields as `None`). */
+function clean(q: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(q).filter(([, v]) => v !== undefined && v !== null && v !== ''));
 }

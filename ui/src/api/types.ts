@@ -137,6 +137,119 @@ export interface RunRecord {
   warnings?: string[];
   steps: StepRecord[];
   input?: unknown;
+  definition_hash?: string;
+  idempotency_key?: string;
+  /** The run this one replays. */
+  replay_of?: string;
+  /** Runs that replayed this one (newest last). */
+  replayed_by?: string[];
+  /** The workflow definition as it ran. */
+  snapshot?: Workflow | Record<string, never>;
+}
+
+export type RunTrigger = 'webhook' | 'api' | 'manual' | 'replay' | 'cli';
+
+/** The list view of a run (`GET /runs` entries): everything but input, steps and snapshot. */
+export interface RunSummary {
+  id: string;
+  workflow_id: string;
+  workflow_version: number;
+  trigger: RunTrigger;
+  mode: 'live' | 'dry';
+  status: RunStatus;
+  idempotency_key?: string;
+  replay_of?: string;
+  created_at: string;
+  finished_at?: string;
+  duration_ms?: number;
+  error_code?: string;
+  error_message?: string;
+}
+
+/** Filters of `GET /runs` (all optional; empty strings are ignored). `since`/`until`: RFC 3339 or unix ms. */
+export interface RunQuery {
+  workflow?: string;
+  status?: RunStatus | '';
+  mode?: 'live' | 'dry' | '';
+  trigger?: RunTrigger | '';
+  /** Exact idempotency/event key. */
+  key?: string;
+  /** A run id or key, exact or prefix. */
+  q?: string;
+  since?: string | number;
+  until?: string | number;
+  /** 1..=500, default 50. */
+  limit?: number;
+  cursor?: string;
+}
+
+/** One page of runs, newest first; `next_cursor` only when more match. */
+export interface RunPage {
+  runs: RunSummary[];
+  next_cursor?: string;
+}
+
+export interface RunStatsQuery {
+  bucket?: 'minute' | 'hour' | 'day';
+  since?: string | number;
+  until?: string | number;
+  workflow?: string;
+}
+
+/** `GET /runs/stats`: counts by status per time bucket (empty buckets left out). */
+export interface RunStats {
+  bucket_ms: number;
+  since?: string;
+  until?: string;
+  buckets: { start: string; counts: Partial<Record<RunStatus, number>> }[];
+}
+
+export interface ReplayOptions {
+  mode?: 'live' | 'dry';
+  version?: 'current' | 'original';
+  /** Answer at once with the queued run (`Prefer: respond-async`) instead of waiting for the end. */
+  async?: boolean;
+}
+
+/** A Memory entry (`GET /memory/{ns}/{key}` and listings). */
+export interface MemoryEntry {
+  namespace: string;
+  key: string;
+  value: unknown;
+  written_at: string;
+  expires_at?: string;
+  ttl_left_ms?: number;
+}
+
+export interface MemoryQuery {
+  prefix?: string;
+  /** Keys after this one (paging). */
+  after?: string;
+  /** 1..=1000, default 100. */
+  limit?: number;
+}
+
+export interface MemoryPage {
+  namespace?: string;
+  entries: MemoryEntry[];
+  next_after?: string | null;
+}
+
+/** The settings document (`<data-dir>/settings.json`). */
+export interface AppSettings {
+  env: Record<string, string>;
+  retention_runs?: number;
+  retention_days?: number;
+  listener_addr?: string;
+}
+
+/** `GET|PUT /settings`. */
+export interface SettingsView {
+  settings: AppSettings;
+  /** The policy in force (the settings over the command-line defaults). */
+  effective: { retention_runs?: number | null; retention_days?: number | null };
+  data_dir?: string | null;
+  workflows_dir?: string | null;
 }
 
 /** One server-sent `run` event. */

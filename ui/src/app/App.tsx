@@ -8,7 +8,8 @@ import { Inspector } from '../inspector/Inspector';
 import { BottomPanel } from '../panels/BottomPanel';
 import { TopBar } from './TopBar';
 import { WorkflowList } from './WorkflowList';
-import { ConfirmDialog, ToastView } from './Overlays';
+import { Shell } from './Shell';
+import { useNav } from './nav';
 import { TokenScreen } from './TokenScreen';
 import { useAutoValidate, useBeforeUnload, useShortcuts } from './Shortcuts';
 
@@ -46,8 +47,6 @@ function Editor() {
         </div>
         <Inspector />
       </div>
-      <ConfirmDialog />
-      <ToastView />
     </div>
   );
 }
@@ -57,6 +56,8 @@ export function App() {
   const [authError, setAuthError] = useState<string | undefined>();
   const ready = useEditor((s) => s.ready);
   const loadError = useEditor((s) => s.loadError);
+  const view = useNav((s) => s.view);
+  const connected = useEditor((s) => s.api !== null);
 
   // A link with `#token=…` opened in this tab (no reload): take the token, clean the URL.
   useEffect(() => {
@@ -95,7 +96,8 @@ export function App() {
       />
     );
   }
-  if (!ready) {
+  // Runs, Memory and Settings need only the connection, not the editor's catalog and workflow.
+  if (!ready && (loadError || view === 'editor' || !connected)) {
     return (
       <div className="fx-loading" data-testid="loading">
         {loadError ? (
@@ -113,7 +115,7 @@ export function App() {
   }
   return (
     <ReactFlowProvider>
-      <Editor />
+      <Shell editor={<Editor />} />
     </ReactFlowProvider>
   );
 }

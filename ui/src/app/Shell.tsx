@@ -1,0 +1,62 @@
+import type { ReactNode } from 'react';
+import { useNav, type View } from './nav';
+import { useEditor } from '../store/editor';
+import { ConfirmDialog, ToastView } from './Overlays';
+import { useBeforeUnload } from './Shortcuts';
+import { RunsView } from '../history/RunsView';
+import { MemoryView } from '../memory/MemoryView';
+import { SettingsView } from '../settings/SettingsView';
+import '../history/views.css';
+
+const TABS: { view: View; label: string; title: string }[] = [
+  { view: 'editor', label: 'Editor', title: 'The canvas editor' },
+  { view: 'runs', label: 'Runs', title: 'Run history, run detail, replay' },
+  { view: 'memory', label: 'Memory', title: 'Browse and delete Memory keys' },
+  { view: 'settings', label: 'Settings', title: 'Listener, token, retention, environment variables' },
+];
+
+/**
+ * The app's top-level views. Only the active one is mounted, so the editor's keyboard
+ * shortcuts act only in the editor (its state lives in the store and survives a switch).
+ */
+export function Shell({ editor }: { editor: ReactNode }) {
+  const view = useNav((s) => s.view);
+  const go = useNav((s) => s.go);
+  const ready = useEditor((s) => s.ready);
+  // The editor's guard, also while another view is shown.
+  useBeforeUnload();
+  return (
+    <div className="fx-shell" data-testid="shell" data-view={view}>
+      <nav className="fx-appnav" aria-label="Views">
+        <span className="fx-brand" title="Fluxo">
+          <span className="fx-logo">◆</span> Fluxo
+        </span>
+        {TABS.map((t) => (
+          <button
+            key={t.view}
+            className={view === t.view ? 'is-active' : ''}
+            onClick={() => go(t.view, t.view === 'runs' ? useNav.getState().runId : null)}
+            title={t.title}
+            data-testid={`view-${t.view}`}
+            aria-current={view === t.view ? 'page' : undefined}
+          >
+            {t.label}
+          </button>
+        ))}
+      </nav>
+      <div className="fx-shell-body">
+        {view === 'editor' ? (
+          ready ? (
+            editor
+          ) : (
+            <div className="fx-loading" data-testid="loading">
+              Loading the editor…
+            </div>
+          )
+        ) : view === 'runs' ? <RunsView /> : view === 'memory' ? <MemoryView /> : <SettingsView />}
+      </div>
+      <ConfirmDialog />
+      <ToastView />
+    </div>
+  );
+}

@@ -1,0 +1,340 @@
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import type { Attempt, RunRecord, StepRecord, Workflow } from '../api';
+import { useEditor } from '../store/editor';
+import { useNav } from '../app/nav';
+import { formatMs } from '../app/format';
+import { JsonView } from './JsonView';
+import { onRunEvent } from './events';
+import { formatClock, formatTime, shortId } from './format';
+import { useReplayDialog } from './replay';
+import { RunCanvas } from './RunCanvas';
+import { summaryOf, useHistory } from './store';
+
+const FINAL = new Set(['succeeded', 'failed', 'timed_out', 'interrupted']);
+
+/** The run record, reloaded while it changes (run events for it). */
+function useRunRecord(id: string) {
+  const [run, setRun] = useState<RunRecord | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const seq = useRef(0);
+  const load = useCallback(async () => {
+    const api = useEditor.getState().api;
+    if (!api) return;
+    const n = ++seq.current;
+    try {
+      const r = await api.getRun(id);
+      if (n !== seq.current) return;
+      setRun(r);
+      setError(null);
+      useHistory.getState().upsert(summaryOf(r));
+    } catch (e) {
+      if (n !== seq.current) return;
+      setError((e as Error).message);
+    }
+  }, [id]);
+  useEffect(() => {
+    setRun(null);
+    setError(null);
+    void load();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const off = onRunEvent((e) => {
+      if (e.run_id !== id) return;
+      clearTimeout(timer);
+      timer = setTimeout(() => void load(), e.event === 'run_finished' ? 0 : 120);
+    });
+    return () => {
+      off();
+      clearTimeout(timer);
+    };
+  }, [id, load]);
+  // A queued or running run whose events were missed: poll until it ends.
+  useEffect(() => {
+    if (!run || FINAL.has(run.status)) return;
+    const t = setInterval(() => void load(), 1500);
+    return () => clearInterval(t);
+  }, [run, load]);
+  return { run, error, reload: load };
+}
+
+function RunLink({ id, testId }: { id: string; testId?: string }) {
+  const openRun = useNav((s) => s.openRun);
+  return (
+    <button className="fx-link fx-mono" onClick={() => openRun(id)} title={id} data-testid={testId} data-run-id={id}>
+      {shortId(id)}
+    </button>
+  );
+}
+
+/** Attempts and the waits before them, on one time axis shared by every step of the run. */
+function Timeline({ step, t0, total }: { step: StepRecord; t0: number; total: number }) {
+  const pct = (ms: number) => `${Math.max(0, Math.min(100, (ms / total) * 100))}%`;
+  const segs: { left: number; width: number; cls: string; title: string }[] = [];
+  step.attempts.forEach((a, i) => {
+    const start = Date.parse(a.started_at) - t0;
+    const delay = a.delay_before_ms ?? 0;
+    if (delay > 0) segs.push({ left: start - delay, width: delay, cls: 'wait', title: `wait ${formatMs(delay)} before attempt ${i + 1}` });
+    const ok = !a.error && (!a.http_status || a.http_status < 400);
+    segs.push({
+      left: start,
+      width: a.duration_ms,
+      cls: ok ? 'ok' : 'bad',
+      title: `attempt ${i + 1}: ${formatMs(a.duration_ms)}${a.http_status ? ` · HTTP ${a.http_status}` : ''}${a.error ? ` · ${a.error}` : ''}`,
+    });
+  });
+  if (!step.attempts.length && step.started_at) {
+    segs.push({
+      left: Date.parse(step.started_at) - t0,
+      width: step.duration_ms ?? 0,
+      cls: step.status === 'failed' ? 'bad' : 'ok',
+      title: `${step.step_id}: ${formatMs(step.duration_ms ?? 0)}`,
+    });
+  }
+  return (
+    <div className="fx-timeline" data-testid={`timeline-${step.step_id}`}>
+      {segs.map((s, i) => (
+        <span
+          key={i}
+          className={`fx-timeline-seg is-${s.cls}`}
+          style={{ left: pct(s.left), width: `max(3px, ${pct(s.width)})` }}
+          title={s.title}
+        />
+      ))}
+    </div>
+  );
+}
+
+function AttemptRows({ attempts }: { attempts: Attempt[] }) {
+  return (
+    <table className="fx-table fx-attempt-table" data-testid="attempts">
+      <thead>
+        <tr>
+          <th>#</th>
+          <th>Waited before</th>
+          <th>Started</th>
+          <th>Took</th>
+          <th>HTTP</th>
+          <th>Error</th>
+        </tr>
+      </thead>
+      <tbody>
+        {attempts.map((a, i) => {
+          const bad = !!a.error || (!!a.http_status && a.http_status >= 400);
+          return (
+            <tr key={i} data-testid="attempt" data-http-status={a.http_status ?? ''} className={bad ? 'is-bad' : ''}>
+              <td>{i + 1}</td>
+              <td data-testid="attempt-wait">{a.delay_before_ms ? `wait ${formatMs(a.delay_before_ms)}` : '–'}</td>
+              <td className="fx-mono">{formatClock(a.started_at)}</td>
+              <td>{formatMs(a.duration_ms)}</td>
+              <td className={bad ? 'fx-error-text' : 'fx-ok-text'}>{a.http_status ?? ''}</td>
+              <td className="fx-error-text">{a.error ?? ''}</td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}
+
+function StepCard({ step, t0, total, open, onToggle }: { step: StepRecord; t0: number; total: number; open: boolean; onToggle(): void }) {
+  const failed = step.status === 'failed';
+  return (
+    <div className={`fx-step-card ${failed ? 'is-failed' : ''} ${open ? 'is-open' : ''}`} data-testid={`step-${step.step_id}`} data-status={step.status}>
+      <div className="fx-step-head" onClick={onToggle} role="button" aria-expanded={open}>
+        <span className="fx-json-caret">{open ? '▾' : '▸'}</span>
+        <span className={`fx-pill run-${step.status}`}>{step.status}</span>
+        <code className="fx-step-id">{step.step_id}</code>
+        <span className="fx-muted">{step.kind}</span>
+        {step.ports?.length ? <span className="fx-mono fx-step-ports" data-testid="step-ports">→ {step.ports.join(', ')}</span> : null}
+        <span className="fx-spacer" />
+        {step.attempts.length > 1 && (
+          <span className="fx-chip" data-testid="step-attempt-count">
+            {step.attempts.length} attempts
+          </span>
+        )}
+        <span className="fx-muted">{formatMs(step.duration_ms ?? 0)}</span>
+      </div>
+      <Timeline step={step} t0={t0} total={total} />
+      {step.error && (
+        <div className="fx-error-box" data-testid="step-error">
+          <span className="fx-code-tag fx-error-code">{step.error.code}</span>
+          {step.error.http_status ? <span className="fx-code-tag fx-error-code">HTTP {step.error.http_status}</span> : null}
+          {step.error.attempts ? <span className="fx-muted">after {step.error.attempts} attempt{step.error.attempts > 1 ? 's' : ''}</span> : null}
+          <div>{step.error.message}</div>
+        </div>
+      )}
+      {open && (
+        <div className="fx-step-body">
+          {step.attempts.length > 0 && <AttemptRows attempts={step.attempts} />}
+          <JsonView label="Resolved config" value={step.resolved_config} open={1} testId="step-config" />
+          <JsonView label="Output" value={step.output} open={2} testId="step-output" />
+        </div>
+      )}
+    </div>
+  );
+}
+
+export function RunDetail({ id }: { id: string }) {
+  const { run, error } = useRunRecord(id);
+  const openRun = useNav((s) => s.openRun);
+  const openReplay = useReplayDialog((s) => s.open);
+  const [openSteps, setOpenSteps] = useState<Record<string, boolean>>({});
+  const [canvas, setCanvas] = useState(false);
+
+  useEffect(() => setOpenSteps({}), [id]);
+
+  const { t0, total } = useMemo(() => {
+    if (!run) return { t0: 0, total: 1 };
+    const start = Date.parse(run.started_at ?? run.created_at ?? '') || 0;
+    let end = start + (run.duration_ms ?? 0);
+    for (const st of run.steps) {
+      for (const a of st.attempts) end = Math.max(end, Date.parse(a.started_at) + a.duration_ms);
+      if (st.finished_at) end = Math.max(end, Date.parse(st.finished_at));
+    }
+    return { t0: start, total: Math.max(1, end - start) };
+  }, [run]);
+
+  if (error && !run) {
+    return (
+      <section className="fx-detail" data-testid="run-detail">
+        <div className="fx-detail-head">
+          <span className="fx-error-text">Cannot load run {id}: {error}</span>
+          <span className="fx-spacer" />
+          <button className="fx-icon-btn" onClick={() => openRun(null)} title="Close">
+            ✕
+          </button>
+        </div>
+      </section>
+    );
+  }
+  if (!run) {
+    return (
+      <section className="fx-detail" data-testid="run-detail" data-loading="true">
+        <div className="fx-empty">Loading run…</div>
+      </section>
+    );
+  }
+  const snapshot = run.snapshot && (run.snapshot as Workflow).steps ? (run.snapshot as Workflow) : null;
+  const isOpen = (st: StepRecord) => openSteps[st.step_id] ?? st.status === 'failed';
+  return (
+    <section className="fx-detail" data-testid="run-detail" data-run-id={run.id} data-status={run.status}>
+      <div className="fx-detail-head">
+        <span className={`fx-pill fx-pill-lg run-${run.status}`} data-testid="detail-status">
+          {run.status}
+        </span>
+        <code className="fx-detail-id" title="Run id">
+          {run.id}
+        </code>
+        <span className="fx-spacer" />
+        <button
+          className="fx-btn fx-btn-primary fx-btn-small"
+          onClick={() => openReplay({ id: run.id, workflow_id: run.workflow_id, status: run.status })}
+          title="Replay this run (live or dry, current or original version)"
+          data-testid="detail-replay"
+        >
+          ↻ Replay
+        </button>
+        <button
+          className="fx-btn fx-btn-small"
+          onClick={() => setCanvas(true)}
+          disabled={!snapshot}
+          title={snapshot ? 'Draw the path this run took on the workflow as it ran' : 'No snapshot recorded'}
+          data-testid="open-on-canvas"
+        >
+          Open on canvas
+        </button>
+        <button className="fx-icon-btn" onClick={() => openRun(null)} title="Close" data-testid="detail-close">
+          ✕
+        </button>
+      </div>
+      <div className="fx-detail-body">
+        <dl className="fx-facts">
+          <dt>Workflow</dt>
+          <dd>
+            <code>{run.workflow_id}</code> <span className="fx-version">v{run.workflow_version}</span>
+          </dd>
+          <dt>Trigger</dt>
+          <dd data-testid="detail-trigger">
+            {run.trigger} · <span className={`fx-mode fx-mode-${run.mode}`}>{run.mode}</span>
+          </dd>
+          <dt>Key</dt>
+          <dd className="fx-mono" data-testid="detail-key">
+            {run.idempotency_key ?? <span className="fx-muted">none</span>}
+          </dd>
+          <dt>Created</dt>
+          <dd title={run.created_at}>{formatTime(run.created_at)}</dd>
+          <dt>Duration</dt>
+          <dd>{run.duration_ms !== undefined ? formatMs(run.duration_ms) : <span className="fx-muted">{run.status}</span>}</dd>
+          {run.replay_of && (
+            <>
+              <dt>Replay of</dt>
+              <dd data-testid="detail-replay-of">
+                <RunLink id={run.replay_of} testId="replay-of-link" />
+              </dd>
+            </>
+          )}
+          {run.replayed_by?.length ? (
+            <>
+              <dt>Replayed by</dt>
+              <dd className="fx-links" data-testid="detail-replayed-by">
+                {run.replayed_by.map((r) => (
+                  <RunLink key={r} id={r} testId="replayed-by-link" />
+                ))}
+              </dd>
+            </>
+          ) : null}
+        </dl>
+        {run.error && (
+          <div className="fx-error-box" data-testid="run-error">
+            <span className="fx-code-tag fx-error-code">{run.error.code}</span>
+            {run.error.http_status ? <span className="fx-code-tag fx-error-code">HTTP {run.error.http_status}</span> : null}
+            {run.error.step && (
+              <span className="fx-muted">
+                at <code>{run.error.step}</code>
+              </span>
+            )}
+            <div>{run.error.message}</div>
+          </div>
+        )}
+        {run.warnings?.map((w, i) => (
+          <div key={i} className="fx-warn-box">
+            {w}
+          </div>
+        ))}
+        <h4 className="fx-detail-section">
+          Steps <span className="fx-count">{run.steps.length}</span>
+          <span className="fx-spacer" />
+          <span className="fx-legend">
+            <span className="fx-timeline-seg is-ok" /> attempt <span className="fx-timeline-seg is-bad" /> failed{' '}
+            <span className="fx-timeline-seg is-wait" /> backoff wait
+          </span>
+        </h4>
+        <div className="fx-steps" data-testid="step-timeline">
+          {run.steps.map((st) => (
+            <StepCard
+              key={st.step_id}
+              step={st}
+              t0={t0}
+              total={total}
+              open={isOpen(st)}
+              onToggle={() => setOpenSteps((o) => ({ ...o, [st.step_id]: !isOpen(st) }))}
+            />
+          ))}
+          {!run.steps.length && <div className="fx-empty">{FINAL.has(run.status) ? 'No step ran.' : 'Waiting for the first step…'}</div>}
+        </div>
+        <JsonView label="Input" value={run.input} open={1} testId="run-input-json" />
+      </div>
+      {canvas && snapshot && (
+        <RunCanvas
+          run={run}
+          workflow={snapshot}
+          onClose={() => setCanvas(false)}
+          onPickStep={(sid) => {
+            setCanvas(false);
+            setOpenSteps((o) => ({ ...o, [sid]: true }));
+            requestAnimationFrame(() => document.querySelector(`[data-testid="step-${CSS.escape(sid)}"]`)?.scrollIntoView({ block: 'center' }));
+          }}
+        />
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,174 @@
+// The run list: virtualised (only the visible rows are in the DOM), newest first, the next page
+// loaded as the end comes into view; rows keep their place when new runs arrive above them.
+
+import { memo, useEffect, useLayoutEffect, useRef } from 'react';
+import { useVirtualizer } from '@tanstack/react-virtual';
+import type { RunSummary } from '../api';
+import { formatMs } from '../app/format';
+import { useNav } from '../app/nav';
+import { useHistory } from './store';
+import { formatTime, shortId } from './format';
+import { useReplayDialog } from './replay';
+
+export const ROW_H = 34;
+
+const Row = memo(function Row({
+  r,
+  top,
+  active,
+  checked,
+}: {
+  r: RunSummary;
+  top: number;
+  active: boolean;
+  checked: boolean;
+}) {
+  const failed = r.status === 'failed' || r.status === 'timed_out' || r.status === 'interrupted';
+  return (
+    <div
+      className={`fx-run-row ${active ? 'is-active' : ''} ${checked ? 'is-checked' : ''}`}
+      style={{ transform: `translateY(${top}px)` }}
+      data-testid="run-row"
+      data-run-id={r.id}
+      data-status={r.status}
+      data-workflow={r.workflow_id}
+      data-key={r.idempotency_key ?? ''}
+      data-mode={r.mode}
+      data-trigger={r.trigger}
+      onClick={() => useNav.getState().openRun(r.id)}
+      title={r.error_message ? `${r.error_code}: ${r.error_message}` : undefined}
+    >
+      <span className="fx-run-cell fx-run-check" onClick={(e) => e.stopPropagation()}>
+        <input
+          type="checkbox"
+          checked={checked}
+          aria-label={`Select run ${r.id}`}
+          onChange={(e) => useHistory.getState().toggleSelected(r.id, e.target.checked)}
+          data-testid="run-select"
+        />
+      </span>
+      <span className="fx-run-cell fx-run-status">
+        <span className={`fx-pill run-${r.status}`}>{r.status.replace('_', ' ')}</span>
+      </span>
+      <span className="fx-run-cell fx-run-wf">
+        <span className="fx-run-wf-id">{r.workflow_id}</span>
+        <span className="fx-muted fx-mono">v{r.workflow_version}</span>
+        {r.error_code && <span className="fx-code-tag fx-error-code">{r.error_code}</span>}
+        {r.replay_of && (
+          <span className="fx-muted" title={`Replay of ${r.replay_of}`}>
+            ↻
+          </span>
+        )}
+      </span>
+      <span className="fx-run-cell fx-run-trigger">
+        {r.trigger}
+        {r.mode === 'dry' && <span className="fx-mode fx-mode-dry">dry</span>}
+      </span>
+      <span className="fx-run-cell fx-run-key fx-mono" title={r.idempotency_key}>
+        {r.idempotency_key ?? ''}
+      </span>
+      <span className="fx-run-cell fx-run-id fx-mono fx-muted" title={r.id}>
+        {shortId(r.id)}
+      </span>
+      <span className="fx-run-cell fx-run-time" title={r.created_at}>
+        {formatTime(r.created_at)}
+      </span>
+      <span className="fx-run-cell fx-run-dur">{r.duration_ms !== undefined ? formatMs(r.duration_ms) : ''}</span>
+      <span className="fx-run-cell fx-run-actions" onClick={(e) => e.stopPropagation()}>
+        <button
+          className={`fx-btn fx-btn-small ${failed ? 'fx-btn-primary' : ''}`}
+          onClick={() => useReplayDialog.getState().open({ id: r.id, workflow_id: r.workflow_id, status: r.status })}
+          title="Replay this run"
+          data-testid="row-replay"
+        >
+          ↻ Replay
+        </button>
+      </span>
+    </div>
+  );
+});
+
+export function RunList() {
+  const runs = useHistory((s) => s.runs);
+  const loading = useHistory((s) => s.loading);
+  const error = useHistory((s) => s.error);
+  const nextCursor = useHistory((s) => s.nextCursor);
+  const selected = useHistory((s) => s.selected);
+  const gen = useHistory((s) => s.gen);
+  const activeId = useNav((s) => s.runId);
+  const scroller = useRef<HTMLDivElement>(null);
+  const v = useVirtualizer({
+    count: runs.length,
+    getScrollElement: () => scroller.current,
+    estimateSize: () => ROW_H,
+    overscan: 10,
+    getItemKey: (i) => runs[i]?.id ?? i,
+  });
+  const items = v.getVirtualItems();
+  const lastIndex = items.length ? items[items.length - 1].index : -1;
+
+  // Load the next page when the end of what is loaded comes into view.
+  useEffect(() => {
+    if (nextCursor && !loading && lastIndex >= runs.length - 40) void useHistory.getState().loadMore();
+  }, [lastIndex, runs.length, nextCursor, loading]);
+
+  // Keep the first visible row in place when runs are inserted above it (live updates).
+  const anchor = useRef<{ id: string; index: number; offset: number } | null>(null);
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    const a = anchor.current;
+    if (el && a && el.scrollTop > 0 && runs[a.index]?.id !== a.id) {
+      let i = -1;
+      for (let k = a.index; k < Math.min(runs.length, a.index + 2000); k++) {
+        if (runs[k].id === a.id) {
+          i = k;
+          break;
+        }
+      }
+      if (i > a.index) el.scrollTop = i * ROW_H + a.offset;
+    }
+  }, [runs]);
+  const onScroll = () => {
+    const el = scroller.current;
+    if (!el) return;
+    const index = Math.floor(el.scrollTop / ROW_H);
+    const r = useHistory.getState().runs[index];
+    anchor.current = r ? { id: r.id, index, offset: el.scrollTop - index * ROW_H } : null;
+  };
+
+  return (
+    <div className="fx-run-list" data-testid="run-list" data-count={runs.length} data-loading={String(loading)} data-more={String(!!nextCursor)} data-gen={gen}>
+      <div className="fx-run-row fx-run-header">
+        <span className="fx-run-cell fx-run-check" />
+        <span className="fx-run-cell fx-run-status">Status</span>
+        <span className="fx-run-cell fx-run-wf">Workflow</span>
+        <span className="fx-run-cell fx-run-trigger">Trigger</span>
+        <span className="fx-run-cell fx-run-key">Key</span>
+        <span className="fx-run-cell fx-run-id">Run</span>
+        <span className="fx-run-cell fx-run-time">Created</span>
+        <span className="fx-run-cell fx-run-dur">Took</span>
+        <span className="fx-run-cell fx-run-actions" />
+      </div>
+      <div className="fx-run-scroll" ref={scroller} onScroll={onScroll} data-testid="run-scroll">
+        <div style={{ height: v.getTotalSize(), position: 'relative' }}>
+          {items.map((it) => {
+            const r = runs[it.index];
+            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id)} /> : null;
+          })}
+        </div>
+        {!runs.length && !loading && (
+          <div className="fx-empty" data-testid="runs-empty">
+            {error ? <span className="fx-error-text">Cannot load runs: {error}</span> : 'No runs match these filters.'}
+          </div>
+        )}
+      </div>
+      <div className="fx-run-foot">
+        <span data-testid="runs-loaded">
+          {runs.length.toLocaleString('en-US')} run{runs.length === 1 ? '' : 's'} loaded{nextCursor ? ' · more below' : ''}
+        </span>
+        {loading && <span className="fx-muted">Loading…</span>}
+        {error && runs.length > 0 && <span className="fx-error-text">{error}</span>}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,318 @@
+import { useEffect, useRef, useState } from 'react';
+import type { RunEvent, RunStatus, RunTrigger } from '../api';
+import { useEditor } from '../store/editor';
+import { useNav } from '../app/nav';
+import { RunList } from './RunList';
+import { RunDetail } from './RunDetail';
+import { ReplayDialog } from './ReplayDialog';
+import { StatusChart } from './StatusChart';
+import { onRunEvent } from './events';
+import { download, exportName, fetchAll, toCsv } from './export';
+import { fromLocalInput, plural, toLocalInput } from './format';
+import { RANGES, STATUSES, TRIGGERS, useHistory, type RangePreset } from './store';
+
+/** A text filter applied after a pause in typing (or on Enter). */
+function SearchInput({
+  value,
+  onCommit,
+  placeholder,
+  testId,
+  title,
+}: {
+  value: string;
+  onCommit(v: string): void;
+  placeholder: string;
+  testId: string;
+  title: string;
+}) {
+  const [text, setText] = useState(value);
+  useEffect(() => setText(value), [value]);
+  useEffect(() => {
+    if (text === value) return;
+    const t = setTimeout(() => onCommit(text), 350);
+    return () => clearTimeout(t);
+  }, [text, value, onCommit]);
+  return (
+    <input
+      className="fx-input fx-filter-search fx-mono"
+      type="search"
+      value={text}
+      placeholder={placeholder}
+      title={title}
+      onChange={(e) => setText(e.target.value)}
+      onKeyDown={(e) => e.key === 'Enter' && onCommit(text)}
+      data-testid={testId}
+      spellCheck={false}
+    />
+  );
+}
+
+function Filters() {
+  const f = useHistory((s) => s.filters);
+  const setFilters = useHistory((s) => s.setFilters);
+  const reset = useHistory((s) => s.resetFilters);
+  const workflows = useEditor((s) => s.workflows);
+  const commitQ = useRef((v: string) => useHistory.getState().setFilters({ q: v })).current;
+  const commitKey = useRef((v: string) => useHistory.getState().setFilters({ key: v })).current;
+  const any = f.workflow || f.status || f.mode || f.trigger || f.key || f.q || f.range !== 'all';
+  return (
+    <div className="fx-filters" data-testid="run-filters">
+      <select className="fx-input" value={f.workflow} onChange={(e) => setFilters({ workflow: e.target.value })} data-testid="filter-workflow" aria-label="Workflow">
+        <option value="">All workflows</option>
+        {workflows.map((w) => (
+          <option key={w.id} value={w.id}>
+            {w.id}
+          </option>
+        ))}
+        {f.workflow && !workflows.some((w) => w.id === f.workflow) && <option value={f.workflow}>{f.workflow}</option>}
+      </select>
+      <select className="fx-input" value={f.status} onChange={(e) => setFilters({ status: e.target.value as RunStatus | '' })} data-testid="filter-status" aria-label="Status">
+        <option value="">Any status</option>
+        {STATUSES.map((s) => (
+          <option key={s} value={s}>
+            {s.replace('_', ' ')}
+          </option>
+        ))}
+      </select>
+      <select className="fx-input" value={f.mode} onChange={(e) => setFilters({ mode: e.target.value as 'live' | 'dry' | '' })} data-testid="filter-mode" aria-label="Mode">
+        <option value="">Live and dry</option>
+        <option value="live">Live</option>
+        <option value="dry">Dry</option>
+      </select>
+      <select className="fx-input" value={f.trigger} onChange={(e) => setFilters({ trigger: e.target.value as RunTrigger | '' })} data-testid="filter-trigger" aria-label="Trigger">
+        <option value="">Any trigger</option>
+        {TRIGGERS.map((t) => (
+          <option key={t} value={t}>
+            {t}
+          </option>
+        ))}
+      </select>
+      <select
+        className="fx-input"
+        value={f.range}
+        onChange={(e) => {
+          const range = e.target.value as RangePreset;
+          if (range === 'custom') setFilters({ range, since: f.since ?? Date.now() - 86_400_000, until: f.until });
+          else setFilters({ range, since: null, until: null });
+        }}
+        data-testid="filter-range"
+        aria-label="Time range"
+      >
+        {RANGES.map((r) => (
+          <option key={r.id} value={r.id}>
+            {r.label}
+          </option>
+        ))}
+      </select>
+      {f.range === 'custom' && (
+        <>
+          <input
+            className="fx-input fx-filter-date"
+            type="datetime-local"
+            value={toLocalInput(f.since)}
+            onChange={(e) => setFilters({ since: fromLocalInput(e.target.value) })}
+            data-testid="filter-since"
+            aria-label="From"
+          />
+          <span className="fx-muted">–</span>
+          <input
+            className="fx-input fx-filter-date"
+            type="datetime-local"
+            value={toLocalInput(f.until)}
+            onChange={(e) => setFilters({ until: fromLocalInput(e.target.value) })}
+            data-testid="filter-until"
+            aria-label="Until"
+          />
+        </>
+      )}
+      <SearchInput value={f.q} onCommit={commitQ} placeholder="Run id or key (prefix)…" testId="filter-q" title="A run id or an idempotency/event key: exact or its beginning" />
+      <SearchInput value={f.key} onCommit={commitKey} placeholder="Exact event key…" testId="filter-key" title="An idempotency/event key, exactly" />
+      {any && (
+        <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={reset} data-testid="filter-reset">
+          Reset
+        </button>
+      )}
+    </div>
+  );
+}
+
+function ExportMenu() {
+  const [open, setOpen] = useState(false);
+  const [progress, setProgress] = useState<number | null>(null);
+  const ctl = useRef<AbortController | null>(null);
+  const run = async (kind: 'json' | 'csv') => {
+    setOpen(false);
+    const c = new AbortController();
+    ctl.current = c;
+    setProgress(0);
+    try {
+      const runs = await fetchAll(useHistory.getState().query, setProgress, c.signal);
+      if (kind === 'json') download(exportName('json'), 'application/json', JSON.stringify(runs, null, 2) + '\n');
+      else download(exportName('csv'), 'text/csv', toCsv(runs));
+      useEditor.getState().notify('ok', `Exported ${plural(runs.length, 'run')} as ${kind.toUpperCase()}`);
+    } catch (e) {
+      if ((e as Error).name !== 'AbortError') useEditor.getState().notify('error', `Export failed: ${(e as Error).message}`);
+    } finally {
+      setProgress(null);
+      ctl.current = null;
+    }
+  };
+  if (progress !== null) {
+    return (
+      <span className="fx-row" data-testid="export-progress">
+        <span className="fx-muted">Exporting… {progress.toLocaleString('en-US')}</span>
+        <button className="fx-btn fx-btn-small" onClick={() => ctl.current?.abort()}>
+          Cancel
+        </button>
+      </span>
+    );
+  }
+  return (
+    <span className="fx-menu-wrap">
+      <button className="fx-btn fx-btn-small" onClick={() => setOpen((o) => !o)} data-testid="export" title="Download the runs matching these filters">
+        Export ▾
+      </button>
+      {open && (
+        <span className="fx-menu" onMouseLeave={() => setOpen(false)}>
+          <button onClick={() => void run('json')} data-testid="export-json">
+            JSON
+          </button>
+          <button onClick={() => void run('csv')} data-testid="export-csv">
+            CSV
+          </button>
+        </span>
+      )}
+    </span>
+  );
+}
+
+function SelectionBar() {
+  const selected = useHistory((s) => s.selected);
+  const bulk = useHistory((s) => s.bulk);
+  const selectFailed = useHistory((s) => s.selectFailed);
+  const clear = useHistory((s) => s.clearSelection);
+  const bulkReplay = useHistory((s) => s.bulkReplay);
+  const [version, setVersion] = useState<'current' | 'original'>('current');
+  const n = selected.size;
+  const go = async () => {
+    const ids = [...selected];
+    const ok = await useEditor.getState().ask({
+      title: `Replay ${plural(n, 'run')}?`,
+      message: `Each selected run is replayed live with the ${version} version of its workflow, two at a time. Each replay is linked to the run it replays.`,
+      confirmLabel: `Replay ${n}`,
+    });
+    if (ok) await bulkReplay(ids, 'live', version);
+  };
+  return (
+    <div className="fx-selbar" data-testid="selection-bar">
+      <button className="fx-btn fx-btn-small" onClick={selectFailed} data-testid="select-failed" title="Select every loaded run that failed, timed out or was interrupted">
+        Select failed
+      </button>
+      {n > 0 && (
+        <>
+          <span data-testid="selected-count">{plural(n, 'run')} selected</span>
+          <select className="fx-input fx-input-small" value={version} onChange={(e) => setVersion(e.target.value as 'current' | 'original')} aria-label="Version for bulk replay">
+            <option value="current">current version</option>
+            <option value="original">original version</option>
+          </select>
+          <button className="fx-btn fx-btn-small fx-btn-primary" onClick={() => void go()} disabled={!!bulk?.running} data-testid="bulk-replay">
+            ↻ Replay selected
+          </button>
+          <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={clear}>
+            Clear
+          </button>
+        </>
+      )}
+      {bulk && (
+        <span className="fx-bulk" data-testid="bulk-progress" data-done={bulk.done} data-total={bulk.total} data-running={String(bulk.running)}>
+          <span className="fx-progress">
+            <span style={{ width: `${(bulk.done / bulk.total) * 100}%` }} />
+          </span>
+          <span>
+            {bulk.running ? 'Replaying' : 'Replayed'} {bulk.done}/{bulk.total}
+          </span>
+          <span className="fx-ok-text" data-testid="bulk-succeeded">
+            {bulk.succeeded} succeeded
+          </span>
+          {bulk.failed > 0 && <span className="fx-error-text">{bulk.failed} failed</span>}
+          {bulk.errors.length > 0 && (
+            <span className="fx-error-text" title={bulk.errors.join('\n')}>
+              {bulk.errors.length} not started
+            </span>
+          )}
+          {!bulk.running && (
+            <button className="fx-icon-btn" onClick={() => useHistory.setState({ bulk: null })} title="Dismiss">
+              ✕
+            </button>
+          )}
+        </span>
+      )}
+    </div>
+  );
+}
+
+function LiveBadge() {
+  const [on, setOn] = useState(false);
+  const liveCount = useHistory((s) => s.liveCount);
+  useEffect(() => {
+    // Batch what the stream says: one refresh per quarter second at most.
+    const pending = new Set<string>();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let statsTimer: ReturnType<typeof setTimeout> | undefined;
+    const flush = () => {
+      timer = undefined;
+      const ids = [...pending];
+      pending.clear();
+      void useHistory.getState().refreshRuns(ids);
+    };
+    const off = onRunEvent((e: RunEvent) => {
+      setOn(true);
+      if (e.event === 'step_finished') return;
+      pending.add(e.run_id);
+      timer ??= setTimeout(flush, 250);
+      if (e.event === 'run_finished' && !statsTimer) {
+        statsTimer = setTimeout(() => {
+          statsTimer = undefined;
+          void useHistory.getState().loadStats();
+        }, 1500);
+      }
+    });
+    return () => {
+      off();
+      clearTimeout(timer);
+      clearTimeout(statsTimer);
+    };
+  }, []);
+  return (
+    <span className={`fx-live ${on ? 'is-on' : ''}`} title="New runs and status changes appear as they happen" data-testid="live-badge">
+      <span className="fx-live-dot" /> Live{liveCount > 0 ? ` · ${liveCount} new` : ''}
+    </span>
+  );
+}
+
+export function RunsView() {
+  const runId = useNav((s) => s.runId);
+  useEffect(() => {
+    const s = useHistory.getState();
+    void s.reload();
+    void s.loadStats();
+    void useEditor.getState().refreshWorkflows();
+  }, []);
+  return (
+    <div className="fx-runs" data-testid="runs-view">
+      <div className="fx-runs-bar">
+        <Filters />
+        <span className="fx-spacer" />
+        <LiveBadge />
+        <ExportMenu />
+      </div>
+      <StatusChart />
+      <SelectionBar />
+      <div className={`fx-runs-body ${runId ? 'has-detail' : ''}`}>
+        <RunList />
+        {runId && <RunDetail key={runId} id={runId} />}
+      </div>
+      <ReplayDialog />
+    </div>
+  );
+}

@@ -1,0 +1,174 @@
+// Runs over time by status: stacked bars (uPlot, canvas). Click a bar to filter the list to
+// that time bucket (and to the status under the pointer); click a status to filter by it.
+
+import { useEffect, useMemo, useRef, useState } from 'react';
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import type { RunStatus } from '../api';
+import { useHistory } from './store';
+import { formatTime } from './format';
+
+/** Bottom to top. */
+const STACK: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'running', 'queued'];
+export const STATUS_COLOR: Record<RunStatus, string> = {
+  succeeded: '#3fb68b',
+  failed: '#f0616d',
+  timed_out: '#e0a84a',
+  interrupted: '#b07cf6',
+  running: '#5aa9ff',
+  queued: '#6b768d',
+};
+
+interface Series {
+  xs: number[];
+  /** Counts per status per bucket. */
+  counts: Record<RunStatus, number[]>;
+  totals: Record<RunStatus, number>;
+  bucketMs: number;
+}
+
+function buildSeries(): Series | null {
+  const { stats, statsWindow } = useHistory.getState();
+  if (!stats || !statsWindow) return null;
+  const b = stats.bucket_ms;
+  const first = Math.floor(statsWindow.since / b) * b;
+  const n = Math.max(1, Math.ceil((statsWindow.until - first) / b));
+  const xs = Array.from({ length: n }, (_, i) => first + i * b);
+  const counts = Object.fromEntries(STACK.map((s) => [s, new Array<number>(n).fill(0)])) as Record<RunStatus, number[]>;
+  const totals = Object.fromEntries(STACK.map((s) => [s, 0])) as Record<RunStatus, number>;
+  for (const bucket of stats.buckets) {
+    const i = Math.round((Date.parse(bucket.start) - first) / b);
+    if (i < 0 || i >= n) continue;
+    for (const [st, c] of Object.entries(bucket.counts)) {
+      if (!(st in counts) || !c) continue;
+      counts[st as RunStatus][i] += c;
+      totals[st as RunStatus] += c;
+    }
+  }
+  return { xs, counts, totals, bucketMs: b };
+}
+
+export function StatusChart() {
+  const stats = useHistory((s) => s.stats);
+  const statsError = useHistory((s) => s.statsError);
+  const status = useHistory((s) => s.filters.status);
+  const setFilters = useHistory((s) => s.setFilters);
+  const box = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+  const [hover, setHover] = useState<number | null>(null);
+  const series = useMemo(() => (stats ? buildSeries() : null), [stats]);
+  const seriesRef = useRef(series);
+  seriesRef.current = series;
+
+  const pick = (idx: number, st: RunStatus | null) => {
+    const s = seriesRef.current;
+    if (!s) return;
+    const start = s.xs[idx];
+    setFilters({ range: 'custom', since: start, until: start + s.bucketMs, ...(st ? { status: st } : {}) });
+  };
+  const pickRef = useRef(pick);
+  pickRef.current = pick;
+
+  useEffect(() => {
+    const el = box.current;
+    if (!el || !series) return;
+    const bucketS = series.bucketMs / 1000;
+    // Cumulative stacks, drawn top-most first so each later (lower) one paints over its part.
+    const cum: number[][] = [];
+    let acc = new Array<number>(series.xs.length).fill(0);
+    for (const st of STACK) {
+      acc = acc.map((v, i) => v + series.counts[st][i]);
+      cum.push(acc);
+    }
+    const order = STACK.map((st, i) => ({ st, data: cum[i] })).reverse();
+    const data: uPlot.AlignedData = [series.xs.map((x) => x / 1000 + bucketS / 2), ...order.map((o) => o.data)];
+    const bars = uPlot.paths.bars!({ size: [0.86, 48], align: 0 });
+    const opts: uPlot.Options = {
+      width: Math.max(200, el.clientWidth),
+      height: 120,
+      legend: { show: false },
+      padding: [8, 8, 0, 0],
+      cursor: { drag: { x: false, y: false }, points: { show: false }, y: false },
+      scales: { x: { time: true, range: [series.xs[0] / 1000, series.xs[series.xs.length - 1] / 1000 + bucketS] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.08)] } },
+      axes: [
+        { stroke: '#9aa5bb', grid: { stroke: '#1f2636', width: 1 }, ticks: { stroke: '#283042', width: 1 }, font: '11px sans-serif' },
+        { stroke: '#9aa5bb', grid: { stroke: '#1f2636', width: 1 }, ticks: { show: false }, size: 40, font: '11px sans-serif' },
+      ],
+      series: [
+        {},
+        ...order.map((o) => ({ label: o.st, fill: STATUS_COLOR[o.st], stroke: STATUS_COLOR[o.st], width: 0, paths: bars, points: { show: false } })),
+      ],
+      hooks: {
+        setCursor: [(u) => setHover(u.cursor.idx ?? null)],
+      },
+    };
+    const u = new uPlot(opts, data, el);
+    plot.current = u;
+    const onClick = () => {
+      const idx = u.cursor.idx;
+      if (idx === null || idx === undefined) return;
+      const top = u.cursor.top ?? -1;
+      const y = top >= 0 ? u.posToVal(top, 'y') : Infinity;
+      let st: RunStatus | null = null;
+      for (let k = 0; k < STACK.length; k++) {
+        if (series.counts[STACK[k]][idx] > 0 && y <= cum[k][idx]) {
+          st = STACK[k];
+          break;
+        }
+      }
+      pickRef.current(idx, st);
+    };
+    u.over.addEventListener('click', onClick);
+    u.over.style.cursor = 'pointer';
+    const ro = new ResizeObserver(() => {
+      if (el.clientWidth) u.setSize({ width: el.clientWidth, height: 120 });
+    });
+    ro.observe(el);
+    return () => {
+      ro.disconnect();
+      u.over.removeEventListener('click', onClick);
+      u.destroy();
+      plot.current = null;
+    };
+  }, [series]);
+
+  const total = series ? STACK.reduce((a, s) => a + series.totals[s], 0) : 0;
+  const hoverText =
+    series && hover !== null && series.xs[hover] !== undefined
+      ? `${formatTime(new Date(series.xs[hover]).toISOString())} · ${
+          STACK.filter((s) => series.counts[s][hover])
+            .map((s) => `${series.counts[s][hover]} ${s}`)
+            .join(' · ') || 'no runs'
+        }`
+      : null;
+
+  return (
+    <div className="fx-chart" data-testid="status-chart" data-total={total} data-buckets={stats?.buckets.length ?? 0}>
+      <div className="fx-chart-head">
+        <span className="fx-chart-title">Runs over time</span>
+        {series && (
+          <span className="fx-muted">
+            per {series.bucketMs === 60_000 ? 'minute' : series.bucketMs === 3_600_000 ? 'hour' : 'day'} · {total.toLocaleString('en-US')} runs
+          </span>
+        )}
+        <span className="fx-chart-legend">
+          {STACK.map((st) => (
+            <button
+              key={st}
+              className={`fx-legend-item ${status === st ? 'is-active' : ''}`}
+              onClick={() => setFilters({ status: status === st ? '' : st })}
+              title={status === st ? 'Show every status' : `Show ${st} runs only`}
+              data-testid={`chart-status-${st}`}
+            >
+              <span className="fx-legend-swatch" style={{ background: STATUS_COLOR[st] }} />
+              {st.replace('_', ' ')} <span data-testid={`chart-total-${st}`}>{series ? series.totals[st].toLocaleString('en-US') : '–'}</span>
+            </button>
+          ))}
+        </span>
+        <span className="fx-spacer" />
+        <span className="fx-muted fx-chart-hover">{hoverText ?? 'Click a bar to filter to its time (and status)'}</span>
+      </div>
+      {statsError ? <div className="fx-empty fx-error-text">Cannot load the chart: {statsError}</div> : <div ref={box} className="fx-chart-plot" data-testid="chart-plot" />}
+    </div>
+  );
+}
