@@ -174,7 +174,11 @@ pub fn router(state: AppState) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
-        ));
+        ))
+        // Unknown API paths are problems, not the UI's index.html.
+        .fallback(|uri: axum::http::Uri| async move {
+            error::ApiError::not_found("no_such_route", format!("no API route /api/v1{}", uri.path()))
+        });
     let mut app = Router::new()
         .route("/hooks/{workflow_id}", post(hooks::webhook))
         .route("/healthz", get(api::healthz))
