@@ -21,14 +21,20 @@ fn fluxo(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// Run the binary off the async runtime (the sandbox serves on it meanwhile).
 async fn fluxo_async(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let data = data.to_path_buf();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -40,38 +46,97 @@ async fn fluxo_async(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output
 
 #[tokio::test(flavor = "multi_thread")]
 async fn quick_start_creates_once_then_skips() {
-    let sandbox = Sandbox::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let sandbox = Sandbox::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let url = sandbox.url();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let env = [("FLUXO_ENV_CRM_URL", url.as_str())];
     let input = format!("@{INVOICE}");
 
-    let first = fluxo_async(&data, &["run", "workflows/invoice-paid-once.json", "--input", &input, "--json"], &env).await;
+    let first = fluxo_async(
+        &data,
+        &[
+            "run",
+            "workflows/invoice-paid-once.json",
+            "--input",
+            &input,
+            "--json",
+        ],
+        &env,
+    )
+    .await;
     assert_eq!(first.status.code(), Some(0), "{:?}", text(&first));
     let run1: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     assert_eq!(run1["status"], "succeeded");
-    let seen = run1["steps"].as_array().unwrap().iter().find(|s| s["step_id"] == "seen").unwrap();
+    let seen = run1["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_id"] == "seen")
+        .unwrap();
     assert_eq!(seen["output"]["written"], true);
-    assert!(run1["steps"].as_array().unwrap().iter().any(|s| s["step_id"] == "create" && s["output"]["status"] == 201));
+    assert!(run1["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["step_id"] == "create" && s["output"]["status"] == 201));
 
-    let second = fluxo_async(&data, &["run", "workflows/invoice-paid-once.json", "--input", &input], &env).await;
+    let second = fluxo_async(
+        &data,
+        &["run", "workflows/invoice-paid-once.json", "--input", &input],
+        &env,
+    )
+    .await;
     let (out, err) = text(&second);
     assert_eq!(second.status.code(), Some(0), "{out}\n{err}");
-    assert!(out.contains("\"written\":false,\"reason\":\"exists\""), "{out}");
+    assert!(
+        out.contains("\"written\":false,\"reason\":\"exists\""),
+        "{out}"
+    );
     assert!(out.contains("│ skip "), "the skip branch ran: {out}");
     assert!(!out.contains("│ create "), "no second create: {out}");
-    assert_eq!(sandbox.state().records("deals").len(), 1, "exactly one deal at the destination");
+    assert_eq!(
+        sandbox.state().records("deals").len(),
+        1,
+        "exactly one deal at the destination"
+    );
 
     // A new event creates a second deal; the history lists three runs.
     let input2 = format!("@{INVOICE_2}");
-    let third = fluxo_async(&data, &["run", "workflows/invoice-paid-once.json", "--input", &input2], &env).await;
+    let third = fluxo_async(
+        &data,
+        &[
+            "run",
+            "workflows/invoice-paid-once.json",
+            "--input",
+            &input2,
+        ],
+        &env,
+    )
+    .await;
     assert_eq!(third.status.code(), Some(0));
     assert_eq!(sandbox.state().records("deals").len(), 2);
-    let list = fluxo_async(&data, &["runs", "list", "--workflow", "invoice-paid-once", "--json"], &[]).await;
+    let list = fluxo_async(
+        &data,
+        &["runs", "list", "--workflow", "invoice-paid-once", "--json"],
+        &[],
+    )
+    .await;
     let page: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(page["runs"].as_array().unwrap().len(), 3);
-    let mem = fluxo_async(&data, &["memory", "get", "processed-invoices", "evt_1Pgc76B7WZ01zgkWwyRHS12y"], &[]).await;
+    let mem = fluxo_async(
+        &data,
+        &[
+            "memory",
+            "get",
+            "processed-invoices",
+            "evt_1Pgc76B7WZ01zgkWwyRHS12y",
+        ],
+        &[],
+    )
+    .await;
     assert_eq!(mem.status.code(), Some(0), "{:?}", text(&mem));
     sandbox.shutdown().await;
 }
@@ -83,16 +148,36 @@ fn failed_run_exits_1_and_compensates() {
     // Nothing listens on port 9 (discard): the create step fails, the claim is released.
     let o = fluxo(
         &data,
-        &["run", "workflows/invoice-paid-once.json", "--input", &format!("@{INVOICE}"), "--json"],
+        &[
+            "run",
+            "workflows/invoice-paid-once.json",
+            "--input",
+            &format!("@{INVOICE}"),
+            "--json",
+        ],
         &[("FLUXO_ENV_CRM_URL", "http://127.0.0.1:9")],
     );
     assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
     let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(run["status"], "failed");
     assert_eq!(run["error"]["step"], "create");
-    let undo = run["steps"].as_array().unwrap().iter().find(|s| s["step_id"] == "undo").unwrap();
+    let undo = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_id"] == "undo")
+        .unwrap();
     assert_eq!(undo["output"]["deleted"], true);
-    let mem = fluxo(&data, &["memory", "get", "processed-invoices", "evt_1Pgc76B7WZ01zgkWwyRHS12y"], &[]);
+    let mem = fluxo(
+        &data,
+        &[
+            "memory",
+            "get",
+            "processed-invoices",
+            "evt_1Pgc76B7WZ01zgkWwyRHS12y",
+        ],
+        &[],
+    );
     assert_eq!(mem.status.code(), Some(2), "the claim is gone");
 }
 
@@ -126,16 +211,60 @@ fn bad_input_exits_2_and_writes_nothing() {
     let not_json = w("payload.txt", "amount=10&currency=usd");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["run".into(), malformed.clone()], "line 1, column"),
-        (vec!["run".into(), unknown_kind.clone()], "unknown kind `teleport`"),
+        (
+            vec!["run".into(), unknown_kind.clone()],
+            "unknown kind `teleport`",
+        ),
         (vec!["run".into(), unknown_field.clone()], "colour"),
         (vec!["run".into(), cycle.clone()], "cycle"),
-        (vec!["run".into(), bad_template.clone()], "steps[1].config.fields.v"),
-        (vec!["run".into(), good.clone(), "--input".into(), format!("@{not_json}")], "is not JSON (line 1, column 1)"),
-        (vec!["run".into(), good.clone(), "--input".into(), "{\"a\":".into()], "--input"),
-        (vec!["run".into(), good.clone(), "--input".into(), "@/nonexistent/payload.json".into()], "/nonexistent/payload.json"),
-        (vec!["run".into(), "/nonexistent/wf.json".into()], "/nonexistent/wf.json"),
-        (vec!["validate".into(), unknown_kind.clone(), cycle.clone()], "teleport"),
-        (vec!["runs".into(), "list".into(), "--status".into(), "done".into()], "--status"),
+        (
+            vec!["run".into(), bad_template.clone()],
+            "steps[1].config.fields.v",
+        ),
+        (
+            vec![
+                "run".into(),
+                good.clone(),
+                "--input".into(),
+                format!("@{not_json}"),
+            ],
+            "is not JSON (line 1, column 1)",
+        ),
+        (
+            vec![
+                "run".into(),
+                good.clone(),
+                "--input".into(),
+                "{\"a\":".into(),
+            ],
+            "--input",
+        ),
+        (
+            vec![
+                "run".into(),
+                good.clone(),
+                "--input".into(),
+                "@/nonexistent/payload.json".into(),
+            ],
+            "/nonexistent/payload.json",
+        ),
+        (
+            vec!["run".into(), "/nonexistent/wf.json".into()],
+            "/nonexistent/wf.json",
+        ),
+        (
+            vec!["validate".into(), unknown_kind.clone(), cycle.clone()],
+            "teleport",
+        ),
+        (
+            vec![
+                "runs".into(),
+                "list".into(),
+                "--status".into(),
+                "done".into(),
+            ],
+            "--status",
+        ),
         (vec!["frobnicate".into()], "unrecognized subcommand"),
     ];
     for (args, needle) in cases {
@@ -143,8 +272,16 @@ fn bad_input_exits_2_and_writes_nothing() {
         let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = fluxo(&data, &args_ref, &[]);
         let (out, err) = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: exit {:?}\n{out}\n{err}", o.status.code());
-        assert!(out.contains(needle) || err.contains(needle), "{args:?}: expected `{needle}` in\n{out}\n{err}");
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: exit {:?}\n{out}\n{err}",
+            o.status.code()
+        );
+        assert!(
+            out.contains(needle) || err.contains(needle),
+            "{args:?}: expected `{needle}` in\n{out}\n{err}"
+        );
         if args[0] == "run" || args[0] == "validate" {
             assert!(!data.exists(), "{args:?} wrote a data dir");
         }
@@ -157,8 +294,22 @@ fn step_kinds_prints_the_catalog() {
     let o = fluxo(dir.path(), &["step-kinds"], &[]);
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let kinds: Vec<&str> = v.as_array().unwrap().iter().map(|k| k["kind"].as_str().unwrap()).collect();
-    for k in ["webhook_trigger", "manual_trigger", "memory", "router", "error_handler", "http_request", "publish_output", "transform"] {
+    let kinds: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    for k in [
+        "webhook_trigger",
+        "manual_trigger",
+        "memory",
+        "router",
+        "error_handler",
+        "http_request",
+        "publish_output",
+        "transform",
+    ] {
         assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
     }
     assert!(v[0]["config_schema"]["properties"].is_object());
@@ -175,8 +326,24 @@ fn validate_reports_lint_warnings_with_step_ids() {
     .unwrap();
     let o = fluxo(dir.path(), &["validate", p.to_str().unwrap()], &[]);
     let (out, _) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "warnings do not fail validation: {out}");
-    assert!(out.contains("lint_unguarded_write") && out.contains("step `post`"), "{out}");
-    let all = fluxo(dir.path(), &["validate", "workflows/invoice-paid-once.json", "workflows/ai-enrichment-relay.json", "workflows/github-issue-to-ticket.json"], &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "warnings do not fail validation: {out}"
+    );
+    assert!(
+        out.contains("lint_unguarded_write") && out.contains("step `post`"),
+        "{out}"
+    );
+    let all = fluxo(
+        dir.path(),
+        &[
+            "validate",
+            "workflows/invoice-paid-once.json",
+            "workflows/ai-enrichment-relay.json",
+            "workflows/github-issue-to-ticket.json",
+        ],
+        &[],
+    );
     assert_eq!(all.status.code(), Some(0), "{:?}", text(&all));
 }

@@ -95,6 +95,15 @@ pub async fn webhook(
         verify_signature(&headers, &body, &secret, now / 1000)?;
     }
 
+    // A key from a header is known before the body is read: a repeat of a live claim is
+    // answered at once (a plain read: no body parsing, no transaction, no run built).
+    let header_key = header_key(&headers)?;
+    if let Some(k) = &header_key {
+        if let Some(resp) = known_duplicate(&state, &workflow_id, k, now).await? {
+            return Ok(resp);
+        }
+    }
+
     let input: Value = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(
             "invalid_json",
@@ -106,7 +115,18 @@ pub async fn webhook(
         )
     })?;
 
-    let key = delivery_key(&headers, &config, &input, &env)?;
+    let key = match header_key {
+        Some(k) => Some(k),
+        None => {
+            let k = template_key(&config, &input, &env)?;
+            if let Some(k) = &k {
+                if let Some(resp) = known_duplicate(&state, &workflow_id, k, now).await? {
+                    return Ok(resp);
+                }
+            }
+            k
+        }
+    };
     let mut req = RunRequest::new(input, Trigger::Webhook, Mode::Live);
     req.idempotency_key = key.clone();
     let run = state.engine().new_run(&wf, req);
@@ -117,6 +137,116 @@ pub async fn webhook(
     tokio::spawn(accept(state, workflow_id, key, run, now, window_ms))
         .await
         .map_err(|_| ApiError::unavailable("the delivery could not be queued; retry", 1))?
+}
+
+/// Keys whose claim is written but maybe not yet durable: a request enters its key before its
+/// claim transaction and leaves once the group commit made it durable (or undid it). A
+/// duplicate answer for a key in here waits for the next flush first; any other live claim
+/// read from the store is durable already (its writer left only after its flush, and a
+/// restarted store only holds what was flushed). Process-local, like the sled store it guards.
+#[derive(Default)]
+pub struct PendingClaims(std::sync::Mutex<std::collections::HashMap<String, u32>>);
+
+impl PendingClaims {
+    fn id(workflow_id: &str, key: &str) -> String {
+        format!("{workflow_id}\0{key}")
+    }
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u32>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Enter a key for the life of the returned guard.
+    pub fn enter(&self, workflow_id: &str, key: &str) -> PendingGuard<'_> {
+        let id = Self::id(workflow_id, key);
+        *self.map().entry(id.clone()).or_default() += 1;
+        PendingGuard { set: self, id }
+    }
+    /// Whether some request is between its claim and its flush for this key.
+    pub fn contains(&self, workflow_id: &str, key: &str) -> bool {
+        self.map().contains_key(&Self::id(workflow_id, key))
+    }
+}
+
+/// Leaves [`PendingClaims`] when dropped.
+pub struct PendingGuard<'a> {
+    set: &'a PendingClaims,
+    id: String,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        let mut map = self.set.map();
+        if let Some(n) = map.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.id);
+            }
+        }
+    }
+}
+
+/// `200 {"run_id", "duplicate": true}`.
+fn duplicate_answer(workflow_id: &str, run_id: &str) -> Response {
+    tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
+    (
+        StatusCode::OK,
+        Json(json!({"run_id": run_id, "duplicate": true})),
+    )
+        .into_response()
+}
+
+/// The answer to a repeat of a live claim, once that claim is durable; `None` if the key has
+/// no live claim. The claim we report may still be in flight (another request wrote it and
+/// waits for its flush): then answer only after the next flush, and only if the claim is still
+/// there (a failed flush undoes it), so a crash cannot leave the sender with a "duplicate" of
+/// a run that was never kept.
+async fn known_duplicate(
+    state: &AppState,
+    workflow_id: &str,
+    key: &str,
+    now: i64,
+) -> ApiResult<Option<Response>> {
+    let Some(claim) = state
+        .store()
+        .get_claim(workflow_id, key, now)
+        .map_err(ApiError::store)?
+    else {
+        return Ok(None);
+    };
+    if !state.pending_claims().contains(workflow_id, key) {
+        return Ok(Some(duplicate_answer(workflow_id, &claim.run_id)));
+    }
+    confirm_duplicate(state, workflow_id, key, &claim.run_id, now)
+        .await
+        .map(Some)
+}
+
+/// Wait for the flush that covers an in-flight claim naming `run_id`, then answer it as the
+/// duplicate, or 503 if it was undone meanwhile.
+async fn confirm_duplicate(
+    state: &AppState,
+    workflow_id: &str,
+    key: &str,
+    run_id: &str,
+    now: i64,
+) -> ApiResult<Response> {
+    let retry = || {
+        ApiError::unavailable(
+            "the first delivery of this key is not confirmed yet; retry",
+            1,
+        )
+    };
+    state.commit().durable().await.map_err(|e| {
+        tracing::error!(error = %e, "flush failed before a duplicate answer");
+        retry()
+    })?;
+    match state
+        .store()
+        .get_claim(workflow_id, key, now)
+        .map_err(ApiError::store)?
+    {
+        Some(c) if c.run_id == run_id => Ok(duplicate_answer(workflow_id, run_id)),
+        _ => Err(retry()),
+    }
 }
 
 /// Claim the key and queue the run (one transaction), make it durable, hand it to the workers.
@@ -138,28 +268,17 @@ async fn accept(
                 claimed_at: now,
                 expires_at: now.saturating_add(window_ms),
             };
-            let outcome = {
-                let (s, c, r) = (store.clone(), claim.clone(), run.clone());
-                tokio::task::spawn_blocking(move || s.claim_and_enqueue(&c, &r, now))
-                    .await
-                    .map_err(|_| ApiError::unavailable("the claim could not be written; retry", 1))?
-                    .map_err(ApiError::store)?
-            };
+            let pending = state.pending_claims().enter(&workflow_id, &key);
+            // Inline: a claim is a short in-memory sled transaction, cheaper than a hop to the
+            // blocking pool, whose extra threads (one per concurrent request under load) cost
+            // context switches and a heap each.
+            let outcome = store
+                .claim_and_enqueue(&claim, &run, now)
+                .map_err(ApiError::store)?;
             match outcome {
                 ClaimOutcome::Duplicate { run_id } => {
-                    // The claim we report may still be in flight (another request wrote it and
-                    // waits for its flush): answer only once it is durable, so a crash cannot
-                    // leave the sender with a "duplicate" of a run that was never kept.
-                    state.commit().durable().await.map_err(|e| {
-                        tracing::error!(error = %e, "flush failed before a duplicate answer");
-                        ApiError::unavailable("the delivery could not be confirmed; retry", 1)
-                    })?;
-                    tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
-                    Ok((
-                        StatusCode::OK,
-                        Json(json!({"run_id": run_id, "duplicate": true})),
-                    )
-                        .into_response())
+                    drop(pending);
+                    confirm_duplicate(&state, &workflow_id, &key, &run_id, now).await
                 }
                 ClaimOutcome::Claimed => {
                     if let Err(e) = state.commit().durable().await {
@@ -170,6 +289,7 @@ async fn accept(
                             1,
                         ));
                     }
+                    drop(pending);
                     tracing::info!(workflow_id = %workflow_id, run_id = %run.id, "delivery accepted");
                     state.queue().push(run.id.clone());
                     Ok((
@@ -181,12 +301,7 @@ async fn accept(
             }
         }
         None => {
-            let r = run.clone();
-            let s = store.clone();
-            tokio::task::spawn_blocking(move || s.put_run(&r))
-                .await
-                .map_err(|_| ApiError::unavailable("the run could not be queued; retry", 1))?
-                .map_err(ApiError::store)?;
+            store.put_run(&run).map_err(ApiError::store)?;
             state.commit().durable().await.map_err(|_| {
                 ApiError::unavailable("the run could not be made durable; retry", 1)
             })?;
@@ -228,9 +343,11 @@ pub fn key_header(
     if values.next().is_some() {
         return Err(invalid(format!("{label} appears more than once")));
     }
-    let text = v
-        .to_str()
-        .map_err(|_| invalid(format!("{label} contains a character outside visible ASCII")))?;
+    let text = v.to_str().map_err(|_| {
+        invalid(format!(
+            "{label} contains a character outside visible ASCII"
+        ))
+    })?;
     if text.starts_with('"') && (text.len() < 2 || !text.ends_with('"')) {
         return Err(invalid(format!(
             "{label} is a malformed RFC 8941 quoted string"
@@ -248,6 +365,14 @@ pub fn delivery_key(
     input: &Value,
     env: &std::collections::BTreeMap<String, String>,
 ) -> ApiResult<Option<String>> {
+    match header_key(headers)? {
+        Some(k) => Ok(Some(k)),
+        None => template_key(config, input, env),
+    }
+}
+
+/// The key from the headers: `Idempotency-Key`, else `X-Fluxo-Event-Id`.
+pub fn header_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     for (name, label) in [
         ("idempotency-key", "Idempotency-Key"),
         ("x-fluxo-event-id", "X-Fluxo-Event-Id"),
@@ -256,6 +381,16 @@ pub fn delivery_key(
             return Ok(Some(key));
         }
     }
+    Ok(None)
+}
+
+/// The key from the trigger's `dedupe_key` template over the body, if it has one; a body it
+/// cannot render a valid key from is `400 invalid_idempotency_key`.
+pub fn template_key(
+    config: &webhook_trigger::Config,
+    input: &Value,
+    env: &std::collections::BTreeMap<String, String>,
+) -> ApiResult<Option<String>> {
     let Some(tmpl) = &config.dedupe_key else {
         return Ok(None);
     };

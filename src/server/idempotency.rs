@@ -65,8 +65,7 @@ pub fn begin(
     body: &Value,
     lease_ms: i64,
 ) -> ApiResult<Begin> {
-    let Some(key) = super::hooks::key_header(headers, "idempotency-key", "Idempotency-Key")?
-    else {
+    let Some(key) = super::hooks::key_header(headers, "idempotency-key", "Idempotency-Key")? else {
         return Ok(Begin::NoKey);
     };
     let now = state.clock().now_ms();

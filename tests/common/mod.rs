@@ -30,6 +30,9 @@ use fluxo::steps::Registry;
 use fluxo::store::{InMemoryStore, MemoryEntry, MemoryStore};
 use fluxo::workflow::{self, Compiled};
 
+/// The in-process HTTP server harness (`tests/server_*.rs`).
+pub mod server;
+
 // ---------------------------------------------------------------------------------------------
 // Mock HTTP server
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,127 @@
+//! Crash recovery of `fluxo serve` in process (SPEC §4): started on a data dir holding a
+//! `running` and a `queued` run, the running one becomes `interrupted` (never re-executed) and
+//! stays replayable, the queued one executes. Claims survive a restart.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::server::{api_workflow, hook_workflow, open_sled, Setup, StoreKind};
+use fluxo::clock::{Clock, ManualClock};
+use fluxo::run::{Mode, RunStatus, Timestamp, Trigger};
+use fluxo::runtime::{Engine, RunRequest};
+use fluxo::store::{RunStore, Store};
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_becomes_interrupted_and_queued_executes() {
+    let data = tempfile::tempdir().unwrap();
+    let wf = common::compile(&hook_workflow("wf1", json!({})));
+    let gone = common::compile(&hook_workflow("gone", json!({})));
+    let (running_id, queued_id, orphan_id) = {
+        let store = Arc::new(open_sled(data.path()));
+        let clock = Arc::new(ManualClock::at_2026());
+        let engine = Engine::new(store.clone() as Arc<dyn Store>, clock.clone());
+        let mut running = engine.new_run(
+            &wf,
+            RunRequest::new(json!({"n": 1}), Trigger::Webhook, Mode::Live),
+        );
+        running.status = RunStatus::Running;
+        running.started_at = Some(Timestamp(clock.now_ms()));
+        let mut req = RunRequest::new(json!({"id": "evt-q"}), Trigger::Webhook, Mode::Live);
+        req.idempotency_key = Some("evt-q".into());
+        let queued = engine.new_run(&wf, req);
+        let orphan = engine.new_run(
+            &gone,
+            RunRequest::new(json!({}), Trigger::Webhook, Mode::Live),
+        );
+        store.put_run(&running).unwrap();
+        store.put_run(&queued).unwrap();
+        store.put_run(&orphan).unwrap();
+        store.flush().unwrap();
+        (running.id, queued.id, orphan.id)
+    };
+
+    let s = Setup::new()
+        .store(StoreKind::Sled)
+        .data_dir(data)
+        .workflow(hook_workflow("wf1", json!({})))
+        .start()
+        .await;
+    let interrupted = s.store.get_run(&running_id).unwrap().unwrap();
+    assert_eq!(interrupted.status, RunStatus::Interrupted);
+    assert_eq!(interrupted.error.as_ref().unwrap().code, "interrupted");
+    assert!(interrupted.finished_at.is_some());
+    assert!(interrupted.steps.is_empty(), "it was not re-executed");
+
+    let done = s.wait_final(&queued_id).await;
+    assert_eq!(done.status, RunStatus::Succeeded, "the queued run executed");
+    assert_eq!(done.steps.len(), 2);
+    let orphan = s.wait_final(&orphan_id).await;
+    assert_eq!(orphan.status, RunStatus::Failed);
+    assert_eq!(orphan.error.unwrap().code, "workflow_unavailable");
+
+    // The interrupted run stays replayable.
+    let r = s
+        .api(
+            Method::POST,
+            &format!("/runs/{running_id}/replay"),
+            &[],
+            Some("{}"),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    assert_eq!(r.json()["status"], "succeeded");
+    assert_eq!(r.json()["replay_of"], running_id.as_str());
+    let listed = s.get_json("/runs?status=interrupted").await;
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 1);
+}
+
+/// Claims, runs and API idempotency records are durable: after a restart on the same data dir
+/// a repeat is still a duplicate of the same run, and an API key still replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_keys_survive_a_restart() {
+    let s = Setup::new()
+        .store(StoreKind::Sled)
+        .workflow(hook_workflow("wf1", json!({})))
+        .workflow(api_workflow("api"))
+        .start()
+        .await;
+    let a = s.hook("wf1", Some("evt-keep"), b"{}").await;
+    assert_eq!(a.status.as_u16(), 202);
+    let id = a.json()["run_id"].as_str().unwrap().to_string();
+    s.wait_final(&id).await;
+    let first = s
+        .api(
+            Method::POST,
+            "/workflows/api/runs",
+            &[("idempotency-key", "api-keep")],
+            Some(r#"{"input":{"a":1}}"#),
+        )
+        .await;
+    assert_eq!(first.status.as_u16(), 200);
+    let data = s.stop().await;
+
+    let s = Setup::new()
+        .store(StoreKind::Sled)
+        .data_dir(data)
+        .workflow(hook_workflow("wf1", json!({})))
+        .workflow(api_workflow("api"))
+        .start()
+        .await;
+    let d = s.hook("wf1", Some("evt-keep"), b"{}").await;
+    assert_eq!(d.status.as_u16(), 200);
+    assert_eq!(d.json()["run_id"], id.as_str());
+    assert_eq!(s.runs_with_key("wf1", "evt-keep"), vec![id]);
+    let again = s
+        .api(
+            Method::POST,
+            "/workflows/api/runs",
+            &[("idempotency-key", "api-keep")],
+            Some(r#"{"input":{"a":1}}"#),
+        )
+        .await;
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.text, first.text);
+}
