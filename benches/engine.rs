@@ -49,24 +49,37 @@ const ONE_STEP: &str = r#"{
 /// (copying the 6 KB input, storing the record). Each batch gets a fresh in-memory store so
 /// stored runs do not pile up across iterations.
 fn executor(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let registry = Registry::builtin();
-    let input: serde_json::Value =
-        serde_json::from_str(include_str!("../tests/fixtures/payloads/stripe/invoice.paid.json")).unwrap();
+    let input: serde_json::Value = serde_json::from_str(include_str!(
+        "../tests/fixtures/payloads/stripe/invoice.paid.json"
+    ))
+    .unwrap();
     let mut g = c.benchmark_group("executor");
-    for (name, text, steps) in [("dry_run_1_step", ONE_STEP, 1), ("dry_run_5_steps", FIVE_STEPS, 5)] {
+    for (name, text, steps) in [
+        ("dry_run_1_step", ONE_STEP, 1),
+        ("dry_run_5_steps", FIVE_STEPS, 5),
+    ] {
         let wf = load_text(text, &registry).expect("bench workflow validates");
-        let http: Arc<dyn fluxo::runtime::http::HttpTransport> = Arc::new(fluxo::runtime::http::SimulatedHttp);
+        let http: Arc<dyn fluxo::runtime::http::HttpTransport> =
+            Arc::new(fluxo::runtime::http::SimulatedHttp);
         g.throughput(Throughput::Elements(steps));
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-                let engine = Engine::new(store, Arc::new(SystemClock) as Arc<dyn Clock>).with_http(http.clone());
+                let engine = Engine::new(store, Arc::new(SystemClock) as Arc<dyn Clock>)
+                    .with_http(http.clone());
                 let inputs: Vec<serde_json::Value> = (0..iters).map(|_| input.clone()).collect();
                 rt.block_on(async {
                     let start = std::time::Instant::now();
                     for input in inputs {
-                        let run = engine.run(&wf, RunRequest::new(input, Trigger::Cli, Mode::Dry)).await.unwrap();
+                        let run = engine
+                            .run(&wf, RunRequest::new(input, Trigger::Cli, Mode::Dry))
+                            .await
+                            .unwrap();
                         debug_assert_eq!(run.steps.len() as u64, steps);
                         std::hint::black_box(run);
                     }
@@ -98,8 +111,10 @@ fn templates(c: &mut Criterion) {
         b.iter(|| t.render_str(whole, &ctx, "f").unwrap())
     });
     g.bench_function("context_build", |b| b.iter(|| scope.context()));
-    let payload: serde_json::Value =
-        serde_json::from_str(include_str!("../tests/fixtures/payloads/stripe/invoice.paid.json")).unwrap();
+    let payload: serde_json::Value = serde_json::from_str(include_str!(
+        "../tests/fixtures/payloads/stripe/invoice.paid.json"
+    ))
+    .unwrap();
     g.bench_function("scope_from_6kb_payload", |b| {
         b.iter(|| Scope::new(&payload, &json!({"id": "r"}), &BTreeMap::new()))
     });

@@ -11,8 +11,8 @@
 //!   listener address (`listener_addr` of `settings.json`, default 127.0.0.1:8787;
 //!   `FLUXO_DESKTOP_PORT`).
 //! * [`shell`]: starts the engine, the workflows folder and the listener; window-independent.
-//! * [`commands`]: the IPC commands, one file per domain (workflows, runs, memory, settings,
-//!   catalog, app).
+//! * [`commands`]: the IPC commands, one file per domain (workflows, runs, check, memory,
+//!   settings, catalog, app).
 //! * [`error`]: [`error::IpcError`], the `{code, message, problems?}` every command fails with.
 
 pub mod commands;
@@ -76,6 +76,7 @@ pub fn run() {
             commands::runs::list_runs,
             commands::runs::run_stats,
             commands::runs::replay_run,
+            commands::check::check_workflow,
             commands::memory::memory_namespaces,
             commands::memory::memory_list,
             commands::memory::memory_get,

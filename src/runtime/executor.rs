@@ -275,7 +275,9 @@ impl Engine {
     }
 
     fn emit(&self, run: &RunRecord, event: &'static str, step: Option<&str>, status: &str) {
-        // No subscribers is fine.
+        if self.events.receiver_count() == 0 {
+            return;
+        }
         let _ = self.events.send(RunEvent {
             event,
             run_id: run.id.clone(),

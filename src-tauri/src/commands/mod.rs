@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod catalog;
+pub mod check;
 pub mod memory;
 pub mod runs;
 pub mod settings;

@@ -1,5 +1,7 @@
 import type {
   AppSettings,
+  CheckOptions,
+  CheckReport,
   MemoryEntry,
   MemoryPage,
   MemoryQuery,
@@ -40,6 +42,12 @@ export interface Api {
   /** Queue a live run and answer at once with the queued record. */
   startRun(id: string, input: unknown): Promise<RunRecord>;
   getRun(id: string): Promise<RunRecord>;
+  /**
+   * The re-run safety check (`fluxo check`) with `event`: the same event twice, a timeout after
+   * a write, a new id, a forced failure with compensation, a replay; against a throw-away
+   * sandbox and store. With `options.workflow`, of that definition (the unsaved canvas).
+   */
+  checkWorkflow(id: string, event: unknown, options?: CheckOptions): Promise<CheckReport>;
   stepKinds(): Promise<StepKind[]>;
   templates(): Promise<Template[]>;
   samplePayloads(): Promise<SamplePayload[]>;

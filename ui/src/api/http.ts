@@ -3,6 +3,8 @@ import { SseParser } from './sse';
 import {
   ApiError,
   type AppSettings,
+  type CheckOptions,
+  type CheckReport,
   type MemoryEntry,
   type MemoryPage,
   type MemoryQuery,
@@ -91,6 +93,12 @@ export class HttpApi implements Api {
   }
   getRun(id: string): Promise<RunRecord> {
     return this.request('GET', `/runs/${encodeURIComponent(id)}`);
+  }
+  checkWorkflow(id: string, event: unknown, options: CheckOptions = {}): Promise<CheckReport> {
+    const body: Record<string, unknown> = { event };
+    if (options.idPaths?.length) body.id_paths = options.idPaths;
+    if (options.workflow) body.workflow = options.workflow;
+    return this.request('POST', `/workflows/${encodeURIComponent(id)}/check`, body);
   }
   stepKinds(): Promise<StepKind[]> {
     return this.request('GET', '/step-kinds');

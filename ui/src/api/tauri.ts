@@ -4,6 +4,8 @@ import type { Api } from './api';
 import {
   ApiError,
   type AppSettings,
+  type CheckOptions,
+  type CheckReport,
   type MemoryEntry,
   type MemoryPage,
   type MemoryQuery,
@@ -39,6 +41,7 @@ import {
  * | `dry_run` | `{id, input, workflow?}` | `RunRecord` |
  * | `start_run` | `{id, input}` | the queued `RunRecord` |
  * | `get_run` | `{id}` | `RunRecord` |
+ * | `check_workflow` | `{id, event, idPaths, workflow}` (`idPaths`/`workflow` may be null) | `CheckReport` |
  * | `step_kinds` / `templates` / `sample_payloads` | – | arrays |
  * | `list_runs` | `{query: RunQuery}` | `{runs, next_cursor?}` (as `GET /runs`) |
  * | `run_stats` | `{query: RunStatsQuery}` | `{bucket_ms, buckets}` (as `GET /runs/stats`) |
@@ -91,6 +94,14 @@ export class TauriApi implements Api {
   }
   getRun(id: string): Promise<RunRecord> {
     return this.call('get_run', { id });
+  }
+  checkWorkflow(id: string, event: unknown, options: CheckOptions = {}): Promise<CheckReport> {
+    return this.call('check_workflow', {
+      id,
+      event,
+      idPaths: options.idPaths?.length ? options.idPaths : null,
+      workflow: options.workflow ?? null,
+    });
   }
   stepKinds(): Promise<StepKind[]> {
     return this.call('step_kinds');

@@ -274,6 +274,41 @@ export interface SamplePayload {
   payload: unknown;
 }
 
+/** The verdict of one row of a re-run safety check; `not_run` when a row it depends on failed. */
+export type CheckVerdict = 'pass' | 'fail' | 'not_run';
+
+/** One row of a check: what was done, what a workflow safe to re-run does, what this one did. */
+export interface CheckRow {
+  check: string;
+  expected: string;
+  seen: string;
+  verdict: CheckVerdict;
+}
+
+/** `POST /workflows/{id}/check`: the re-run safety check against a throw-away sandbox and store. */
+export interface CheckReport {
+  workflow_id: string;
+  workflow_version: number;
+  /** Every row passed. */
+  passed: boolean;
+  checks: CheckRow[];
+  /** The `env` names pointed at the sandbox. */
+  env: string[];
+  /** The id paths the "new event" variant changed. */
+  id_paths: string[];
+  /** Linter warnings of the workflow. */
+  warnings: string[];
+  /** How the check ran (what it bypasses, how time is handled). */
+  notes: string[];
+}
+
+export interface CheckOptions {
+  /** Dot paths of the event's business ids; empty or absent: the server's default (`id`, plus `data.object.id`). */
+  idPaths?: string[];
+  /** Check this definition (the unsaved canvas) instead of the saved one. */
+  workflow?: Workflow;
+}
+
 /** An error from either transport: problem+json over HTTP, `{code, message}` over IPC. */
 export class ApiError extends Error {
   readonly code: string;

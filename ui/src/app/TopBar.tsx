@@ -2,6 +2,7 @@ import { useState } from 'react';
 import { useEditor } from '../store/editor';
 import { MOD } from './format';
 import { Shortcuts } from './Shortcuts';
+import { CheckButton } from '../check/CheckTab';
 
 function ValidationStatus() {
   const validation = useEditor((s) => s.validation);
@@ -113,6 +114,7 @@ export function TopBar() {
         >
           {busy === 'dry' ? 'Running…' : '▶ Dry Run'}
         </button>
+        <CheckButton />
         <button className="fx-btn" onClick={() => void runLive()} disabled={!!busy} title="Start a live run of the saved workflow" data-testid="run-live">
           {busy === 'live' ? 'Running…' : 'Run'}
         </button>

@@ -2,6 +2,7 @@ import { useMemo, useState } from 'react';
 import { useEditor, runFinished } from '../store/editor';
 import { excerpt, formatMs } from '../app/format';
 import type { Problem } from '../api';
+import { CheckTab, CheckTabMark } from '../check/CheckTab';
 
 function ProblemsTab() {
   const problems = useEditor((s) => s.problems);
@@ -231,6 +232,10 @@ export function BottomPanel() {
         <button className={tab === 'input' ? 'is-active' : ''} onClick={() => setTab('input')} data-testid="tab-input">
           Run input
         </button>
+        <button className={tab === 'check' ? 'is-active' : ''} onClick={() => setTab('check')} data-testid="tab-check">
+          Check
+          <CheckTabMark />
+        </button>
         <span className="fx-spacer" />
         <button onClick={() => toggle()} title={open ? 'Hide panel' : 'Show panel'} data-testid="toggle-bottom">
           {open ? '▾' : '▴'}
@@ -238,7 +243,7 @@ export function BottomPanel() {
       </nav>
       {open && (
         <div className="fx-bottom-body">
-          {tab === 'problems' ? <ProblemsTab /> : tab === 'results' ? <ResultsTab /> : <InputTab />}
+          {tab === 'problems' ? <ProblemsTab /> : tab === 'results' ? <ResultsTab /> : tab === 'check' ? <CheckTab /> : <InputTab />}
         </div>
       )}
     </section>

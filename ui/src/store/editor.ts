@@ -39,7 +39,7 @@ import {
   type WorkflowMeta,
 } from './graph';
 
-export type BottomTab = 'problems' | 'results' | 'input';
+export type BottomTab = 'problems' | 'results' | 'input' | 'check';
 export type LeftTab = 'steps' | 'workflows';
 
 export interface StepProblems {

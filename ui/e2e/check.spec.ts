@@ -1,0 +1,111 @@
+import { expect, test, type Page } from '@playwright/test';
+import { apiGet, connect, node, openEditor, openWorkflow, select, settled } from './helpers';
+
+interface WorkflowFile {
+  steps: { id: string; config: Record<string, unknown> }[];
+}
+
+/** The run input from a real sample payload (Check sends it as the event). */
+async function pickSample(page: Page, name: string, expected: RegExp): Promise<void> {
+  await page.getByTestId('tab-input').click();
+  await page.getByTestId('sample-select').selectOption(name);
+  await expect(page.getByTestId('run-input')).toHaveValue(expected);
+}
+
+test.describe('Check: is the workflow safe to re-run?', () => {
+  test('invoice-paid-once passes every check; without its claim and Idempotency-Key it does not', async ({ page, request }) => {
+    await openEditor(page);
+    await openWorkflow(page, 'invoice-paid-once');
+    await pickSample(page, 'stripe/invoice.paid.json', /"type": "invoice.paid"/);
+
+    // Safe: every row passes.
+    await page.getByTestId('check').click();
+    await expect(page.getByTestId('tab-check')).toHaveClass(/is-active/);
+    const report = page.getByTestId('check-report');
+    await expect(report).toHaveAttribute('data-passed', 'true');
+    const rows = page.getByTestId('check-row');
+    const n = await rows.count();
+    expect(n).toBeGreaterThanOrEqual(6);
+    await expect(page.locator('[data-testid=check-row]:not([data-verdict=pass])')).toHaveCount(0);
+    for (let i = 0; i < n; i++) {
+      await expect(rows.nth(i).getByTestId('check-verdict')).toHaveText('PASS');
+    }
+    await expect(page.locator('[data-testid=check-row][data-check="same event twice"]')).toHaveCount(1);
+    await expect(page.getByTestId('check-summary')).toHaveText(`${n} of ${n} checks passed: safe to re-run`);
+    await expect(page.getByTestId('check-notes')).toContainText('throw-away data dir');
+    await expect(page.getByTestId('check')).toBeEnabled();
+
+    // Unsafe, on the canvas only: no Idempotency-Key on the POST, and the Memory claim
+    // (seen → route → skip) bypassed: hook → create.
+    await select(page, 'create');
+    await expect(page.getByTestId('map-headers-key-0')).toHaveValue('Idempotency-Key');
+    await page.getByTestId('map-headers').getByTitle('Remove').click();
+    await expect(page.getByTestId('map-headers-key-0')).toHaveCount(0);
+    for (const id of ['seen', 'route', 'skip']) {
+      await select(page, id);
+      await page.keyboard.press('Delete');
+      await expect(node(page, id)).toHaveCount(0);
+    }
+    await connect(page, 'hook', 'out', 'create');
+    await settled(page);
+    await expect(page.getByTestId('validation-status')).toHaveAttribute('data-state', 'warning');
+    await expect(node(page, 'create').getByTestId('node-badge-warning')).toHaveAttribute('data-codes', /lint_unguarded_write/);
+
+    // The shown report is now out of date.
+    await page.getByTestId('tab-check').click();
+    await expect(report).toHaveAttribute('data-stale', 'true');
+    await expect(page.getByTestId('check-stale')).toBeVisible();
+
+    await page.getByTestId('check').click();
+    await expect(report).toHaveAttribute('data-passed', 'false');
+    await expect(report).toHaveAttribute('data-stale', 'false');
+    const twice = page.locator('[data-testid=check-row][data-check="same event twice"]');
+    await expect(twice).toHaveAttribute('data-verdict', 'fail');
+    await expect(twice.getByTestId('check-verdict')).toHaveText('FAIL');
+    const failed = await page.locator('[data-testid=check-row][data-verdict=fail]').count();
+    expect(failed).toBeGreaterThanOrEqual(1);
+    await expect(page.getByTestId('check-summary')).toHaveText(`${failed} of ${await rows.count()} checks failed: not safe to re-run`);
+    await expect(page.getByTestId('check-warnings')).toContainText('lint_unguarded_write');
+
+    // The check ran the unsaved canvas: the saved file is untouched.
+    await expect(page.getByTestId('dirty-dot')).toBeVisible();
+    const saved = await apiGet<WorkflowFile>(request, '/workflows/invoice-paid-once');
+    expect(saved.steps.map((s) => s.id)).toContain('seen');
+    expect(saved.steps.find((s) => s.id === 'create')?.config.headers).toEqual({
+      'Idempotency-Key': 'deal-{{ input.data.object.id }}',
+    });
+  });
+
+  test('names a bad id path and a workflow with errors instead of a report', async ({ page }) => {
+    await openEditor(page);
+    await openWorkflow(page, 'invoice-paid-once');
+    await pickSample(page, 'stripe/invoice.paid.json', /"type": "invoice.paid"/);
+
+    // An id path the event does not have: the tab says which.
+    await page.getByTestId('tab-check').click();
+    await expect(page.getByTestId('check-empty')).toBeVisible();
+    await page.getByTestId('check-id-paths').fill('id, nope.x');
+    await page.getByTestId('check-again').click();
+    const error = page.getByTestId('check-error');
+    await expect(error).toHaveAttribute('data-code', 'invalid_check');
+    await expect(error).toContainText('nope.x');
+
+    // Remembered for this workflow; a good path gives a report again.
+    await page.reload();
+    await expect(page.getByTestId('editor')).toBeVisible();
+    await page.getByTestId('tab-check').click();
+    await expect(page.getByTestId('check-id-paths')).toHaveValue('id, nope.x');
+    await page.getByTestId('check-id-paths').fill('id, data.object.id');
+    await page.getByTestId('check-id-paths').press('Enter');
+    await expect(page.getByTestId('check-report')).toHaveAttribute('data-passed', 'true');
+
+    // A step that cannot be reached is a validation error: no report, the problems are named.
+    await select(page, 'seen');
+    await page.keyboard.press('Delete');
+    await expect(node(page, 'seen')).toHaveCount(0);
+    await page.getByTestId('check').click();
+    await expect(error).toHaveAttribute('data-code', 'workflow_invalid');
+    await expect(page.getByTestId('check-report')).toHaveCount(0);
+    await expect(page.getByTestId('toast')).toContainText('before a check');
+  });
+});

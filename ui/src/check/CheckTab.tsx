@@ -1,0 +1,248 @@
+import { useEffect, useState } from 'react';
+import { useEditor } from '../store/editor';
+import { formatMs } from '../app/format';
+import type { CheckVerdict } from '../api';
+import { checkSummary, useCheck } from './store';
+import './check.css';
+
+const SCENARIOS = [
+  'first delivery',
+  'same event twice',
+  'new event (new ids)',
+  'timeout after write, then redelivery',
+  'forced failure, compensation',
+  'replay of the failed run',
+];
+
+const VERDICT_LABEL: Record<CheckVerdict, string> = { pass: 'PASS', fail: 'FAIL', not_run: 'not run' };
+
+const CHECK_TITLE =
+  'Prove the canvas is safe to re-run: the run input as the event, sent twice, after a timeout-after-write, with a new id, ' +
+  'with a forced failure and compensation, then a replay; against a throw-away sandbox and store (nothing leaves this machine)';
+
+/** The top bar's "Check" button (next to Dry Run). */
+export function CheckButton() {
+  const busy = useCheck((s) => s.busy);
+  const runCheck = useCheck((s) => s.runCheck);
+  return (
+    <button className="fx-btn" onClick={() => void runCheck()} disabled={busy} title={CHECK_TITLE} data-testid="check">
+      {busy ? 'Checking…' : '✓ Check'}
+    </button>
+  );
+}
+
+/** The dot on the "Check" tab: running, passed or failed (for the workflow on the canvas). */
+export function CheckTabMark() {
+  const busy = useCheck((s) => s.busy);
+  const result = useCheck((s) => s.result);
+  const workflowId = useEditor((s) => s.meta.id);
+  if (busy) return <span className="fx-dot run-running" />;
+  if (!result || result.workflowId !== workflowId) return null;
+  return <span className={`fx-dot ${result.report.passed ? 'run-succeeded' : 'run-failed'}`} />;
+}
+
+function Elapsed({ since }: { since: number }) {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), 250);
+    return () => clearInterval(t);
+  }, []);
+  return <span className="fx-muted">{((now - since) / 1000).toFixed(1)} s</span>;
+}
+
+function Progress({ since }: { since: number }) {
+  return (
+    <div className="fx-check-progress" data-testid="check-progress" role="status" aria-live="polite">
+      <div className="fx-row">
+        <span className="fx-check-spinner" />
+        <span>Checking the canvas against a throw-away sandbox and store…</span>
+        <Elapsed since={since} />
+      </div>
+      <div className="fx-check-bar">
+        <span />
+      </div>
+      <ul className="fx-check-scenarios fx-muted">
+        {SCENARIOS.map((s) => (
+          <li key={s}>{s}</li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+function IdPathsField() {
+  const workflowId = useEditor((s) => s.meta.id);
+  const value = useCheck((s) => s.idPaths[workflowId]) ?? useCheck.getState().idPathsFor(workflowId);
+  const setIdPaths = useCheck((s) => s.setIdPaths);
+  const busy = useCheck((s) => s.busy);
+  const runCheck = useCheck((s) => s.runCheck);
+  return (
+    <label className="fx-check-idpaths">
+      <span className="fx-muted">Id paths</span>
+      <input
+        className="fx-input fx-mono"
+        value={value}
+        placeholder="id, data.object.id (default)"
+        spellCheck={false}
+        data-testid="check-id-paths"
+        title="Dot paths of the event's business ids, comma-separated: the “new event” row changes the values there. Empty: `id`, plus `data.object.id` when the event has it."
+        onChange={(e) => setIdPaths(workflowId, e.target.value)}
+        onKeyDown={(e) => {
+          if (e.key === 'Enter' && !busy) void runCheck();
+        }}
+      />
+    </label>
+  );
+}
+
+export function CheckTab() {
+  const busy = useCheck((s) => s.busy);
+  const startedAt = useCheck((s) => s.startedAt);
+  const result = useCheck((s) => s.result);
+  const error = useCheck((s) => s.error);
+  const seq = useCheck((s) => s.seq);
+  const runCheck = useCheck((s) => s.runCheck);
+  const clear = useCheck((s) => s.clear);
+  const workflowId = useEditor((s) => s.meta.id);
+  const rev = useEditor((s) => s.rev);
+  const inputText = useEditor((s) => s.inputText);
+  const setTab = useEditor((s) => s.setBottomTab);
+
+  const shown = result && result.workflowId === workflowId ? result : null;
+  const failure = error && error.workflowId === workflowId ? error : null;
+  const stale = !!shown && (shown.rev !== rev || shown.inputText !== inputText);
+
+  let body;
+  if (busy && startedAt) {
+    body = <Progress since={startedAt} />;
+  } else if (failure) {
+    const errors = failure.problems?.filter((p) => p.severity === 'error').length ?? 0;
+    body = (
+      <div className="fx-check-error" data-testid="check-error" data-code={failure.code}>
+        <span className="fx-code-tag">{failure.code}</span> <span className="fx-error-text">{failure.message}</span>
+        {errors > 0 && (
+          <button className="fx-btn fx-btn-small" onClick={() => setTab('problems')}>
+            Show {errors} problem{errors === 1 ? '' : 's'}
+          </button>
+        )}
+        {failure.code === 'invalid_check' && (
+          <div className="fx-muted">Fix the run input (Run input tab) or the id paths, then check again.</div>
+        )}
+      </div>
+    );
+  } else if (shown) {
+    const r = shown.report;
+    body = (
+      <div className="fx-check-report" data-testid="check-report" data-passed={r.passed ? 'true' : 'false'} data-stale={stale ? 'true' : 'false'} data-seq={seq}>
+        <div className="fx-check-summary-row">
+          <span className={`fx-check-badge ${r.passed ? 'is-pass' : 'is-fail'}`}>{r.passed ? 'SAFE' : 'NOT SAFE'}</span>
+          <span className={`fx-check-summary ${r.passed ? 'fx-ok-text' : 'fx-error-text'}`} data-testid="check-summary">
+            {checkSummary(r)}
+          </span>
+          <span className="fx-muted">{formatMs(shown.durationMs)}</span>
+          {stale && (
+            <span className="fx-warning-text" data-testid="check-stale">
+              The canvas or the input changed since: check again
+            </span>
+          )}
+        </div>
+        <table className="fx-table fx-check-table" data-testid="check-table">
+          <colgroup>
+            <col className="fx-check-col-check" />
+            <col className="fx-check-col-expected" />
+            <col />
+            <col className="fx-check-col-result" />
+          </colgroup>
+          <thead>
+            <tr>
+              <th>Check</th>
+              <th>Expected</th>
+              <th>Seen</th>
+              <th>Result</th>
+            </tr>
+          </thead>
+          <tbody>
+            {r.checks.map((row, i) => (
+              <tr key={i} className={`is-${row.verdict}`} data-testid="check-row" data-check={row.check} data-verdict={row.verdict}>
+                <td className="fx-check-name">{row.check}</td>
+                <td className="fx-muted">{row.expected}</td>
+                <td>{row.seen}</td>
+                <td>
+                  <span className={`fx-check-badge is-${row.verdict}`} data-testid="check-verdict">
+                    {VERDICT_LABEL[row.verdict] ?? row.verdict}
+                  </span>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        <div className="fx-check-notes">
+          <div className="fx-muted">
+            {r.env.length > 0 && (
+              <>
+                Pointed at the sandbox:{' '}
+                {r.env.map((n, i) => (
+                  <span key={n}>
+                    {i > 0 && ', '}
+                    <code>env.{n}</code>
+                  </span>
+                ))}
+                {' · '}
+              </>
+            )}
+            Id paths changed for the new event:{' '}
+            {r.id_paths.map((p, i) => (
+              <span key={p}>
+                {i > 0 && ', '}
+                <code>{p}</code>
+              </span>
+            ))}
+          </div>
+          {r.warnings.length > 0 && (
+            <ul className="fx-check-warnings" data-testid="check-warnings">
+              {r.warnings.map((w, i) => (
+                <li key={i} className="fx-warning-text">
+                  {w}
+                </li>
+              ))}
+            </ul>
+          )}
+          {r.notes.length > 0 && (
+            <ul className="fx-check-list fx-muted" data-testid="check-notes">
+              {r.notes.map((n, i) => (
+                <li key={i}>{n}</li>
+              ))}
+            </ul>
+          )}
+        </div>
+      </div>
+    );
+  } else {
+    body = (
+      <div className="fx-empty" data-testid="check-empty">
+        Check proves this workflow is safe to re-run: it runs what is on the canvas with the run input as the event, against a
+        throw-away sandbox and store. The same event twice, a timeout after a write, a new id, a forced failure with
+        compensation, and a replay of the failed run. Nothing leaves this machine.
+      </div>
+    );
+  }
+
+  return (
+    <div className="fx-check-tab" data-testid="check-tab">
+      <div className="fx-results-head">
+        <button className="fx-btn fx-btn-primary fx-btn-small" onClick={() => void runCheck()} disabled={busy} data-testid="check-again">
+          {busy ? 'Checking…' : shown || failure ? 'Check again' : 'Check'}
+        </button>
+        <IdPathsField />
+        <span className="fx-muted">The event is the run input</span>
+        <span className="fx-spacer" />
+        {(shown || failure) && !busy && (
+          <button className="fx-btn fx-btn-small" onClick={clear} data-testid="clear-check">
+            Clear
+          </button>
+        )}
+      </div>
+      {body}
+    </div>
+  );
+}
