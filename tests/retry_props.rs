@@ -190,7 +190,11 @@ async fn run_against_503(
     // Every attempt that got an answer reached the mock. (Under heavy load an attempt can
     // rarely fail at the connection level before the mock has read the request; the engine
     // retries it like any connection error, so it is an attempt without an HTTP status.)
-    let answered = call.attempts.iter().filter(|a| a.http_status.is_some()).count();
+    let answered = call
+        .attempts
+        .iter()
+        .filter(|a| a.http_status.is_some())
+        .count();
     prop_assert_eq!(mock.count(), answered);
     prop_assert!(answered >= 1);
     prop_assert!(call.attempts.len() <= retries as usize + 1);

@@ -206,32 +206,52 @@ struct CheckBody {
 
 /// `POST /workflows/{id}/check`: the re-run safety check ([`crate::check`]) against a
 /// throw-away sandbox and store: `{passed, checks: [{check, expected, seen, verdict}], …}`.
-async fn check(State(state): State<AppState>, Path(id): Path<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Json<Value>> {
+async fn check(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
-    let parsed: CheckBody = serde_json::from_value(body)
-        .map_err(|e| ApiError::bad_request("invalid_body", format!("expected {{\"event\": {{...}}, \"id_paths\"?: [..], \"workflow\"?: {{...}}}}: {e}")))?;
+    let parsed: CheckBody = serde_json::from_value(body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!(
+                "expected {{\"event\": {{...}}, \"id_paths\"?: [..], \"workflow\"?: {{...}}}}: {e}"
+            ),
+        )
+    })?;
     let definition = match parsed.workflow {
         Some(d) => d,
         None => {
-            let entry = state
-                .workflows()
-                .get(&id)
-                .ok_or_else(|| ApiError::not_found("workflow_not_found", format!("no workflow `{id}`")))?;
-            entry.value.clone().ok_or_else(|| ApiError::conflict("workflow_invalid", format!("workflow `{id}` is not valid JSON")))?
+            let entry = state.workflows().get(&id).ok_or_else(|| {
+                ApiError::not_found("workflow_not_found", format!("no workflow `{id}`"))
+            })?;
+            entry.value.clone().ok_or_else(|| {
+                ApiError::conflict(
+                    "workflow_invalid",
+                    format!("workflow `{id}` is not valid JSON"),
+                )
+            })?
         }
     };
-    let options = crate::check::CheckOptions { id_paths: parsed.id_paths };
-    let report = crate::check::check(&definition, &parsed.event, &options).await.map_err(|e| match e {
-        crate::check::CheckError::Invalid(problems) => {
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "workflow_invalid", "the workflow has validation errors; see `problems`")
-                .with_extra(json!({"problems": problems}))
-        }
-        crate::check::CheckError::BadInput(m) => ApiError::bad_request("invalid_check", m),
-        crate::check::CheckError::Setup(m) => {
-            tracing::error!(error = %m, "check setup failed");
-            ApiError::unavailable("the check could not start its sandbox; retry", 1)
-        }
-    })?;
+    let options = crate::check::CheckOptions {
+        id_paths: parsed.id_paths,
+    };
+    let report = crate::check::check(&definition, &parsed.event, &options)
+        .await
+        .map_err(|e| match e {
+            crate::check::CheckError::Invalid(problems) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "workflow_invalid",
+                "the workflow has validation errors; see `problems`",
+            )
+            .with_extra(json!({"problems": problems})),
+            crate::check::CheckError::BadInput(m) => ApiError::bad_request("invalid_check", m),
+            crate::check::CheckError::Setup(m) => {
+                tracing::error!(error = %m, "check setup failed");
+                ApiError::unavailable("the check could not start its sandbox; retry", 1)
+            }
+        })?;
     Ok(Json(serde_json::to_value(report).unwrap_or_default()))
 }
 

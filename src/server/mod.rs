@@ -177,7 +177,10 @@ pub fn router(state: AppState) -> Router {
         ))
         // Unknown API paths are problems, not the UI's index.html.
         .fallback(|uri: axum::http::Uri| async move {
-            error::ApiError::not_found("no_such_route", format!("no API route /api/v1{}", uri.path()))
+            error::ApiError::not_found(
+                "no_such_route",
+                format!("no API route /api/v1{}", uri.path()),
+            )
         });
     let mut app = Router::new()
         .route("/hooks/{workflow_id}", post(hooks::webhook))

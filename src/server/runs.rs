@@ -105,23 +105,43 @@ async fn start_or_queue(
         headers.insert(header::LOCATION, v);
     }
     if !wait {
-        let s = state.store().clone();
-        let r = run.clone();
-        tokio::task::spawn_blocking(move || s.put_run(&r))
-            .await
-            .map_err(|_| ApiError::unavailable("the run could not be queued", 1))?
-            .map_err(ApiError::store)?;
-        state.commit().durable().await.map_err(ApiError::store)?;
-        state.queue().push(run.id.clone());
+        let run = queue_run(state, run).await?;
         return Ok((
             StatusCode::ACCEPTED,
             headers,
             serde_json::to_value(&run).unwrap_or_default(),
         ));
     }
+    let done = execute_now(state, wf, run).await?;
+    Ok((
+        StatusCode::OK,
+        headers,
+        serde_json::to_value(&done).unwrap_or_default(),
+    ))
+}
+
+/// Store a `queued` run durably (group commit), hand it to the workers, answer it as queued.
+pub async fn queue_run(state: &AppState, run: RunRecord) -> ApiResult<RunRecord> {
+    let s = state.store().clone();
+    let r = run.clone();
+    tokio::task::spawn_blocking(move || s.put_run(&r))
+        .await
+        .map_err(|_| ApiError::unavailable("the run could not be queued", 1))?
+        .map_err(ApiError::store)?;
+    state.commit().durable().await.map_err(ApiError::store)?;
+    state.queue().push(run.id.clone());
+    Ok(run)
+}
+
+/// Execute a run now and answer it finished. In a task of its own, so a caller that goes away
+/// (a client's timeout, a closed window) does not cancel a run half-way.
+pub async fn execute_now(
+    state: &AppState,
+    wf: Arc<Compiled>,
+    run: RunRecord,
+) -> ApiResult<RunRecord> {
     let engine = state.engine().clone();
-    // Spawned so a client that disconnects does not cancel a run half-way.
-    let done = tokio::spawn(async move { engine.execute(&wf, run).await })
+    tokio::spawn(async move { engine.execute(&wf, run).await })
         .await
         .map_err(|_| {
             ApiError::new(
@@ -130,12 +150,7 @@ async fn start_or_queue(
                 "the run task failed",
             )
         })?
-        .map_err(ApiError::store)?;
-    Ok((
-        StatusCode::OK,
-        headers,
-        serde_json::to_value(&done).unwrap_or_default(),
-    ))
+        .map_err(ApiError::store)
 }
 
 /// Run (or queue) and complete the idempotency record in a task of its own, so a client that
@@ -309,13 +324,18 @@ async fn list_runs(
 ) -> ApiResult<Json<Value>> {
     let Query(params) =
         params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
+    let page = list(&state, &params).await?;
+    Ok(Json(serde_json::to_value(page).unwrap_or_default()))
+}
+
+/// A page of run summaries for `params` (newest first), off the async threads.
+pub async fn list(state: &AppState, params: &RunsParams) -> ApiResult<crate::store::RunPage> {
     let q = params.to_query()?;
     let s = state.store().clone();
-    let page = tokio::task::spawn_blocking(move || s.list_runs(&q))
+    tokio::task::spawn_blocking(move || s.list_runs(&q))
         .await
         .map_err(|_| ApiError::unavailable("listing failed", 1))?
-        .map_err(ApiError::store)?;
-    Ok(Json(serde_json::to_value(page).unwrap_or_default()))
+        .map_err(ApiError::store)
 }
 
 async fn get_run(
@@ -349,7 +369,31 @@ async fn replay(
     let body = json_body(body, state.options().body_limit_bytes)?;
     let parsed: ReplayBody = serde_json::from_value(body.clone())
         .map_err(|e| ApiError::bad_request("invalid_body", format!("expected {{\"mode\": \"live\"|\"dry\", \"version\": \"current\"|\"original\"}}: {e}")))?;
-    let mode = match parsed.mode.as_deref() {
+    let (mode, wf, original) = replay_plan(
+        &state,
+        &id,
+        parsed.mode.as_deref(),
+        parsed.version.as_deref(),
+    )?;
+    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
+        Begin::Replay(resp) => return Ok(resp),
+        Begin::Process(g) => Some(g),
+        Begin::NoKey => None,
+    };
+    let run = replay_run(&state, &wf, original, mode)?;
+    Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
+}
+
+/// Check a replay request (SPEC §4): the mode (`live` default, `dry`), the definition
+/// (`current` default, or the run's recorded `original` snapshot) and the original run.
+pub fn replay_plan(
+    state: &AppState,
+    id: &str,
+    mode: Option<&str>,
+    version: Option<&str>,
+) -> ApiResult<(Mode, Arc<Compiled>, RunRecord)> {
+    let mode = match mode {
         None | Some("live") => Mode::Live,
         Some("dry") => Mode::Dry,
         Some(m) => {
@@ -361,11 +405,11 @@ async fn replay(
     };
     let original = state
         .store()
-        .get_run(&id)
+        .get_run(id)
         .map_err(ApiError::store)?
         .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))?;
-    let wf = match parsed.version.as_deref() {
-        None | Some("current") => runnable(&state, &original.workflow_id)?,
+    let wf = match version {
+        None | Some("current") => runnable(state, &original.workflow_id)?,
         Some("original") => {
             let (c, problems) = check_value(&original.snapshot, state.engine().registry());
             Arc::new(c.ok_or_else(|| {
@@ -383,31 +427,38 @@ async fn replay(
             ))
         }
     };
-    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
-    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
-        Begin::Replay(resp) => return Ok(resp),
-        Begin::Process(g) => Some(g),
-        Begin::NoKey => None,
-    };
+    Ok((mode, wf, original))
+}
+
+/// The replay run of `original` (its input, trigger `replay`, its key), linked both ways
+/// (`replay_of` / `replayed_by`) before it starts. Not yet executed nor queued.
+pub fn replay_run(
+    state: &AppState,
+    wf: &Compiled,
+    original: RunRecord,
+    mode: Mode,
+) -> ApiResult<RunRecord> {
     let mut req = RunRequest::new(original.input.clone(), Trigger::Replay, mode);
     req.replay_of = Some(original.id.clone());
     req.idempotency_key = original.idempotency_key.clone();
-    let run = state.engine().new_run(&wf, req);
-    // Link both ways before the new run starts.
+    let run = state.engine().new_run(wf, req);
     let mut orig = original;
     orig.replayed_by.push(run.id.clone());
     state.store().put_run(&orig).map_err(ApiError::store)?;
-    Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
+    Ok(run)
 }
 
-#[derive(Deserialize, Default)]
+/// Query of `GET /runs/stats`.
+#[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct StatsParams {
+pub struct StatsParams {
     /// `minute`, `hour` (default) or `day`.
-    bucket: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
-    workflow: Option<String>,
+    pub bucket: Option<String>,
+    /// RFC 3339 or unix ms; default `until` − 24 h.
+    pub since: Option<String>,
+    /// RFC 3339 or unix ms; default now.
+    pub until: Option<String>,
+    pub workflow: Option<String>,
 }
 
 async fn stats(
@@ -415,6 +466,11 @@ async fn stats(
     params: Result<Query<StatsParams>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
+    Ok(Json(stats_for(&state, &p).await?))
+}
+
+/// Counts of runs by status per bucket: `{bucket_ms, since, until, buckets}`.
+pub async fn stats_for(state: &AppState, p: &StatsParams) -> ApiResult<Value> {
     let bucket_ms: i64 = match p.bucket.as_deref().unwrap_or("hour") {
         "minute" => 60_000,
         "hour" => 3_600_000,
@@ -458,7 +514,10 @@ async fn stats(
             .await
             .map_err(|_| ApiError::unavailable("stats failed", 1))?
             .map_err(ApiError::store)?;
-    Ok(Json(
-        json!({"bucket_ms": bucket_ms, "since": crate::clock::rfc3339(since), "until": crate::clock::rfc3339(until), "buckets": buckets}),
-    ))
+    Ok(json!({
+        "bucket_ms": bucket_ms,
+        "since": crate::clock::rfc3339(since),
+        "until": crate::clock::rfc3339(until),
+        "buckets": buckets,
+    }))
 }

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use fluxo::run::{Mode, RunRecord, Trigger};
 use fluxo::runtime::RunRequest;
-use fluxo::server::error::ApiError;
-use fluxo::server::runs::{parse_instant, runnable, RunsParams};
+use fluxo::server::runs::{self, runnable, RunsParams, StatsParams};
 use fluxo::server::AppState;
 use fluxo::store::RunPage;
 use fluxo::workflow::check_value;
@@ -62,18 +61,7 @@ pub async fn start_run(
         Trigger::Manual,
         Mode::Live,
     );
-    queue(&state, state.engine().new_run(&wf, req)).await
-}
-
-/// Store a `queued` run durably, then hand it to the listener's workers.
-async fn queue(state: &AppState, run: RunRecord) -> IpcResult<RunRecord> {
-    let (store, queued) = (state.store().clone(), run.clone());
-    tokio::task::spawn_blocking(move || store.put_run(&queued))
-        .await
-        .map_err(|_| IpcError::internal("queueing the run"))??;
-    state.commit().durable().await?;
-    state.queue().push(run.id.clone());
-    Ok(run)
+    Ok(runs::queue_run(&state, state.engine().new_run(&wf, req)).await?)
 }
 
 #[tauri::command]
@@ -116,7 +104,7 @@ pub async fn list_runs(
     query: Option<RunQueryArgs>,
 ) -> IpcResult<RunPage> {
     let a = query.unwrap_or_default();
-    let query = RunsParams {
+    let params = RunsParams {
         workflow: a.workflow,
         status: a.status,
         mode: a.mode,
@@ -127,12 +115,8 @@ pub async fn list_runs(
         q: a.q,
         limit: a.limit,
         cursor: a.cursor,
-    }
-    .to_query()?;
-    let store = state.store().clone();
-    Ok(tokio::task::spawn_blocking(move || store.list_runs(&query))
-        .await
-        .map_err(|_| IpcError::internal("listing runs"))??)
+    };
+    Ok(runs::list(&state, &params).await?)
 }
 
 /// Filters of the status chart (the UI's `RunStatsQuery`).
@@ -153,50 +137,13 @@ pub async fn run_stats(
     query: Option<RunStatsArgs>,
 ) -> IpcResult<Value> {
     let a = query.unwrap_or_default();
-    let bucket_ms: i64 = match a.bucket.as_deref().unwrap_or("hour") {
-        "minute" => 60_000,
-        "hour" => 3_600_000,
-        "day" => 86_400_000,
-        b => {
-            return Err(IpcError::new(
-                "invalid_parameter",
-                format!("`bucket`: `{b}` is not minute, hour or day"),
-            ))
-        }
+    let params = StatsParams {
+        bucket: a.bucket,
+        since: instant_text(a.since),
+        until: instant_text(a.until),
+        workflow: a.workflow,
     };
-    let instant = |name: &str, v: Option<Value>| -> IpcResult<Option<i64>> {
-        match instant_text(v) {
-            Some(t) => Ok(Some(parse_instant(name, &t)?)),
-            None => Ok(None),
-        }
-    };
-    let until = instant("until", a.until)?.unwrap_or_else(|| state.clock().now_ms() + 1);
-    let since = instant("since", a.since)?.unwrap_or(until - 24 * 3_600_000);
-    if since >= until {
-        return Err(IpcError::new(
-            "invalid_parameter",
-            "`since` must be before `until`",
-        ));
-    }
-    if (until - since) / bucket_ms > 10_000 {
-        return Err(IpcError::new(
-            "invalid_parameter",
-            "more than 10,000 buckets: use a larger bucket or a shorter range",
-        ));
-    }
-    let store = state.store().clone();
-    let wf = a.workflow.filter(|w| !w.is_empty());
-    let buckets = tokio::task::spawn_blocking(move || {
-        store.run_stats(wf.as_deref(), since, until, bucket_ms)
-    })
-    .await
-    .map_err(|_| IpcError::internal("counting runs"))??;
-    Ok(json!({
-        "bucket_ms": bucket_ms,
-        "since": fluxo::clock::rfc3339(since),
-        "until": fluxo::clock::rfc3339(until),
-        "buckets": buckets,
-    }))
+    Ok(runs::stats_for(&state, &params).await?)
 }
 
 /// Replay a run: a new run of its input, linked both ways (`replay_of` / `replayed_by`), with
@@ -211,55 +158,10 @@ pub async fn replay_run(
     version: Option<String>,
     wait: Option<bool>,
 ) -> IpcResult<RunRecord> {
-    let mode = match mode.as_deref() {
-        None | Some("live") => Mode::Live,
-        Some("dry") => Mode::Dry,
-        Some(m) => {
-            return Err(IpcError::new(
-                "invalid_body",
-                format!("`mode`: `{m}` is not live or dry"),
-            ))
-        }
-    };
-    let original = state
-        .store()
-        .get_run(&id)?
-        .ok_or_else(|| IpcError::new("run_not_found", format!("no run `{id}`")))?;
-    let wf = match version.as_deref() {
-        None | Some("current") => runnable(&state, &original.workflow_id)?,
-        Some("original") => {
-            let (c, problems) = check_value(&original.snapshot, state.engine().registry());
-            Arc::new(c.ok_or_else(|| {
-                IpcError::from(
-                    ApiError::conflict(
-                        "workflow_invalid",
-                        "the run's recorded definition no longer validates",
-                    )
-                    .with_extra(json!({"problems": problems})),
-                )
-            })?)
-        }
-        Some(v) => {
-            return Err(IpcError::new(
-                "invalid_body",
-                format!("`version`: `{v}` is not current or original"),
-            ))
-        }
-    };
-    let mut req = RunRequest::new(original.input.clone(), Trigger::Replay, mode);
-    req.replay_of = Some(original.id.clone());
-    req.idempotency_key = original.idempotency_key.clone();
-    let run = state.engine().new_run(&wf, req);
-    // Link both ways before the new run starts.
-    let mut orig = original;
-    orig.replayed_by.push(run.id.clone());
-    state.store().put_run(&orig)?;
+    let (mode, wf, original) = runs::replay_plan(&state, &id, mode.as_deref(), version.as_deref())?;
+    let run = runs::replay_run(&state, &wf, original, mode)?;
     if !wait.unwrap_or(true) {
-        return queue(&state, run).await;
+        return Ok(runs::queue_run(&state, run).await?);
     }
-    // Its own task: the run finishes even if the window goes away meanwhile.
-    let engine = state.engine().clone();
-    Ok(tokio::spawn(async move { engine.execute(&wf, run).await })
-        .await
-        .map_err(|_| IpcError::internal("the replay"))??)
+    Ok(runs::execute_now(&state, wf, run).await?)
 }

@@ -2,30 +2,12 @@
 //! `GET|PUT|DELETE /api/v1/workflows/{id}` and `POST /api/v1/workflows/validate`.
 
 use fluxo::server::AppState;
-use fluxo::workflow::dir::{DirError, WorkflowEntry};
-use fluxo::workflow::{check_value, Severity};
+use fluxo::workflow::check_value;
+use fluxo::workflow::dir::DirError;
 use serde_json::{json, Value};
 use tauri::State;
 
 use crate::error::{IpcError, IpcResult};
-
-/// One row of the workflow list (the HTTP list's members).
-pub fn summary(e: &WorkflowEntry) -> Value {
-    let errors = e
-        .problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .count();
-    json!({
-        "id": e.id,
-        "name": e.name(),
-        "version": e.version(),
-        "valid": e.compiled.is_some(),
-        "errors": errors,
-        "warnings": e.problems.len() - errors,
-        "trigger": e.compiled.as_ref().map(|c| c.trigger().kind.clone()),
-    })
-}
 
 fn not_found(id: &str) -> IpcError {
     IpcError::new("workflow_not_found", format!("no workflow `{id}`"))
@@ -37,7 +19,7 @@ pub async fn list_workflows(state: State<'_, AppState>) -> IpcResult<Vec<Value>>
         .workflows()
         .list()
         .iter()
-        .map(|e| summary(e))
+        .map(|e| e.summary())
         .collect())
 }
 
