@@ -125,3 +125,53 @@ async fn claims_and_keys_survive_a_restart() {
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
     assert_eq!(again.text, first.text);
 }
+
+/// The executor makes a live run's `running` state durable before its first step acts: a
+/// crash then leaves it `running` (→ `interrupted` on restart), never `queued` (→ executed a
+/// second time). Here the disk is held: the destination must not be called until the flush
+/// that covers `running` completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_is_durable_before_the_first_side_effect() {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use common::server::{slow_api_workflow, FaultStore, GatedMock};
+    use fluxo::store::GroupCommit;
+
+    let data = tempfile::tempdir().unwrap();
+    let fault = Arc::new(FaultStore::new(Arc::new(open_sled(data.path()))));
+    let store: Arc<dyn Store> = fault.clone();
+    let mock = GatedMock::start().await;
+    let wf = common::compile(&slow_api_workflow("wf1", &format!("{}/deals", mock.url)));
+    let engine = Engine::new(store.clone(), Arc::new(fluxo::clock::SystemClock))
+        .with_group_commit(GroupCommit::start(store.clone()));
+
+    fault.hold_flushes.store(true, Ordering::SeqCst);
+    let run = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .run(&wf, RunRequest::new(json!({}), Trigger::Api, Mode::Live))
+                .await
+        })
+    };
+    for _ in 0..1000 {
+        if fault.held.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(
+        fault.held.load(Ordering::SeqCst) > 0,
+        "the `running` flush is waiting"
+    );
+    // Give the step every chance to call the destination early (it must not).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(mock.hits(), 0, "no side effect before `running` is durable");
+    fault.hold_flushes.store(false, Ordering::SeqCst);
+    mock.wait_arrival().await;
+    mock.release(1);
+    let done = run.await.unwrap().unwrap();
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(mock.hits(), 1);
+}

@@ -93,6 +93,7 @@ pub struct Engine {
     http: Arc<dyn HttpTransport>,
     env: Arc<RwLock<EnvLayers>>,
     events: broadcast::Sender<RunEvent>,
+    commit: Option<crate::store::GroupCommit>,
 }
 
 impl Engine {
@@ -107,6 +108,23 @@ impl Engine {
             http: Arc::new(LiveHttp::new()),
             env: Arc::new(RwLock::new(EnvLayers::new())),
             events,
+            commit: None,
+        }
+    }
+
+    /// Make a live run's `running` state durable before its first step, and its final state
+    /// before `execute` returns, through `commit` (batched with other writers' flushes). Then
+    /// a crash never leaves a run that acted as `queued` (it would be executed again on
+    /// restart instead of becoming `interrupted`), nor loses a finished run's outcome.
+    pub fn with_group_commit(mut self, commit: crate::store::GroupCommit) -> Self {
+        self.commit = Some(commit);
+        self
+    }
+
+    async fn durable(&self) -> Result<(), StoreError> {
+        match &self.commit {
+            Some(c) => c.durable().await,
+            None => Ok(()),
         }
     }
 
@@ -223,6 +241,7 @@ impl Engine {
         run.started_at = Some(Timestamp(started));
         if run.mode == Mode::Live {
             self.store.put_run(&run)?;
+            self.durable().await?;
         }
         self.emit(&run, "run_started", None, run.status.as_str());
         let effects = match run.mode {
@@ -270,6 +289,9 @@ impl Engine {
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
         self.store.put_run(&run)?;
+        if run.mode == Mode::Live {
+            self.durable().await?;
+        }
         self.emit(&run, "run_finished", None, run.status.as_str());
         Ok(run)
     }

@@ -2,7 +2,7 @@
 //! (SPEC §5).
 //!
 //! * [`hooks`]: `POST /hooks/{workflow_id}`: dedupe at the door (claim + queued run in one
-//!   transaction, made durable by [`commit::GroupCommit`] before the 202).
+//!   transaction, made durable by the [`crate::store::GroupCommit`] before the 202).
 //! * [`runs`]: start runs (idempotent with `Idempotency-Key`), list, detail, replay, stats.
 //! * [`api`]: workflows CRUD, validate, dry-run, memory, step kinds, events (SSE), health.
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
@@ -15,7 +15,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod commit;
 pub mod error;
 pub mod hooks;
 pub mod idempotency;
@@ -78,7 +77,7 @@ struct Inner {
     engine: Engine,
     workflows: WorkflowDir,
     token: RwLock<String>,
-    commit: commit::GroupCommit,
+    commit: crate::store::GroupCommit,
     queue: queue::Queue,
     options: ServerOptions,
     settings: RwLock<crate::settings::AppSettings>,
@@ -118,7 +117,7 @@ impl AppState {
         *self.0.token.write().unwrap_or_else(|e| e.into_inner()) = t;
     }
     /// Group commit.
-    pub fn commit(&self) -> &commit::GroupCommit {
+    pub fn commit(&self) -> &crate::store::GroupCommit {
         &self.0.commit
     }
     /// The run queue.
@@ -253,7 +252,9 @@ pub async fn start(
 ) -> std::io::Result<RunningServer> {
     let addr = listener.local_addr()?;
     let store = engine.store().clone();
-    let commit = commit::GroupCommit::start(store.clone());
+    let commit = crate::store::GroupCommit::start(store.clone());
+    // Runs' `running` and final states go through the same group commit (crash recovery).
+    let engine = engine.with_group_commit(commit.clone());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (queue, receiver) = queue::Queue::new();
     let settings = match &options.data_dir {

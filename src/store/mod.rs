@@ -19,6 +19,7 @@
 //! of composite keys and must not contain a NUL byte; writes that carry one fail with
 //! [`StoreError::Backend`] (the server rejects such keys long before, SPEC §5).
 
+pub mod commit;
 mod common;
 pub mod mem_store;
 pub mod sled_store;
@@ -29,6 +30,7 @@ use serde_json::Value;
 
 use crate::run::{Mode, RunRecord, RunStatus, Timestamp, Trigger};
 
+pub use commit::GroupCommit;
 pub use mem_store::InMemoryStore;
 pub use sled_store::{SledConfig, SledStore};
 pub use sweeper::{spawn_sweeper, sweep_once, SweepReport};

@@ -1,4 +1,5 @@
-//! Group commit: many requests' writes made durable by one flush.
+//! Group commit: many writers' writes made durable by one flush (the webhook ingest path, and
+//! the executor's `running` and final run states).
 //!
 //! A request writes its transaction, then waits in [`GroupCommit::durable`]. One task collects
 //! every waiter that arrived while the previous flush ran and calls sled's **blocking**
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::store::{Store, StoreError, StoreResult};
+use super::{Store, StoreError, StoreResult};
 
 type Waiter = oneshot::Sender<StoreResult<()>>;
 
