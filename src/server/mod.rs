@@ -211,8 +211,6 @@ async fn request_id(
         .map(String::from)
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
     let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
-    let _enter = span.enter();
-    drop(_enter);
     let mut resp = tracing::Instrument::instrument(next.run(req), span).await;
     if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);
