@@ -30,6 +30,8 @@ import type {
 export interface Api {
   /** `http` or `tauri`: the UI hides the token screen inside the desktop shell. */
   readonly transport: 'http' | 'tauri';
+  /** Where webhooks reach this engine: `<listener>/hooks` (the app's local listener, or this server). */
+  webhookBase(): Promise<string>;
   listWorkflows(): Promise<WorkflowSummary[]>;
   /** The workflow file exactly as stored. */
   getWorkflow(id: string): Promise<Workflow>;

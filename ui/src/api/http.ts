@@ -35,6 +35,10 @@ export class HttpApi implements Api {
     private readonly base = '',
   ) {}
 
+  webhookBase(): Promise<string> {
+    return Promise.resolve(`${this.base || window.location.origin}/hooks`);
+  }
+
   private async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
     let resp: Response;
     try {

@@ -71,6 +71,11 @@ export class TauriApi implements Api {
     }
   }
 
+  async webhookBase(): Promise<string> {
+    const info = await this.call<{ webhook_base: string }>('app_info');
+    return info.webhook_base;
+  }
+
   listWorkflows(): Promise<WorkflowSummary[]> {
     return this.call('list_workflows');
   }

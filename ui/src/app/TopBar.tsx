@@ -61,9 +61,6 @@ export function TopBar() {
 
   return (
     <header className="fx-topbar" data-testid="topbar">
-      <div className="fx-brand" title="Fluxo">
-        <span className="fx-logo">◆</span> Fluxo
-      </div>
       <div className="fx-title">
         <input
           className="fx-name"

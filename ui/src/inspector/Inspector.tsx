@@ -280,11 +280,26 @@ function WorkflowForm() {
       {hasWebhook && (
         <section className="fx-inspector-section">
           <h4>Webhook</h4>
-          <code className="fx-pre">POST {window.location.origin}/hooks/{meta.id}</code>
+          <WebhookAddress id={meta.id} />
         </section>
       )}
     </div>
   );
+}
+
+/** `POST <listener>/hooks/<id>`: this server in a browser, the app's local listener in the
+ * desktop shell (where `window.location` is the app's own scheme). */
+function WebhookAddress({ id }: { id: string }) {
+  const api = useEditor((s) => s.api);
+  const [base, setBase] = useState<string | null>(null);
+  useEffect(() => {
+    let live = true;
+    api?.webhookBase().then((b) => live && setBase(b), () => live && setBase(null));
+    return () => {
+      live = false;
+    };
+  }, [api]);
+  return <code className="fx-pre">POST {base ?? '…/hooks'}/{id}</code>;
 }
 
 export function Inspector() {
