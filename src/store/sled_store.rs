@@ -166,13 +166,31 @@ impl std::ops::Index<usize> for View<'_> {
 
 impl SledStore {
     /// Open (or create) the database described by `config`.
+    ///
+    /// A lock held by another handle is retried for up to 1 s: a handle dropped a moment ago
+    /// in this process keeps the lock until its background flusher thread notices. Held longer
+    /// (another process, e.g. `fluxo serve`), the error names the lock.
     pub fn open(config: &SledConfig) -> StoreResult<Self> {
-        let db = sled::Config::new()
-            .path(&config.path)
-            .cache_capacity(config.cache_capacity_bytes)
-            .flush_every_ms(config.flush_every_ms)
-            .open()
-            .map_err(backend)?;
+        let open = || {
+            sled::Config::new()
+                .path(&config.path)
+                .cache_capacity(config.cache_capacity_bytes)
+                .flush_every_ms(config.flush_every_ms)
+                .open()
+        };
+        let mut tries = 0;
+        let db = loop {
+            match open() {
+                Ok(db) => break db,
+                Err(sled::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::WouldBlock && tries < 40 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        };
         let trees = TREE_NAMES
             .iter()
             .map(|name| db.open_tree(name))
