@@ -119,8 +119,8 @@ pub(crate) fn policy(
         retries,
         strategy,
         base_delay_ms: base_ms,
-        max_delay_ms: (max_delay_s.max(0.0) * 1000.0) as u64,
-        timeout_ms: (timeout_s.max(0.0) * 1000.0) as u64,
+        max_delay_ms: (max_delay_s.max(0.0) * 1000.0).round() as u64,
+        timeout_ms: (timeout_s.max(0.0) * 1000.0).round() as u64,
     }
 }
 
