@@ -276,13 +276,40 @@ fn entry_view(e: &crate::store::MemoryEntry, now: i64) -> Value {
     v
 }
 
+fn key_not_found(ns: &str, key: &str) -> ApiError {
+    ApiError::not_found(
+        "key_not_found",
+        format!("no key `{key}` in namespace `{ns}` (or it expired)"),
+    )
+}
+
 async fn memory_list(
     State(state): State<AppState>,
     Path(ns): Path<String>,
     params: Result<Query<MemoryListParams>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
-    let limit = p.limit.unwrap_or(100);
+    Ok(Json(memory_page(
+        &state,
+        &ns,
+        p.prefix.as_deref(),
+        p.after.as_deref(),
+        p.limit,
+    )?))
+}
+
+/// Live keys of a namespace (the Memory browser), shared by the HTTP API and the app:
+/// `{namespace, entries: [{namespace, key, value, written_at, expires_at?, ttl_left_ms?}],
+/// next_after}` with up to `limit` (1..=1000, default 100) keys after `after` that start with
+/// `prefix`.
+pub fn memory_page(
+    state: &AppState,
+    ns: &str,
+    prefix: Option<&str>,
+    after: Option<&str>,
+    limit: Option<usize>,
+) -> ApiResult<Value> {
+    let limit = limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::bad_request(
             "invalid_parameter",
@@ -292,66 +319,59 @@ async fn memory_list(
     let now = state.clock().now_ms();
     let entries = state
         .store()
-        .list(
-            &ns,
-            p.prefix.as_deref().unwrap_or(""),
-            p.after.as_deref(),
-            limit + 1,
-            now,
-        )
+        .list(ns, prefix.unwrap_or(""), after, limit + 1, now)
         .map_err(ApiError::store)?;
-    let more = entries.len() > limit;
+    let next = (entries.len() > limit)
+        .then(|| entries.get(limit - 1).map(|e| e.key.clone()))
+        .flatten();
     let items: Vec<Value> = entries
         .iter()
         .take(limit)
         .map(|e| entry_view(e, now))
         .collect();
-    let next = if more {
-        entries.get(limit - 1).map(|e| e.key.clone())
-    } else {
-        None
-    };
-    Ok(Json(
-        json!({"namespace": ns, "entries": items, "next_after": next}),
-    ))
+    Ok(json!({"namespace": ns, "entries": items, "next_after": next}))
 }
 
 async fn memory_get(
     State(state): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
+    Ok(Json(memory_entry(&state, &ns, &key)?))
+}
+
+/// One live key with its time left, or `404 key_not_found`.
+pub fn memory_entry(state: &AppState, ns: &str, key: &str) -> ApiResult<Value> {
     let now = state.clock().now_ms();
     let e = state
         .store()
-        .read(&ns, &key, now)
+        .read(ns, key, now)
         .map_err(ApiError::store)?
-        .ok_or_else(|| {
-            ApiError::not_found(
-                "key_not_found",
-                format!("no key `{key}` in namespace `{ns}` (or it expired)"),
-            )
-        })?;
-    Ok(Json(entry_view(&e, now)))
+        .ok_or_else(|| key_not_found(ns, key))?;
+    Ok(entry_view(&e, now))
 }
 
 async fn memory_delete(
     State(state): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
+    memory_remove(&state, &ns, &key).await?;
+    Ok(Json(json!({"deleted": true})))
+}
+
+/// Delete a key by hand (the manual compensation after checking the destination), made
+/// durable before answering; `404 key_not_found` if there was no live key.
+pub async fn memory_remove(state: &AppState, ns: &str, key: &str) -> ApiResult<()> {
     let now = state.clock().now_ms();
     let deleted = state
         .store()
-        .delete(&ns, &key, now)
+        .delete(ns, key, now)
         .map_err(ApiError::store)?;
     state.commit().durable().await.map_err(ApiError::store)?;
     if !deleted {
-        return Err(ApiError::not_found(
-            "key_not_found",
-            format!("no key `{key}` in namespace `{ns}` (or it expired)"),
-        ));
+        return Err(key_not_found(ns, key));
     }
     tracing::info!(namespace = %ns, "memory key deleted by hand");
-    Ok(Json(json!({"deleted": true})))
+    Ok(())
 }
 
 /// `GET /templates`: the built-in workflow templates (`[{id, name, workflow}]`).
