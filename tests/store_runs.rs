@@ -8,9 +8,9 @@ use std::sync::{Arc, Barrier};
 
 use fluxo::run::{new_run_id, Mode, RunRecord, RunStatus, Timestamp, Trigger};
 use fluxo::store::{
-    ApiBegin, ApiRecord, ApiRecordState, ClaimOutcome, IdempotencyStore, InMemoryStore,
-    MemoryStore, Retention, RunQuery, RunStore, RunSummary, SledConfig, SledStore, Store,
-    WebhookClaim,
+    ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, GroupCommit,
+    IdempotencyStore, InMemoryStore, MemoryStore, Retention, RunQuery, RunStore, RunSummary,
+    SledConfig, SledStore, Store, WebhookClaim,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -831,6 +831,137 @@ fn sixty_four_concurrent_deliveries_one_run() {
     concurrent_claims(Arc::new(InMemoryStore::new()));
     let dir = tempfile::tempdir().unwrap();
     concurrent_claims(Arc::new(SledStore::open(&sled_config(&dir)).unwrap()));
+}
+
+#[test]
+fn a_batch_applies_in_order_and_fails_only_its_bad_writes() {
+    on_both(|store| {
+        let (r1, r2, r3) = (
+            run("run-1", "w", RunStatus::Queued, T0),
+            run("run-2", "w", RunStatus::Queued, T0),
+            run("run-3", "w", RunStatus::Queued, T0),
+        );
+        let (c1, c2) = (
+            claim("w", "evt_1", "run-1", T0, DAY),
+            claim("w", "evt_1", "run-2", T0, DAY),
+        );
+        let bad = claim("w", "evt_2", "run-9", T0, DAY);
+        let mut started = r3.clone();
+        started.status = RunStatus::Running;
+        let out = store.write_batch(&[
+            BatchWrite::ClaimAndEnqueue {
+                claim: &c1,
+                run: &r1,
+            },
+            // Same key later in the same batch: a duplicate of the first, nothing written.
+            BatchWrite::ClaimAndEnqueue {
+                claim: &c2,
+                run: &r2,
+            },
+            // A claim not naming its run fails alone.
+            BatchWrite::ClaimAndEnqueue {
+                claim: &bad,
+                run: &r3,
+            },
+            BatchWrite::PutRun(&r3),
+            // A later write of the same run wins, with its indexes.
+            BatchWrite::PutRun(&started),
+        ]);
+        assert_eq!(out.len(), 5);
+        assert_eq!(
+            out[0].as_ref().unwrap(),
+            &BatchOutcome::Claim(ClaimOutcome::Claimed)
+        );
+        assert_eq!(
+            out[1].as_ref().unwrap(),
+            &BatchOutcome::Claim(ClaimOutcome::Duplicate {
+                run_id: "run-1".into()
+            })
+        );
+        assert!(out[2].is_err());
+        assert_eq!(out[3].as_ref().unwrap(), &BatchOutcome::Put);
+        assert_eq!(out[4].as_ref().unwrap(), &BatchOutcome::Put);
+        assert_eq!(store.get_claim("w", "evt_1", T0).unwrap(), Some(c1.clone()));
+        assert_eq!(store.get_claim("w", "evt_2", T0).unwrap(), None);
+        assert_eq!(store.get_run("run-2").unwrap(), None);
+        assert_eq!(store.get_run("run-3").unwrap(), Some(started.clone()));
+        assert_eq!(
+            store.run_ids_with_status(RunStatus::Queued).unwrap(),
+            ["run-1"]
+        );
+        assert_eq!(
+            store.run_ids_with_status(RunStatus::Running).unwrap(),
+            ["run-3"]
+        );
+    });
+}
+
+/// Many concurrent callers through the group commit: one claim per key wins, every accepted
+/// run is stored (after a reopen, i.e. durable), and `put_run` hands the record back.
+#[test]
+fn group_commit_batches_concurrent_claims_and_puts() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let claimed = rt.block_on(async {
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(&sled_config(&dir)).unwrap());
+        let commit = GroupCommit::start(store.clone());
+        // 200 deliveries over 50 keys, all at once.
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let commit = commit.clone();
+                tokio::spawn(async move {
+                    let id = format!("run-{i:03}");
+                    let key = format!("evt_{}", i % 50);
+                    let outcome = commit
+                        .claim_and_enqueue(
+                            claim("w", &key, &id, T0, DAY),
+                            run(&id, "w", RunStatus::Queued, T0),
+                        )
+                        .await
+                        .unwrap();
+                    (key, id, outcome)
+                })
+            })
+            .collect();
+        let mut winners: BTreeMap<String, String> = BTreeMap::new();
+        let mut duplicates = Vec::new();
+        for t in tasks {
+            let (key, id, outcome) = t.await.unwrap();
+            match outcome {
+                ClaimOutcome::Claimed => {
+                    assert!(winners.insert(key, id).is_none(), "two winners for a key");
+                }
+                ClaimOutcome::Duplicate { run_id } => duplicates.push((key, run_id)),
+            }
+        }
+        assert_eq!(winners.len(), 50);
+        assert_eq!(duplicates.len(), 150);
+        for (key, run_id) in duplicates {
+            assert_eq!(winners[&key], run_id, "a duplicate names the winner");
+        }
+        let mut r = run("run-000", "w", RunStatus::Running, T0);
+        r.input = json!({"marker": 1});
+        if winners.values().any(|id| id == "run-000") {
+            let back = commit.put_run(r.clone()).await.unwrap();
+            assert_eq!(back, r);
+        }
+        commit.durable().await.unwrap();
+        winners
+    });
+    drop(rt);
+    let store = SledStore::open(&sled_config(&dir)).unwrap();
+    let mut stored: BTreeSet<String> = store
+        .run_ids_with_status(RunStatus::Queued)
+        .unwrap()
+        .into_iter()
+        .collect();
+    stored.extend(store.run_ids_with_status(RunStatus::Running).unwrap());
+    let expected: BTreeSet<String> = claimed.values().cloned().collect();
+    assert_eq!(stored, expected, "exactly the winners are stored");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ impl Engine {
     }
 
     /// Make a live run's `running` state durable before its first step, and its final state
-    /// before `execute` returns, through `commit` (batched with other writers' flushes). Then
+    /// before `execute` returns, through `commit` (batched with other writers' writes). Then
     /// a crash never leaves a run that acted as `queued` (it would be executed again on
     /// restart instead of becoming `interrupted`), nor loses a finished run's outcome.
     pub fn with_group_commit(mut self, commit: crate::store::GroupCommit) -> Self {
@@ -121,10 +121,12 @@ impl Engine {
         self
     }
 
-    async fn durable(&self) -> Result<(), StoreError> {
+    /// Store `run` durably: through the group commit (batched with other writers), or
+    /// directly when there is none (tests, the CLI: the store's own flushing applies).
+    async fn put_durable(&self, run: RunRecord) -> Result<RunRecord, StoreError> {
         match &self.commit {
-            Some(c) => c.durable().await,
-            None => Ok(()),
+            Some(c) => c.put_run(run).await,
+            None => self.store.put_run(&run).map(|()| run),
         }
     }
 
@@ -240,8 +242,7 @@ impl Engine {
         run.status = RunStatus::Running;
         run.started_at = Some(Timestamp(started));
         if run.mode == Mode::Live {
-            self.store.put_run(&run)?;
-            self.durable().await?;
+            run = self.put_durable(run).await?;
         }
         self.emit(&run, "run_started", None, run.status.as_str());
         let effects = match run.mode {
@@ -288,9 +289,10 @@ impl Engine {
         run.error = error;
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
-        self.store.put_run(&run)?;
         if run.mode == Mode::Live {
-            self.durable().await?;
+            run = self.put_durable(run).await?;
+        } else {
+            self.store.put_run(&run)?;
         }
         self.emit(&run, "run_finished", None, run.status.as_str());
         Ok(run)

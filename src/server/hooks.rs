@@ -249,7 +249,8 @@ async fn confirm_duplicate(
     }
 }
 
-/// Claim the key and queue the run (one transaction), make it durable, hand it to the workers.
+/// Claim the key and queue the run (one transaction, batched with other deliveries by the
+/// group commit), make it durable, hand it to the workers.
 async fn accept(
     state: AppState,
     workflow_id: String,
@@ -258,70 +259,65 @@ async fn accept(
     now: i64,
     window_ms: i64,
 ) -> ApiResult<Response> {
-    let store = state.store().clone();
+    let run_id = run.id.clone();
     match key {
         Some(key) => {
             let claim = WebhookClaim {
                 workflow_id: workflow_id.clone(),
                 key: key.clone(),
-                run_id: run.id.clone(),
+                run_id: run_id.clone(),
                 claimed_at: now,
                 expires_at: now.saturating_add(window_ms),
             };
             let pending = state.pending_claims().enter(&workflow_id, &key);
-            // Inline: a claim is a short in-memory sled transaction, cheaper than a hop to the
-            // blocking pool, whose extra threads (one per concurrent request under load) cost
-            // context switches and a heap each.
-            let outcome = store
-                .claim_and_enqueue(&claim, &run, now)
-                .map_err(ApiError::store)?;
+            let outcome = state.commit().claim_and_enqueue(claim, run).await;
             match outcome {
-                ClaimOutcome::Duplicate { run_id } => {
+                Ok(ClaimOutcome::Duplicate { run_id: original }) => {
                     drop(pending);
-                    confirm_duplicate(&state, &workflow_id, &key, &run_id, now).await
+                    // The claim found is durable unless an earlier batch's flush failed and
+                    // its undo has not run yet: confirm it after the next flush.
+                    confirm_duplicate(&state, &workflow_id, &key, &original, now).await
                 }
-                ClaimOutcome::Claimed => {
-                    if let Err(e) = state.commit().durable().await {
-                        tracing::error!(error = %e, "flush failed after claim; undoing");
-                        undo_claim(&state, &claim, &run.id);
-                        return Err(ApiError::unavailable(
-                            "the delivery could not be made durable; retry",
-                            1,
-                        ));
-                    }
+                Ok(ClaimOutcome::Claimed) => {
                     drop(pending);
-                    tracing::info!(workflow_id = %workflow_id, run_id = %run.id, "delivery accepted");
-                    state.queue().push(run.id.clone());
-                    Ok((
-                        StatusCode::ACCEPTED,
-                        Json(json!({"run_id": run.id, "duplicate": false})),
-                    )
-                        .into_response())
+                    tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "delivery accepted");
+                    state.queue().push(run_id.clone());
+                    Ok(accepted(&run_id))
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "claim not made durable; undoing");
+                    undo_claim(&state, &workflow_id, &key, &run_id);
+                    Err(ApiError::unavailable(
+                        "the delivery could not be made durable; retry",
+                        1,
+                    ))
                 }
             }
         }
         None => {
-            store.put_run(&run).map_err(ApiError::store)?;
-            state.commit().durable().await.map_err(|_| {
+            state.commit().put_run(run).await.map_err(|e| {
+                tracing::error!(error = %e, "run not made durable");
                 ApiError::unavailable("the run could not be made durable; retry", 1)
             })?;
-            state.queue().push(run.id.clone());
-            Ok((
-                StatusCode::ACCEPTED,
-                Json(json!({"run_id": run.id, "duplicate": false})),
-            )
-                .into_response())
+            state.queue().push(run_id.clone());
+            Ok(accepted(&run_id))
         }
     }
 }
 
+/// `202 {"run_id", "duplicate": false}`.
+fn accepted(run_id: &str) -> Response {
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"run_id": run_id, "duplicate": false})),
+    )
+        .into_response()
+}
+
 /// Best effort after a failed flush: remove the claim and the queued run so a retry is
 /// accepted.
-fn undo_claim(state: &AppState, claim: &WebhookClaim, run_id: &str) {
-    if let Err(e) = state
-        .store()
-        .release_claim(&claim.workflow_id, &claim.key, run_id)
-    {
+fn undo_claim(state: &AppState, workflow_id: &str, key: &str, run_id: &str) {
+    if let Err(e) = state.store().release_claim(workflow_id, key, run_id) {
         tracing::error!(error = %e, "could not undo claim");
     }
 }

@@ -122,13 +122,7 @@ async fn start_or_queue(
 
 /// Store a `queued` run durably (group commit), hand it to the workers, answer it as queued.
 pub async fn queue_run(state: &AppState, run: RunRecord) -> ApiResult<RunRecord> {
-    let s = state.store().clone();
-    let r = run.clone();
-    tokio::task::spawn_blocking(move || s.put_run(&r))
-        .await
-        .map_err(|_| ApiError::unavailable("the run could not be queued", 1))?
-        .map_err(ApiError::store)?;
-    state.commit().durable().await.map_err(ApiError::store)?;
+    let run = state.commit().put_run(run).await.map_err(ApiError::store)?;
     state.queue().push(run.id.clone());
     Ok(run)
 }

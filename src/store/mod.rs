@@ -374,8 +374,51 @@ pub trait IdempotencyStore: Send + Sync {
     fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
 }
 
+/// One write of a batch ([`Store::write_batch`]): what the [`GroupCommit`] collects from many
+/// requests and applies together.
+#[derive(Debug, Clone, Copy)]
+pub enum BatchWrite<'a> {
+    /// [`IdempotencyStore::claim_and_enqueue`], with `claim.claimed_at` as the current instant.
+    ClaimAndEnqueue {
+        claim: &'a WebhookClaim,
+        run: &'a RunRecord,
+    },
+    /// [`RunStore::put_run`].
+    PutRun(&'a RunRecord),
+}
+
+/// The outcome of one [`BatchWrite`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchOutcome {
+    /// A `ClaimAndEnqueue`'s answer.
+    Claim(ClaimOutcome),
+    /// A `PutRun` was written.
+    Put,
+}
+
 /// Everything the engine and server need from a backend.
 pub trait Store: MemoryStore + RunStore + IdempotencyStore {
     /// Make every write so far durable (blocking; call from the blocking pool).
     fn flush(&self) -> StoreResult<()>;
+
+    /// Apply `writes` in order, each with the semantics of its single-write method, and return
+    /// one result per write, in order. A write later in the batch sees the earlier ones (two
+    /// claims of one key in a batch: the second is a `Duplicate` of the first). A write that is
+    /// invalid by itself (e.g. a claim not naming its run) fails alone.
+    ///
+    /// The default applies them one by one. [`SledStore`] applies the whole batch as one
+    /// transaction: sled 0.34 seals, writes and syncs its log twice per transaction whatever
+    /// its size, so one transaction per batch is what lets a group commit scale (see
+    /// `ARCHITECTURE.md`). Not durable until [`Store::flush`].
+    fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
+        writes
+            .iter()
+            .map(|w| match *w {
+                BatchWrite::ClaimAndEnqueue { claim, run } => self
+                    .claim_and_enqueue(claim, run, claim.claimed_at)
+                    .map(BatchOutcome::Claim),
+                BatchWrite::PutRun(run) => self.put_run(run).map(|()| BatchOutcome::Put),
+            })
+            .collect()
+    }
 }

@@ -53,9 +53,9 @@ use sled::{Transactional, Tree};
 
 use super::common::{self, page, stats, ApiDecision, Cursor, Position};
 use super::{
-    ApiBegin, ApiRecord, ApiRecordState, ClaimOutcome, IdempotencyStore, MemoryEntry, MemoryStore,
-    Retention, RunPage, RunQuery, RunStore, RunSummary, StatsBucket, Store, StoreError,
-    StoreResult, WebhookClaim, WriteOptions, WriteResult,
+    ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, IdempotencyStore,
+    MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary, StatsBucket,
+    Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -701,23 +701,8 @@ impl IdempotencyStore for SledStore {
         run: &RunRecord,
         now_ms: i64,
     ) -> StoreResult<ClaimOutcome> {
-        common::check_claim_run(claim, run)?;
-        let prepared = PreparedRun::new(run)?;
-        let ck = pair(&claim.workflow_id, &claim.key);
-        let claim_json = encode(claim)?;
-        self.tx(CLAIM_TREES, |v| {
-            if let Some(b) = v[CLAIMS].get(&ck)? {
-                let old: WebhookClaim = decode("webhook claim", &b).map_err(abort)?;
-                if old.expires_at > now_ms {
-                    return Ok(ClaimOutcome::Duplicate { run_id: old.run_id });
-                }
-                v[CLAIMS_EXPIRY].remove(expiry_row(old.expires_at, &ck))?;
-            }
-            v[CLAIMS].insert(ck.as_slice(), claim_json.as_slice())?;
-            v[CLAIMS_EXPIRY].insert(expiry_row(claim.expires_at, &ck), &[][..])?;
-            put_run_tx(v, &prepared)?;
-            Ok(ClaimOutcome::Claimed)
-        })
+        let prepared = PreparedClaim::new(claim, run)?;
+        self.tx(CLAIM_TREES, |v| claim_tx(v, &prepared, now_ms))
     }
 
     fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
@@ -833,6 +818,55 @@ impl Store for SledStore {
         // Blocking on purpose: sled 0.34's `flush_async` deadlocks under concurrent callers.
         self.db.flush().map(|_| ()).map_err(backend)
     }
+
+    /// One transaction for the whole batch (each write prepared, i.e. checked and serialised,
+    /// outside it; a write that fails preparation fails alone).
+    fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
+        enum Prepared {
+            Claim(PreparedClaim),
+            Put(PreparedRun),
+        }
+        let prepared: Vec<StoreResult<Prepared>> = writes
+            .iter()
+            .map(|w| match *w {
+                BatchWrite::ClaimAndEnqueue { claim, run } => {
+                    PreparedClaim::new(claim, run).map(Prepared::Claim)
+                }
+                BatchWrite::PutRun(run) => PreparedRun::new(run).map(Prepared::Put),
+            })
+            .collect();
+        let applied = self.tx(CLAIM_TREES, |v| {
+            let mut out = Vec::with_capacity(prepared.len());
+            for p in &prepared {
+                out.push(match p {
+                    Ok(Prepared::Claim(c)) => {
+                        Some(BatchOutcome::Claim(claim_tx(v, c, c.claimed_at)?))
+                    }
+                    Ok(Prepared::Put(r)) => {
+                        put_run_tx(v, r)?;
+                        Some(BatchOutcome::Put)
+                    }
+                    Err(_) => None,
+                });
+            }
+            Ok(out)
+        });
+        match applied {
+            Ok(outcomes) => prepared
+                .into_iter()
+                .zip(outcomes)
+                .map(|(p, o)| match (p, o) {
+                    (Err(e), _) => Err(e),
+                    (Ok(_), Some(o)) => Ok(o),
+                    (Ok(_), None) => Err(backend("batch write lost its outcome")),
+                })
+                .collect(),
+            Err(e) => prepared
+                .into_iter()
+                .map(|p| Err(p.err().unwrap_or_else(|| e.clone())))
+                .collect(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -858,6 +892,44 @@ impl PreparedRun {
             index: index_rows(&summary),
         })
     }
+}
+
+/// A webhook claim and its queued run, checked and serialised outside the transaction.
+struct PreparedClaim {
+    key: Vec<u8>,
+    json: Vec<u8>,
+    claimed_at: i64,
+    expires_at: i64,
+    run: PreparedRun,
+}
+
+impl PreparedClaim {
+    fn new(claim: &WebhookClaim, run: &RunRecord) -> StoreResult<Self> {
+        common::check_claim_run(claim, run)?;
+        Ok(PreparedClaim {
+            key: pair(&claim.workflow_id, &claim.key),
+            json: encode(claim)?,
+            claimed_at: claim.claimed_at,
+            expires_at: claim.expires_at,
+            run: PreparedRun::new(run)?,
+        })
+    }
+}
+
+/// A live claim of the key (`expires_at > now_ms`) answers `Duplicate` and writes nothing;
+/// else the claim (replacing an expired one) and its queued run are written.
+fn claim_tx(v: &View, c: &PreparedClaim, now_ms: i64) -> Tx<ClaimOutcome> {
+    if let Some(b) = v[CLAIMS].get(&c.key)? {
+        let old: WebhookClaim = decode("webhook claim", &b).map_err(abort)?;
+        if old.expires_at > now_ms {
+            return Ok(ClaimOutcome::Duplicate { run_id: old.run_id });
+        }
+        v[CLAIMS_EXPIRY].remove(expiry_row(old.expires_at, &c.key))?;
+    }
+    v[CLAIMS].insert(c.key.as_slice(), c.json.as_slice())?;
+    v[CLAIMS_EXPIRY].insert(expiry_row(c.expires_at, &c.key), &[][..])?;
+    put_run_tx(v, &c.run)?;
+    Ok(ClaimOutcome::Claimed)
 }
 
 /// One row of a run index: `(tree, key, value)`.
