@@ -313,7 +313,8 @@ impl Engine {
         });
     }
 
-    /// Store a live run's progress after each step, so a crash leaves a record of which side
+    /// Store a live run's progress after a step with side effects
+    /// ([`crate::steps::Descriptor::side_effects`]), so a crash leaves a record of which side
     /// effects happened. Dry runs act on nothing and are answered synchronously: they are
     /// stored once, at the end.
     fn save_progress(&self, run: &RunRecord) {
@@ -540,7 +541,6 @@ impl Walk<'_> {
                 }
             }
         }
-        self.engine.save_progress(run);
     }
 
     fn info_of(&self, step: usize, e: &StepError) -> ErrorInfo {
@@ -687,7 +687,9 @@ impl Walk<'_> {
             StepStatus::Succeeded => "succeeded",
             _ => "failed",
         };
-        self.engine.save_progress(run);
+        if kind.descriptor().side_effects {
+            self.engine.save_progress(run);
+        }
         self.engine
             .emit(run, "step_finished", Some(&def.id), status_str);
         match result {

@@ -82,16 +82,16 @@ pub async fn webhook(
         )
     })?;
     let now = state.clock().now_ms();
-    let env = state.engine().env();
 
     if let Some(secret_tmpl) = &config.signing_secret {
-        let secret = render_text(secret_tmpl, &Value::Null, &env).map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "signing_secret_unavailable",
-                format!("the trigger's signing_secret cannot be resolved: {e}"),
-            )
-        })?;
+        let secret =
+            render_text(secret_tmpl, &Value::Null, &state.engine().env()).map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "signing_secret_unavailable",
+                    format!("the trigger's signing_secret cannot be resolved: {e}"),
+                )
+            })?;
         verify_signature(&headers, &body, &secret, now / 1000)?;
     }
 
@@ -118,7 +118,7 @@ pub async fn webhook(
     let key = match header_key {
         Some(k) => Some(k),
         None => {
-            let k = template_key(&config, &input, &env)?;
+            let k = template_key(&config, &input, &state.engine().env())?;
             if let Some(k) = &k {
                 if let Some(resp) = known_duplicate(&state, &workflow_id, k, now).await? {
                     return Ok(resp);

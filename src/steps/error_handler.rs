@@ -61,6 +61,7 @@ impl StepKind for ErrorHandler {
             trigger: false,
             output: "{error: {message, code, step, attempts, http_status}}",
             dynamic_ports: false,
+            side_effects: false,
         }
     }
     fn config_schema(&self) -> Value {

@@ -125,6 +125,7 @@ impl StepKind for FindOrCreate {
             trigger: false,
             output: "{found, created, record}",
             dynamic_ports: false,
+            side_effects: true,
         }
     }
     fn config_schema(&self) -> Value {

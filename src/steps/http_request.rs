@@ -216,6 +216,7 @@ impl StepKind for HttpRequest {
             trigger: false,
             output: "{status, headers, body, attempts}",
             dynamic_ports: false,
+            side_effects: true,
         }
     }
     fn config_schema(&self) -> Value {

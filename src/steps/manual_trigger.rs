@@ -34,6 +34,7 @@ impl StepKind for ManualTrigger {
             trigger: true,
             output: "the run input",
             dynamic_ports: false,
+            side_effects: false,
         }
     }
     fn config_schema(&self) -> Value {

@@ -86,6 +86,7 @@ impl StepKind for Memory {
             output: "write: {written, reason?, key, expires_at?}; read: {found, value?, \
                      expires_at?}; delete: {deleted}",
             dynamic_ports: false,
+            side_effects: true,
         }
     }
     fn config_schema(&self) -> Value {

@@ -57,6 +57,11 @@ pub struct Descriptor {
     pub output: &'static str,
     /// Ports beyond `out`/`error` come from the config (the router's routes + `default`).
     pub dynamic_ports: bool,
+    /// Acts on the world (Memory writes, HTTP calls, published output). A live run's progress
+    /// is stored after each such step, so a crash leaves a record of what was done; after a
+    /// pure step (trigger, transform, router, error handler) nothing needs recording until
+    /// the next effect or the run's end.
+    pub side_effects: bool,
 }
 
 /// A config problem: `path` is relative to the step's `config` (`retries`, `routes[1].when`).

@@ -76,6 +76,7 @@ impl StepKind for PublishOutput {
             trigger: false,
             output: "{status, idempotency_key, attempts}",
             dynamic_ports: false,
+            side_effects: true,
         }
     }
     fn config_schema(&self) -> Value {

@@ -63,6 +63,7 @@ impl StepKind for Router {
             trigger: false,
             output: "{route} (first mode) or {routes} (all mode)",
             dynamic_ports: true,
+            side_effects: false,
         }
     }
     fn config_schema(&self) -> Value {

@@ -32,6 +32,7 @@ impl StepKind for Transform {
             trigger: false,
             output: "the object",
             dynamic_ports: false,
+            side_effects: false,
         }
     }
     fn config_schema(&self) -> Value {

@@ -122,6 +122,7 @@ impl StepKind for WebhookTrigger {
             trigger: true,
             output: "the request body",
             dynamic_ports: false,
+            side_effects: false,
         }
     }
     fn config_schema(&self) -> Value {
