@@ -77,7 +77,7 @@ pub struct CheckOptions {
 }
 
 /// The verdict of one row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Pass,
@@ -98,7 +98,7 @@ impl Verdict {
 }
 
 /// One row of the table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CheckRow {
     /// What was done, e.g. `timeout after write on POST /deals, then redelivery`.
     pub check: String,
@@ -110,7 +110,7 @@ pub struct CheckRow {
 }
 
 /// The result of [`check`]: every row, and whether all passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CheckReport {
     pub workflow_id: String,
     pub workflow_version: u64,

@@ -18,6 +18,23 @@ impl Serialize for Timestamp {
     }
 }
 
+/// On the wire a string (`format: date-time`), whatever the in-memory ms.
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some(
+                "A UTC instant, RFC 3339 with milliseconds (`2026-01-01T00:00:00.000Z`).",
+            ))
+            .examples(["2026-01-01T00:00:00.000Z"])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Timestamp {}
+
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -28,7 +45,7 @@ impl<'de> Deserialize<'de> for Timestamp {
 }
 
 /// Where a run came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
     Webhook,
@@ -39,7 +56,9 @@ pub enum Trigger {
 }
 
 /// `live` runs act; `dry` runs simulate every side effect (SPEC §4 "Dry run").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     #[default]
@@ -48,7 +67,7 @@ pub enum Mode {
 }
 
 /// Run lifecycle (SPEC §4). `queued` and `running` are the only non-final states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Queued,
@@ -120,7 +139,7 @@ impl Mode {
 }
 
 /// Status of one step inside a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     Running,
@@ -131,7 +150,7 @@ pub enum StepStatus {
 }
 
 /// A step's failure, as recorded and as seen by templates in `error` (SPEC §2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ErrorInfo {
     /// Machine-readable code: `template_error`, `empty_key`, `http_status`, `timeout`,
     /// `connection`, `deadline_exceeded`, `config`, `store`, `rethrown`, …
@@ -149,20 +168,24 @@ pub struct ErrorInfo {
 }
 
 /// One attempt of one step (SPEC §4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Attempt {
+    /// When the attempt started.
     pub started_at: Timestamp,
+    /// How long the attempt took, in milliseconds.
     pub duration_ms: u64,
     /// Wait before this attempt (backoff or `Retry-After`), in milliseconds; 0 for the first.
     pub delay_before_ms: u64,
+    /// The HTTP status answered, if the attempt got an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
+    /// Why the attempt failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// What one step did in a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StepRecord {
     pub step_id: String,
     pub kind: String,
@@ -170,6 +193,7 @@ pub struct StepRecord {
     pub started_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+    /// How long the step took (every attempt and wait), in milliseconds.
     pub duration_ms: u64,
     /// The step's config after template rendering.
     #[serde(default)]
@@ -186,23 +210,27 @@ pub struct StepRecord {
 }
 
 /// One execution of a workflow (SPEC §4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunRecord {
     /// Time-sortable id (UUIDv7).
     pub id: String,
     pub workflow_id: String,
+    /// The workflow file's `version` that ran.
     pub workflow_version: u64,
     /// SHA-256 (hex) of the canonical JSON of the definition that ran.
     pub definition_hash: String,
     pub trigger: Trigger,
+    /// The dedupe key of the delivery or request that started it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     pub mode: Mode,
+    /// The run this one replays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
     /// Runs that replayed this one (newest last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replayed_by: Vec<String>,
+    /// The trigger's input (a webhook's JSON body, `input` of an API start).
     pub input: Value,
     pub status: RunStatus,
     pub created_at: Timestamp,
@@ -210,6 +238,7 @@ pub struct RunRecord {
     pub started_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+    /// From start to finish, in milliseconds (once finished).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     /// Final error (the last error kept on `timed_out`).

@@ -15,7 +15,7 @@ use crate::store::Retention;
 pub const FILE: &str = "settings.json";
 
 /// The settings document.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AppSettings {
     /// Variables visible to templates as `env.NAME` (names `[A-Z_][A-Z0-9_]*`).

@@ -9,12 +9,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Problem};
+use super::openapi as doc;
 use super::runs::json_body;
 use super::AppState;
 use crate::run::{Mode, Trigger};
@@ -22,39 +25,60 @@ use crate::runtime::RunRequest;
 use crate::workflow::check_value;
 use crate::workflow::dir::DirError;
 
-/// Routes under `/api/v1` (token required).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/workflows", get(list_workflows))
-        .route("/workflows/validate", post(validate))
-        .route(
-            "/workflows/{id}",
-            get(get_workflow).put(put_workflow).delete(delete_workflow),
-        )
-        .route("/workflows/{id}/dry-run", post(dry_run))
-        .route("/workflows/{id}/check", post(check))
-        .route("/memory", get(memory_namespaces))
-        .route("/memory/{namespace}", get(memory_list))
-        .route(
-            "/memory/{namespace}/{key}",
-            get(memory_get).delete(memory_delete),
-        )
-        .route("/step-kinds", get(step_kinds))
-        .route("/templates", get(templates))
-        .route("/sample-payloads", get(sample_payloads))
-        .route("/events", get(events))
+/// Routes under `/api/v1` (token required), each with its documentation (one `routes!` per
+/// path: the handlers of its methods).
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_workflows))
+        .routes(routes!(validate))
+        .routes(routes!(get_workflow, put_workflow, delete_workflow))
+        .routes(routes!(dry_run))
+        .routes(routes!(check))
+        .routes(routes!(memory_namespaces))
+        .routes(routes!(memory_list))
+        .routes(routes!(memory_get, memory_delete))
+        .routes(routes!(step_kinds))
+        .routes(routes!(templates))
+        .routes(routes!(sample_payloads))
+        .routes(routes!(events))
 }
 
 /// `GET /healthz`: liveness, no auth.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "meta",
+    summary = "Liveness (no token)",
+    responses((status = 200, description = "The server answers.", body = doc::Health,
+        example = json!({"status": "ok", "version": "0.1.0"}))),
+)]
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
 
 /// `GET /api/v1/openapi.json`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/openapi.json",
+    tag = "meta",
+    summary = "This OpenAPI 3.1 document (no token)",
+    description = "Generated from the code: every route the server serves, with its \
+        parameters, bodies and answers.",
+    responses((status = 200, description = "The document.", body = Value,
+        content_type = "application/json")),
+)]
 pub async fn openapi() -> Json<Value> {
     Json(super::openapi::document())
 }
 
+#[utoipa::path(
+    get,
+    path = "/workflows",
+    tag = "workflows",
+    summary = "List the workflow files",
+    responses((status = 200, description = "One row per file in `--workflows`, valid or not.",
+        body = doc::WorkflowList)),
+)]
 async fn list_workflows(State(state): State<AppState>) -> Json<Value> {
     Json(
         json!({"workflows": state.workflows().list().iter().map(|e| e.summary()).collect::<Vec<_>>()}),
@@ -62,6 +86,21 @@ async fn list_workflows(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// The file's JSON exactly, so GET then PUT round-trips.
+#[utoipa::path(
+    get,
+    path = "/workflows/{id}",
+    tag = "workflows",
+    summary = "Get a workflow file",
+    description = "Answers the workflow file's JSON exactly (byte for byte), so GET then PUT \
+        round-trips.",
+    params(("id" = String, Path, description = "The workflow id (its file name without `.json`).")),
+    responses(
+        (status = 200, description = "The workflow file (SPEC §1).", body = Value,
+            content_type = "application/json"),
+        (status = 404, description = "`workflow_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
 async fn get_workflow(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -73,6 +112,30 @@ async fn get_workflow(
     Ok(([(header::CONTENT_TYPE, "application/json")], e.text.clone()).into_response())
 }
 
+#[utoipa::path(
+    put,
+    path = "/workflows/{id}",
+    tag = "workflows",
+    summary = "Create or replace a workflow file",
+    description = "Saves the definition atomically, bumping its `version`. A structurally \
+        valid workflow is saved even with validation errors (the answer lists them); one that \
+        is not is refused with `422`.",
+    params(("id" = String, Path, description = "The workflow id; must match the body's `id`.")),
+    request_body(content = Value, content_type = "application/json",
+        description = "The workflow definition (SPEC §1), e.g. as `GET` answered it."),
+    responses(
+        (status = 200, description = "Saved.", body = doc::WorkflowSaved),
+        (status = 400, description = "`invalid_workflow` (a bad id, or an id that does not \
+            match the body's), `invalid_json`, `bad_body`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_workflow`: not structurally valid; see \
+            `problems`.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "`save_failed`: the file could not be written.",
+            body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 async fn put_workflow(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -106,6 +169,20 @@ async fn put_workflow(
     })))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/workflows/{id}",
+    tag = "workflows",
+    summary = "Delete a workflow file",
+    params(("id" = String, Path, description = "The workflow id.")),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 404, description = "`workflow_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`delete_failed`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
 async fn delete_workflow(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -128,6 +205,22 @@ async fn delete_workflow(
 }
 
 /// `POST /workflows/validate`: body = a workflow; answers every problem (errors and warnings).
+#[utoipa::path(
+    post,
+    path = "/workflows/validate",
+    tag = "workflows",
+    summary = "Validate a definition without saving it",
+    request_body(content = Value, content_type = "application/json",
+        description = "A workflow definition (SPEC §1)."),
+    responses(
+        (status = 200, description = "Every error and linter warning at once.",
+            body = doc::Validation),
+        (status = 400, description = "`invalid_json`, `bad_body`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
 async fn validate(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -139,9 +232,12 @@ async fn validate(
     ))
 }
 
-#[derive(Deserialize)]
+/// The body of a dry run.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = DryRunRequest)]
 struct DryRunBody {
+    /// The run's input (default `{}`).
     #[serde(default)]
     input: Option<Value>,
     /// Dry-run this definition instead of the saved one (the editor's unsaved canvas).
@@ -150,6 +246,35 @@ struct DryRunBody {
 }
 
 /// `POST /workflows/{id}/dry-run`: the same walk with every side effect simulated.
+#[utoipa::path(
+    post,
+    path = "/workflows/{id}/dry-run",
+    tag = "workflows",
+    summary = "Dry-run a workflow",
+    description = "Evaluates templates and routing for real but simulates every Memory \
+        operation and external call (no byte leaves the machine, no store change); waits for \
+        the run (up to its time limit, `run_timeout_s`, default 50 s) and answers it, recorded \
+        with `mode: dry`.",
+    params(("id" = String, Path, description = "The workflow id (ignored when the body has \
+        `workflow`).")),
+    request_body(content = Option<DryRunBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The finished dry run.", body = crate::run::RunRecord),
+        (status = 400, description = "`invalid_body`, `invalid_json`, `bad_body`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`workflow_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "`workflow_invalid`: the saved workflow has validation \
+            errors (see `problems`).", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 422, description = "`workflow_invalid`: the given `workflow` has validation \
+            errors (see `problems`).", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure; retry after \
+            `Retry-After`.", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn dry_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -191,8 +316,10 @@ async fn dry_run(
     Ok(Json(serde_json::to_value(run).unwrap_or_default()))
 }
 
-#[derive(Deserialize)]
+/// The body of a re-run safety check.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = CheckRequest)]
 struct CheckBody {
     /// The event to replay (a real payload).
     event: Value,
@@ -206,6 +333,33 @@ struct CheckBody {
 
 /// `POST /workflows/{id}/check`: the re-run safety check ([`crate::check`]) against a
 /// throw-away sandbox and store: `{passed, checks: [{check, expected, seen, verdict}], …}`.
+#[utoipa::path(
+    post,
+    path = "/workflows/{id}/check",
+    tag = "workflows",
+    summary = "Re-run safety check",
+    description = "Replays a real event against a throw-away sandbox and store (timeouts after \
+        writes, redeliveries, a variant event) and answers the table of checks.",
+    params(("id" = String, Path, description = "The workflow id (ignored when the body has \
+        `workflow`).")),
+    request_body(content = CheckBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The check table.", body = crate::check::CheckReport),
+        (status = 400, description = "`invalid_body`, `invalid_check`, `invalid_json`, \
+            `bad_body`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`workflow_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "`workflow_invalid`: the saved file is not valid JSON.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 422, description = "`workflow_invalid`: validation errors (see `problems`).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: the sandbox could not start; retry after \
+            `Retry-After`.", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn check(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -255,16 +409,34 @@ async fn check(
     Ok(Json(serde_json::to_value(report).unwrap_or_default()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/memory",
+    tag = "memory",
+    summary = "List the Memory namespaces",
+    responses(
+        (status = 200, description = "Every namespace.", body = doc::Namespaces),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn memory_namespaces(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     let ns = state.store().namespaces().map_err(ApiError::store)?;
     Ok(Json(json!({"namespaces": ns})))
 }
 
-#[derive(Deserialize, Default)]
+/// Query of `GET /memory/{namespace}`.
+#[derive(Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct MemoryListParams {
+    /// Only keys that start with this.
     prefix: Option<String>,
+    /// Keys after this one (the `next_after` of the previous page).
     after: Option<String>,
+    /// Keys per page: 1..=1000, default 100.
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
 }
 
@@ -283,6 +455,21 @@ fn key_not_found(ns: &str, key: &str) -> ApiError {
     )
 }
 
+#[utoipa::path(
+    get,
+    path = "/memory/{namespace}",
+    tag = "memory",
+    summary = "List a namespace's live keys",
+    params(("namespace" = String, Path, description = "The namespace."), MemoryListParams),
+    responses(
+        (status = 200, description = "A page of live keys in key order.", body = doc::MemoryPage),
+        (status = 400, description = "`invalid_parameter`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn memory_list(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -332,6 +519,24 @@ pub fn memory_page(
     Ok(json!({"namespace": ns, "entries": items, "next_after": next}))
 }
 
+#[utoipa::path(
+    get,
+    path = "/memory/{namespace}/{key}",
+    tag = "memory",
+    summary = "Read a live key",
+    params(
+        ("namespace" = String, Path, description = "The namespace."),
+        ("key" = String, Path, description = "The key."),
+    ),
+    responses(
+        (status = 200, description = "The key, with its time left.", body = doc::MemoryEntry),
+        (status = 404, description = "`key_not_found` (or it expired).", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn memory_get(
     State(state): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
@@ -350,6 +555,26 @@ pub fn memory_entry(state: &AppState, ns: &str, key: &str) -> ApiResult<Value> {
     Ok(entry_view(&e, now))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/memory/{namespace}/{key}",
+    tag = "memory",
+    summary = "Delete a key by hand",
+    description = "The manual compensation after checking the destination; durable before \
+        the answer.",
+    params(
+        ("namespace" = String, Path, description = "The namespace."),
+        ("key" = String, Path, description = "The key."),
+    ),
+    responses(
+        (status = 200, description = "Deleted.", body = doc::Deleted),
+        (status = 404, description = "`key_not_found`: there was no live key.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn memory_delete(
     State(state): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
@@ -375,6 +600,13 @@ pub async fn memory_remove(state: &AppState, ns: &str, key: &str) -> ApiResult<(
 }
 
 /// `GET /templates`: the built-in workflow templates (`[{id, name, workflow}]`).
+#[utoipa::path(
+    get,
+    path = "/templates",
+    tag = "catalog",
+    summary = "The built-in workflow templates",
+    responses((status = 200, description = "Every template.", body = doc::TemplateList)),
+)]
 async fn templates() -> Json<Value> {
     let list: Vec<Value> = crate::samples::TEMPLATES
         .iter()
@@ -384,6 +616,13 @@ async fn templates() -> Json<Value> {
 }
 
 /// `GET /sample-payloads`: real payloads for the Dry Run input editor (`[{name, payload}]`).
+#[utoipa::path(
+    get,
+    path = "/sample-payloads",
+    tag = "catalog",
+    summary = "Real payloads for the Dry Run input editor",
+    responses((status = 200, description = "Every sample payload.", body = doc::SamplePayloadList)),
+)]
 async fn sample_payloads() -> Json<Value> {
     let list: Vec<Value> = crate::samples::PAYLOADS
         .iter()
@@ -396,12 +635,31 @@ async fn sample_payloads() -> Json<Value> {
     Json(json!({"payloads": list}))
 }
 
+#[utoipa::path(
+    get,
+    path = "/step-kinds",
+    tag = "catalog",
+    summary = "The step kinds catalog",
+    responses((status = 200, description = "Every step kind, in palette order.",
+        body = Vec<doc::StepKind>)),
+)]
 async fn step_kinds(State(state): State<AppState>) -> Json<Value> {
     Json(state.engine().registry().catalog())
 }
 
 /// `GET /events`: server-sent events, one `run` event per run change (JSON of
 /// [`crate::runtime::RunEvent`]). Slow consumers skip missed events (a `lagged` event tells).
+#[utoipa::path(
+    get,
+    path = "/events",
+    tag = "events",
+    summary = "Server-sent events of run progress",
+    description = "A `text/event-stream` that stays open: one `run` event per run change, its \
+        `data` the JSON `RunEvent`; a slow consumer skips missed events and gets a `lagged` \
+        event whose `data` is how many it missed. Comments keep the connection alive.",
+    responses((status = 200, description = "The event stream (the schema is a `run` event's \
+        `data`).", body = doc::RunEvent, content_type = "text/event-stream")),
+)]
 async fn events(
     State(state): State<AppState>,
 ) -> Sse<impl futures_core::Stream<Item = Result<Event, Infallible>>> {

@@ -4,7 +4,36 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::Value;
+
+// The members `ApiError::body` writes, and the `Problem` schema of the OpenAPI document.
+/// An RFC 9457 problem document (`application/problem+json`): the body of every error answer,
+/// with an extra `code` member.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[schema(example = json!({
+    "type": "https://fluxo.dev/problems/idempotency-conflict",
+    "title": "Conflict",
+    "status": 409,
+    "detail": "Idempotency-Key `A` was already used with a different request (method, path or body)",
+    "code": "idempotency_conflict"
+}))]
+pub struct Problem {
+    /// URI of the problem type: `https://fluxo.dev/problems/<code with dashes>`.
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    /// The HTTP status's reason phrase.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// Human-readable explanation naming what and where.
+    pub detail: String,
+    /// Stable machine code (`invalid_idempotency_key`, `idempotency_conflict`,
+    /// `idempotency_in_progress`, `workflow_not_found`, `payload_too_large`, `unauthorized`, …).
+    pub code: String,
+    /// The validation problems, on `invalid_workflow` and `workflow_invalid` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problems: Option<Vec<crate::workflow::Problem>>,
+}
 
 /// An API error, rendered as problem+json.
 #[derive(Debug, Clone)]
@@ -62,13 +91,19 @@ impl ApiError {
     }
     /// The problem document.
     pub fn body(&self) -> Value {
-        let mut v = json!({
-            "type": format!("https://fluxo.dev/problems/{}", self.code.replace('_', "-")),
-            "title": self.status.canonical_reason().unwrap_or("Error"),
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-            "code": self.code,
-        });
+        let problem = Problem {
+            type_uri: format!("https://fluxo.dev/problems/{}", self.code.replace('_', "-")),
+            title: self
+                .status
+                .canonical_reason()
+                .unwrap_or("Error")
+                .to_string(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            code: self.code.to_string(),
+            problems: None,
+        };
+        let mut v = serde_json::to_value(problem).unwrap_or(Value::Null);
         if let (Some(Value::Object(extra)), Value::Object(m)) = (&self.extra, &mut v) {
             for (k, x) in extra {
                 m.insert(k.clone(), x.clone());

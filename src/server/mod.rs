@@ -8,6 +8,7 @@
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
 //! * [`queue`]: the worker pool and crash recovery.
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
+//! * [`openapi`]: the OpenAPI 3.1 document, built from the same routes as the router.
 
 // Handlers return `ApiResult<T>`; `ApiError` is large (a problem document in the making) but
 // only travels on the error path, so boxing it would cost every handler clarity for nothing.
@@ -29,10 +30,11 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::clock::Clock;
 use crate::runtime::Engine;
@@ -164,12 +166,29 @@ impl AppState {
     }
 }
 
-/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`.
-pub fn router(state: AppState) -> Router {
-    let limit = state.options().body_limit_bytes;
-    let api = api::routes()
+/// The routes under `/api/v1`, each with its OpenAPI documentation; [`router`] puts the token
+/// check in front of every one of them (and [`openapi::document`] says so).
+pub fn api_routes() -> OpenApiRouter<AppState> {
+    api::routes()
         .merge(runs::routes())
         .merge(settings::routes())
+}
+
+/// The routes outside the token-protected API, each with its OpenAPI documentation.
+pub fn public_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(openapi::webhook))
+        .routes(routes!(api::healthz))
+        .routes(routes!(api::openapi))
+}
+
+/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`. Every
+/// route comes from [`public_routes`] and [`api_routes`], the source of the OpenAPI document
+/// too ([`openapi`]).
+pub fn router(state: AppState) -> Router {
+    let limit = state.options().body_limit_bytes;
+    let (api, _) = api_routes().split_for_parts();
+    let api = api
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -181,10 +200,8 @@ pub fn router(state: AppState) -> Router {
                 format!("no API route /api/v1{}", uri.path()),
             )
         });
-    let mut app = Router::new()
-        .route("/hooks/{workflow_id}", post(hooks::webhook))
-        .route("/healthz", get(api::healthz))
-        .route("/api/v1/openapi.json", get(api::openapi))
+    let (public, _) = public_routes().split_for_parts();
+    let mut app = public
         .nest("/api/v1", api)
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(request_id));

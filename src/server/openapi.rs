@@ -1,8 +1,497 @@
-//! The OpenAPI 3.1 document served at `/api/v1/openapi.json`.
+//! The OpenAPI 3.1 document served at `GET /api/v1/openapi.json`, generated from the code with
+//! [utoipa](https://docs.rs/utoipa) and [utoipa-axum](https://docs.rs/utoipa-axum).
+//!
+//! The router and the document come from one source: every route is registered with
+//! `OpenApiRouter::routes(routes!(handler))` ([`super::api_routes`], [`super::public_routes`]),
+//! and `routes!` only accepts a handler that carries a `#[utoipa::path(...)]` attribute (its
+//! method, path, parameters, bodies, answers). So a route cannot be served without being in
+//! the document. To add a route: write the handler, put `#[utoipa::path]` on it next to the
+//! others of its module, and add it to that module's `routes()` with `routes!`.
+//!
+//! What the attributes cannot say is added here, once for all:
+//! * every operation under `/api/v1` needs the bearer token: [`openapi`] gives each the
+//!   `bearer` security requirement and the `401 unauthorized` answer, as the router puts
+//!   [`super::auth::require_token`] in front of each of them;
+//! * errors are `application/problem+json` documents of the one [`Problem`] schema (each
+//!   attribute says so: `body = Problem, content_type = "application/problem+json"`);
+//! * a body that may be left out (`request_body(content = Option<T>)`) is `T`, never `null`.
+//!
+//! Fields that carry a duration say their unit in their name and doc (`*_ms`: milliseconds,
+//! `*_s`: seconds); instants are RFC 3339 strings ([`crate::run::Timestamp`]).
+//!
+//! Request and response bodies are schemas of the Rust types where the handlers use one
+//! ([`crate::run::RunRecord`], [`crate::settings::AppSettings`], [`crate::check::CheckReport`],
+//! …); the bodies the handlers build with `json!` are described by the types of this module,
+//! which exist for the document only (`tests/openapi.rs` checks real answers against them).
+//!
+//! The webhook handler ([`super::hooks::webhook`]) is documented here, on a stand-in of the
+//! same name, so the webhook module (the hot path) carries no documentation: `webhook` below
+//! re-exports the real handler and `__path_webhook` is the stand-in's documentation, which is
+//! what `routes!(openapi::webhook)` pairs by name.
 
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-/// The document.
+use serde_json::Value;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi as _, ToSchema};
+
+use crate::run::{Mode, Timestamp, Trigger};
+use crate::settings::AppSettings;
+use crate::steps::Descriptor;
+use crate::workflow::Problem as ValidationProblem;
+
+pub use super::error::Problem;
+pub use super::hooks::webhook;
+pub use webhook_doc::__path_webhook;
+
+/// Media type of error answers (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Name of the bearer security scheme in `components.securitySchemes`.
+pub const BEARER: &str = "bearer";
+
+/// The document (built once).
 pub fn document() -> Value {
-    json!({"openapi": "3.1.0", "info": {"title": "Fluxo API", "version": env!("CARGO_PKG_VERSION")}, "paths": {}})
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(|| serde_json::to_value(openapi()).unwrap_or(Value::Null))
+        .clone()
+}
+
+/// The document as utoipa's model: the public routes, then the token-protected API nested
+/// under `/api/v1`.
+pub fn openapi() -> OpenApi {
+    let mut api = super::api_routes().into_openapi();
+    require_token(&mut api);
+    let mut doc = ApiDoc::openapi();
+    doc.merge(super::public_routes().into_openapi());
+    let mut doc = doc.nest("/api/v1", api);
+    optional_bodies(&mut doc);
+    doc
+}
+
+/// Every operation of a document.
+fn operations_mut(api: &mut OpenApi) -> impl Iterator<Item = &mut Operation> {
+    api.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ]
+        .into_iter()
+        .flatten()
+    })
+}
+
+/// `request_body(content = Option<T>)` marks a body that may be left out (an empty body reads
+/// as `{}`); utoipa also lets its schema be `null`, which the handlers refuse: keep `T` only.
+fn optional_bodies(api: &mut OpenApi) {
+    fn is_null(s: &RefOr<Schema>) -> bool {
+        matches!(s, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null))
+    }
+    for op in operations_mut(api) {
+        let Some(body) = &mut op.request_body else {
+            continue;
+        };
+        for content in body.content.values_mut() {
+            if let Some(RefOr::T(Schema::OneOf(one))) = &content.schema {
+                if let [a, b] = one.items.as_slice() {
+                    let inner = match (is_null(a), is_null(b)) {
+                        (true, false) => b.clone(),
+                        (false, true) => a.clone(),
+                        _ => continue,
+                    };
+                    content.schema = Some(inner);
+                }
+            }
+        }
+    }
+}
+
+/// Every operation of `api` needs the bearer token, and may answer `401 unauthorized`.
+fn require_token(api: &mut OpenApi) {
+    let unauthorized = ResponseBuilder::new()
+        .description(
+            "`unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token.",
+        )
+        .content(
+            PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build();
+    for op in operations_mut(api) {
+        op.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
+        op.responses
+            .responses
+            .insert("401".into(), unauthorized.clone().into());
+    }
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Fluxo API",
+        description = "The HTTP API of `fluxo serve` and of the desktop app's local listener \
+            (SPEC §5). Management routes under `/api/v1` need `Authorization: Bearer <token>` \
+            (the token is in `<data-dir>/token`); webhook routes may require an HMAC signature \
+            per workflow. Errors are RFC 9457 problem details (`application/problem+json`) \
+            with an extra `code` member. Bodies over the limit (default 1 MiB) get `413 \
+            payload_too_large`. Times are RFC 3339 UTC strings unless a name says otherwise \
+            (`*_ms`: milliseconds, `*_s`: seconds).",
+        license(name = "MIT", identifier = "MIT"),
+    ),
+    components(schemas(Problem)),
+    modifiers(&BearerScheme),
+    tags(
+        (name = "webhooks", description = "Deliveries that start runs, deduplicated at the door."),
+        (name = "workflows", description = "The workflow files in `--workflows`: CRUD, validate, dry run, re-run safety check."),
+        (name = "runs", description = "Start (idempotent with `Idempotency-Key`), list, detail, replay, stats."),
+        (name = "memory", description = "The Memory browser: namespaces, keys, manual delete."),
+        (name = "catalog", description = "Step kinds, workflow templates, sample payloads."),
+        (name = "events", description = "Server-sent events of run progress."),
+        (name = "settings", description = "Env variables for templates, retention, listener, API token."),
+        (name = "meta", description = "Health and this document."),
+    ),
+)]
+struct ApiDoc;
+
+/// `components.securitySchemes.bearer`: the API token.
+struct BearerScheme;
+
+impl Modify for BearerScheme {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The API token: `--token`/`FLUXO_TOKEN`, else `<data-dir>/token` \
+                         (generated on first start). Regenerate with `POST /api/v1/settings/token`.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+mod webhook_doc {
+    use super::{Problem, WebhookAnswer};
+
+    /// Stand-in carrying the documentation of [`super::webhook`] (see the module doc).
+    #[utoipa::path(
+        post,
+        path = "/hooks/{workflow_id}",
+        tag = "webhooks",
+        operation_id = "deliver_webhook",
+        summary = "Deliver a webhook: queue a run, deduplicated by key",
+        description = "Starts a run of a workflow whose trigger is a `webhook_trigger`, with \
+            the JSON body as `input`. The dedupe key is the `Idempotency-Key` header, else \
+            `X-Fluxo-Event-Id`, else the trigger's `dedupe_key` template over the body, else \
+            there is no dedupe. Keys are 1–255 chars of visible ASCII (an RFC 8941 quoted \
+            string is also accepted). The first delivery of a key writes the claim and the \
+            queued run in one transaction, made durable before the `202`. A repeat within the \
+            window (`dedupe_window_s`, default 24 h, measured from the first claim and never \
+            extended) answers `200` with the original run id and starts nothing. If queuing \
+            fails nothing stays claimed: `503` with `Retry-After`, so a retry is accepted. \
+            No bearer token: the trigger may require an HMAC signature instead.",
+        params(
+            ("workflow_id" = String, Path, description = "The workflow to start."),
+            ("Idempotency-Key" = Option<String>, Header,
+                description = "The delivery's dedupe key: 1–255 chars of visible ASCII, bare \
+                    or as an RFC 8941 quoted string (`\"abc\"`). Given twice or malformed: \
+                    `400 invalid_idempotency_key`."),
+            ("X-Fluxo-Event-Id" = Option<String>, Header,
+                description = "The sender's event id, the dedupe key when there is no \
+                    `Idempotency-Key` (same rules)."),
+            ("X-Fluxo-Signature" = Option<String>, Header,
+                description = "Required when the trigger has a `signing_secret`: \
+                    `t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`, within 5 \
+                    minutes (300 s) of the server's clock; several `v1=` are accepted \
+                    (secret rotation)."),
+        ),
+        request_body(content = Value, content_type = "application/json",
+            description = "Any JSON document: the run's `input`."),
+        responses(
+            (status = 202, description = "First delivery of this key (or no key): the run is \
+                queued and durable; `duplicate` is false.", body = WebhookAnswer,
+                example = json!({"run_id": "0190f7e4-1c2b-7d3e-8f00-1a2b3c4d5e6f", "duplicate": false})),
+            (status = 200, description = "A repeat of a key within the dedupe window: the \
+                original run's id and `duplicate: true`; no second run.", body = WebhookAnswer,
+                example = json!({"run_id": "0190f7e4-1c2b-7d3e-8f00-1a2b3c4d5e6f", "duplicate": true})),
+            (status = 400, description = "`invalid_idempotency_key` (a malformed or repeated \
+                key header, or a `dedupe_key` template that renders no valid key from this \
+                body: never a silent run without dedupe), `invalid_json`, `bad_body`.",
+                body = Problem, content_type = "application/problem+json"),
+            (status = 401, description = "`invalid_signature`: the trigger requires \
+                `X-Fluxo-Signature` and it is missing, stale (over 5 minutes) or wrong.",
+                body = Problem, content_type = "application/problem+json"),
+            (status = 404, description = "`workflow_not_found`, or `no_webhook_trigger` (the \
+                workflow starts with another trigger).",
+                body = Problem, content_type = "application/problem+json"),
+            (status = 409, description = "`workflow_invalid`: the workflow has validation \
+                errors (or a bad trigger config / `dedupe_key` template); fix it first.",
+                body = Problem, content_type = "application/problem+json"),
+            (status = 413, description = "`payload_too_large`: the body is over the limit \
+                (default 1 MiB).", body = Problem, content_type = "application/problem+json"),
+            (status = 500, description = "`signing_secret_unavailable`: the trigger's \
+                `signing_secret` template cannot be resolved.",
+                body = Problem, content_type = "application/problem+json"),
+            (status = 503, description = "`unavailable`: the delivery could not be queued or \
+                made durable; nothing stays claimed, send it again after `Retry-After`.",
+                body = Problem, content_type = "application/problem+json",
+                headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+        ),
+    )]
+    #[allow(dead_code)]
+    pub async fn webhook() {}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes of the bodies the handlers build with `json!` (documentation only)
+// ---------------------------------------------------------------------------------------------
+
+/// The webhook's answer.
+#[derive(ToSchema)]
+pub struct WebhookAnswer {
+    /// The run this delivery started, or (on a repeat) the one its first delivery started.
+    pub run_id: String,
+    /// True on a repeat of a key within the dedupe window.
+    pub duplicate: bool,
+}
+
+/// `GET /healthz`.
+#[derive(ToSchema)]
+pub struct Health {
+    /// Always `ok` when the server answers.
+    pub status: String,
+    /// The server's version.
+    pub version: String,
+}
+
+/// One row of the workflow list.
+#[derive(ToSchema)]
+pub struct WorkflowSummary {
+    /// The file name without `.json`.
+    pub id: String,
+    /// The workflow's `name`, else its id.
+    pub name: String,
+    /// The file's `version` (0 when it has none).
+    pub version: u64,
+    /// No validation errors: the workflow can run.
+    pub valid: bool,
+    /// Number of validation errors.
+    pub errors: u64,
+    /// Number of linter warnings.
+    pub warnings: u64,
+    /// The trigger's step kind (`webhook_trigger`, `manual_trigger`, …); null when invalid.
+    pub trigger: Option<String>,
+}
+
+/// `GET /api/v1/workflows`.
+#[derive(ToSchema)]
+pub struct WorkflowList {
+    pub workflows: Vec<WorkflowSummary>,
+}
+
+/// The answer to saving a workflow file.
+#[derive(ToSchema)]
+pub struct WorkflowSaved {
+    /// The definition as saved (its `version` bumped).
+    pub workflow: Option<Value>,
+    /// The saved file's version.
+    pub version: u64,
+    /// No validation errors.
+    pub valid: bool,
+    /// Every error and warning (a structurally valid workflow is saved even with errors).
+    pub problems: Vec<ValidationProblem>,
+}
+
+/// The answer to validating a definition.
+#[derive(ToSchema)]
+pub struct Validation {
+    /// No errors (warnings allowed).
+    pub valid: bool,
+    /// Every error and linter warning at once.
+    pub problems: Vec<ValidationProblem>,
+}
+
+/// One row of the run history.
+#[derive(ToSchema)]
+pub struct RunSummary {
+    pub id: String,
+    pub workflow_id: String,
+    pub workflow_version: u64,
+    pub trigger: Trigger,
+    pub mode: Mode,
+    pub status: crate::run::RunStatus,
+    pub idempotency_key: Option<String>,
+    pub replay_of: Option<String>,
+    pub created_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    /// From start to finish, in milliseconds.
+    pub duration_ms: Option<u64>,
+    /// The final error's code, if it failed.
+    pub error_code: Option<String>,
+    /// The final error's message, if it failed.
+    pub error_message: Option<String>,
+}
+
+/// A page of the run history, newest first.
+#[derive(ToSchema)]
+pub struct RunPage {
+    pub runs: Vec<RunSummary>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Counts of runs by status in one time bucket.
+#[derive(ToSchema)]
+pub struct StatsBucket {
+    /// Bucket start.
+    pub start: Timestamp,
+    /// `status -> count`, only non-zero statuses.
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// `GET /api/v1/runs/stats`.
+#[derive(ToSchema)]
+pub struct RunStats {
+    /// Bucket width in milliseconds (60000, 3600000 or 86400000).
+    pub bucket_ms: i64,
+    /// Start of the range (inclusive).
+    pub since: Timestamp,
+    /// End of the range (exclusive).
+    pub until: Timestamp,
+    /// Buckets that have runs, oldest first.
+    pub buckets: Vec<StatsBucket>,
+}
+
+/// `GET /api/v1/memory`.
+#[derive(ToSchema)]
+pub struct Namespaces {
+    pub namespaces: Vec<String>,
+}
+
+/// One live Memory key.
+#[derive(ToSchema)]
+pub struct MemoryEntry {
+    pub namespace: String,
+    pub key: String,
+    /// The stored JSON value.
+    pub value: Value,
+    /// When it was written.
+    pub written_at: Timestamp,
+    /// When it expires; absent: never.
+    pub expires_at: Option<Timestamp>,
+    /// Time left before it expires, in milliseconds; absent: never expires.
+    pub ttl_left_ms: Option<i64>,
+}
+
+/// A page of a namespace's live keys, in key order.
+#[derive(ToSchema)]
+pub struct MemoryPage {
+    pub namespace: String,
+    pub entries: Vec<MemoryEntry>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next_after: Option<String>,
+}
+
+/// The answer to a manual delete.
+#[derive(ToSchema)]
+pub struct Deleted {
+    /// Always true (a missing key is a 404).
+    pub deleted: bool,
+}
+
+/// One step kind of the catalog.
+#[derive(ToSchema, serde::Serialize)]
+pub struct StepKind {
+    #[serde(flatten)]
+    pub descriptor: Descriptor,
+    /// Output ports of an empty config (a router adds its routes).
+    pub ports: Vec<String>,
+    /// JSON Schema of the kind's config.
+    pub config_schema: Value,
+}
+
+/// A built-in workflow template.
+#[derive(ToSchema)]
+pub struct Template {
+    pub id: String,
+    /// The workflow's `name`.
+    pub name: Option<String>,
+    /// The workflow definition.
+    pub workflow: Value,
+}
+
+/// `GET /api/v1/templates`.
+#[derive(ToSchema)]
+pub struct TemplateList {
+    pub templates: Vec<Template>,
+}
+
+/// A real payload for the Dry Run input editor.
+#[derive(ToSchema)]
+pub struct SamplePayload {
+    pub name: String,
+    pub payload: Value,
+}
+
+/// `GET /api/v1/sample-payloads`.
+#[derive(ToSchema)]
+pub struct SamplePayloadList {
+    pub payloads: Vec<SamplePayload>,
+}
+
+/// The retention policy in force (settings over the command-line defaults).
+#[derive(ToSchema)]
+pub struct EffectiveRetention {
+    /// Newest finished runs kept per workflow; null: no count limit.
+    pub retention_runs: Option<u64>,
+    /// Days finished runs are kept; null: no age limit.
+    pub retention_days: Option<i64>,
+}
+
+/// The settings and read-only facts.
+#[derive(ToSchema)]
+pub struct SettingsView {
+    pub settings: AppSettings,
+    pub effective: EffectiveRetention,
+    /// Where `settings.json` and `token` live; null: settings are kept in memory only.
+    pub data_dir: Option<String>,
+    /// The workflow folder.
+    pub workflows_dir: String,
+}
+
+/// The API token.
+#[derive(ToSchema)]
+pub struct Token {
+    pub token: String,
+}
+
+/// The `data` of a `run` server-sent event (JSON).
+#[derive(ToSchema)]
+pub struct RunEvent {
+    /// `run_started`, `step_finished` or `run_finished`.
+    pub event: String,
+    pub run_id: String,
+    pub workflow_id: String,
+    /// The step, on `step_finished`.
+    pub step_id: Option<String>,
+    /// The run's status, or the step's on `step_finished`.
+    pub status: String,
+    pub mode: Mode,
+    pub at: Timestamp,
 }

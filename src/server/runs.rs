@@ -7,13 +7,16 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{OriginalUri, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Problem};
 use super::idempotency::{self, Begin};
+use super::openapi as doc;
 use super::AppState;
 use crate::clock::parse_rfc3339;
 use crate::run::{Mode, RunRecord, RunStatus, Trigger};
@@ -21,14 +24,14 @@ use crate::runtime::RunRequest;
 use crate::store::RunQuery;
 use crate::workflow::{check_value, Compiled};
 
-/// Routes under `/api/v1`.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/workflows/{id}/runs", post(start_run))
-        .route("/runs", get(list_runs))
-        .route("/runs/stats", get(stats))
-        .route("/runs/{id}", get(get_run))
-        .route("/runs/{id}/replay", post(replay))
+/// Routes under `/api/v1`, each with its documentation.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(start_run))
+        .routes(routes!(list_runs))
+        .routes(routes!(stats))
+        .routes(routes!(get_run))
+        .routes(routes!(replay))
 }
 
 /// Parse a JSON request body (empty = `{}`), naming the problem.
@@ -74,9 +77,12 @@ pub fn runnable(state: &AppState, id: &str) -> ApiResult<Arc<Compiled>> {
     })
 }
 
-#[derive(Deserialize)]
+/// The body of a run start.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = StartRunRequest)]
 struct StartBody {
+    /// The run's input (default `{}`).
     #[serde(default)]
     input: Option<Value>,
 }
@@ -186,6 +192,67 @@ async fn finish(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/workflows/{id}/runs",
+    tag = "runs",
+    summary = "Start a run (idempotent with Idempotency-Key)",
+    description = "Starts a live run with trigger `api`. Waits for it to finish (up to its \
+        time limit, `run_timeout_s`, default 50 s) and answers `200` with the run; with \
+        `Prefer: respond-async` answers `202` with the queued run at once. With \
+        `Idempotency-Key` (kept 24 h, scoped to the API token): a repeat with the same key and \
+        the same request (method, path, canonical JSON body: key order and whitespace don't \
+        count) returns the stored status and body byte for byte with `Idempotent-Replayed: \
+        true`; the same key with a different request is `409 idempotency_conflict`; while the \
+        first is still being processed, `409 idempotency_in_progress` (an in-progress record \
+        whose owner died is reclaimable after its lease: the run time limit + 30 s).",
+    params(
+        ("id" = String, Path, description = "The workflow to run."),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to \
+            retry: 1–255 chars of visible ASCII, bare or an RFC 8941 quoted string; kept 24 h \
+            per API token. Given twice or malformed: `400 invalid_idempotency_key`."),
+        ("Prefer" = Option<String>, Header, description = "`respond-async`: answer `202` with \
+            the queued run instead of waiting for it."),
+    ),
+    request_body(content = Option<StartBody>, content_type = "application/json",
+        description = "`{\"input\": {...}}`; an empty body is `{}`."),
+    responses(
+        (status = 200, description = "The finished run (or, with `Idempotent-Replayed: true`, \
+            the stored answer of the first request with this key).",
+            body = crate::run::RunRecord,
+            headers(
+                ("Location" = String, description = "`/api/v1/runs/{run_id}` (not on a replayed answer)."),
+                ("Idempotent-Replayed" = String, description = "`true` when this is the stored \
+                    answer of an earlier request with the same Idempotency-Key."),
+            )),
+        (status = 202, description = "With `Prefer: respond-async`: the run, queued.",
+            body = crate::run::RunRecord,
+            headers(
+                ("Location" = String, description = "`/api/v1/runs/{run_id}`: where to follow \
+                    the run (not on a replayed answer)."),
+                ("Idempotent-Replayed" = String, description = "`true` when this is the stored \
+                    answer of an earlier request with the same Idempotency-Key."),
+            )),
+        (status = 400, description = "`invalid_idempotency_key`, `invalid_body`, \
+            `invalid_json`, `bad_body`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "`workflow_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`: the key was used with a \
+            different request; `idempotency_in_progress`: the first request with this key is \
+            still being processed, retry later; `workflow_invalid`: the workflow has \
+            validation errors (see `problems`).", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`internal`: the run task failed.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: the run could not be stored or queued; \
+            retry after `Retry-After`.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn start_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -217,21 +284,36 @@ async fn start_run(
     Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 
-/// Query parameters of `GET /api/v1/runs`.
-#[derive(Debug, Deserialize, Default)]
+/// Query parameters of `GET /api/v1/runs`. An empty value is no filter.
+#[derive(Debug, Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct RunsParams {
+    /// Only runs of this workflow id.
     pub workflow: Option<String>,
+    /// Only runs with this status: `queued`, `running`, `succeeded`, `failed`, `timed_out`,
+    /// `interrupted`.
+    #[param(value_type = Option<crate::run::RunStatus>, inline)]
     pub status: Option<String>,
+    /// Only `live` or only `dry` runs.
+    #[param(value_type = Option<crate::run::Mode>, inline)]
     pub mode: Option<String>,
+    /// Only runs started by `webhook`, `api`, `manual`, `replay` or `cli`.
+    #[param(value_type = Option<crate::run::Trigger>, inline)]
     pub trigger: Option<String>,
+    /// Only runs with exactly this idempotency (or event) key.
     pub key: Option<String>,
-    /// RFC 3339 or unix ms.
+    /// Only runs created at or after this instant: RFC 3339, or unix milliseconds.
     pub since: Option<String>,
+    /// Only runs created before this instant: RFC 3339, or unix milliseconds.
     pub until: Option<String>,
+    /// Free search: a run id or an idempotency key (exact or prefix).
     pub q: Option<String>,
-    /// 1..=500, default 50.
+    /// Runs per page: 1..=500, default 50.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page (opaque). A page may hold fewer than `limit`
+    /// runs and still have a `next_cursor`; only a missing one means the end.
     pub cursor: Option<String>,
 }
 
@@ -312,6 +394,22 @@ impl RunsParams {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/runs",
+    tag = "runs",
+    summary = "The run history, newest first, with filters and cursor paging",
+    params(RunsParams),
+    responses(
+        (status = 200, description = "A page of run summaries.", body = doc::RunPage),
+        (status = 400, description = "`invalid_parameter`: an unknown parameter or a bad \
+            value (named in `detail`).", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn list_runs(
     State(state): State<AppState>,
     params: Result<Query<RunsParams>, axum::extract::rejection::QueryRejection>,
@@ -332,6 +430,21 @@ pub async fn list(state: &AppState, params: &RunsParams) -> ApiResult<crate::sto
         .map_err(ApiError::store)
 }
 
+#[utoipa::path(
+    get,
+    path = "/runs/{id}",
+    tag = "runs",
+    summary = "A run in full: every step and attempt",
+    params(("id" = String, Path, description = "The run id.")),
+    responses(
+        (status = 200, description = "The run.", body = crate::run::RunRecord),
+        (status = 404, description = "`run_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn get_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -344,15 +457,71 @@ async fn get_run(
         .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))
 }
 
-#[derive(Deserialize, Default)]
+/// The body of a replay.
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ReplayRequest)]
 struct ReplayBody {
+    /// `live` (default) or `dry`.
     #[serde(default)]
+    #[schema(value_type = Option<crate::run::Mode>, inline)]
     mode: Option<String>,
+    /// `current` (default): the workflow as it is now; `original`: the definition the run
+    /// recorded.
     #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^(current|original)$")]
     version: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/replay",
+    tag = "runs",
+    summary = "Replay a run (idempotent with Idempotency-Key)",
+    description = "Creates a new run linked by `replay_of` (and `replayed_by` on the \
+        original), with the original input, trigger `replay`, a fresh time budget and the \
+        trigger-level dedupe bypassed. Waits and answers like a run start (`Prefer: \
+        respond-async` → `202`), with the same `Idempotency-Key` semantics.",
+    params(
+        ("id" = String, Path, description = "The run to replay."),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to \
+            retry (as for a run start)."),
+        ("Prefer" = Option<String>, Header, description = "`respond-async`: answer `202` with \
+            the queued run instead of waiting for it."),
+    ),
+    request_body(content = Option<ReplayBody>, content_type = "application/json",
+        description = "`{}` replays live with the current definition."),
+    responses(
+        (status = 200, description = "The finished replay run.", body = crate::run::RunRecord,
+            headers(
+                ("Location" = String, description = "`/api/v1/runs/{run_id}` of the new run."),
+                ("Idempotent-Replayed" = String, description = "`true` when this is the stored \
+                    answer of an earlier request with the same Idempotency-Key."),
+            )),
+        (status = 202, description = "With `Prefer: respond-async`: the replay run, queued.",
+            body = crate::run::RunRecord,
+            headers(
+                ("Location" = String, description = "`/api/v1/runs/{run_id}` of the new run."),
+                ("Idempotent-Replayed" = String, description = "`true` when this is the stored \
+                    answer of an earlier request with the same Idempotency-Key."),
+            )),
+        (status = 400, description = "`invalid_body` (a bad `mode` or `version`), \
+            `invalid_idempotency_key`, `invalid_json`, `bad_body`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "`run_not_found`; `workflow_not_found` (replaying the \
+            current version of a deleted workflow).", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`, `idempotency_in_progress`, \
+            `workflow_invalid`.", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`internal`: the run task failed.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure; retry after \
+            `Retry-After`.", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn replay(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -443,18 +612,36 @@ pub fn replay_run(
 }
 
 /// Query of `GET /runs/stats`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct StatsParams {
-    /// `minute`, `hour` (default) or `day`.
+    /// Bucket width: `minute`, `hour` (default) or `day`; at most 10,000 buckets.
+    #[param(pattern = "^(minute|hour|day)$")]
     pub bucket: Option<String>,
     /// RFC 3339 or unix ms; default `until` − 24 h.
     pub since: Option<String>,
     /// RFC 3339 or unix ms; default now.
     pub until: Option<String>,
+    /// Only runs of this workflow id.
     pub workflow: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/runs/stats",
+    tag = "runs",
+    summary = "Counts of runs by status per time bucket",
+    params(StatsParams),
+    responses(
+        (status = 200, description = "The buckets.", body = doc::RunStats),
+        (status = 400, description = "`invalid_parameter`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
 async fn stats(
     State(state): State<AppState>,
     params: Result<Query<StatsParams>, axum::extract::rejection::QueryRejection>,

@@ -9,21 +9,23 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::auth::{generate_token, write_secret};
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Problem};
+use super::openapi as doc;
 use super::runs::json_body;
 use super::AppState;
 use crate::settings::AppSettings;
 
-/// Routes under `/api/v1`.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/settings", get(get_settings).put(put_settings))
-        .route("/settings/token", get(get_token).post(regenerate_token))
+/// Routes under `/api/v1`, each with its documentation.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_settings, put_settings))
+        .routes(routes!(get_token, regenerate_token))
 }
 
 fn view(state: &AppState) -> Value {
@@ -40,10 +42,35 @@ fn view(state: &AppState) -> Value {
     })
 }
 
+#[utoipa::path(
+    get,
+    path = "/settings",
+    tag = "settings",
+    summary = "The settings and read-only facts",
+    responses((status = 200, description = "The settings.", body = doc::SettingsView)),
+)]
 async fn get_settings(State(state): State<AppState>) -> Json<Value> {
     Json(view(&state))
 }
 
+#[utoipa::path(
+    put,
+    path = "/settings",
+    tag = "settings",
+    summary = "Replace the settings",
+    description = "Validated, saved to `<data-dir>/settings.json` and applied (env variables \
+        at once; retention from the next maintenance pass, within a minute).",
+    request_body(content = AppSettings, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The settings as now in force.", body = doc::SettingsView),
+        (status = 400, description = "`invalid_settings`, `invalid_json`, `bad_body`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`save_failed`: the settings file could not be written.",
+            body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 async fn put_settings(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -65,10 +92,30 @@ async fn put_settings(
     Ok(Json(view(&state)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/settings/token",
+    tag = "settings",
+    summary = "The API token (to show it once more)",
+    responses((status = 200, description = "The token in force.", body = doc::Token)),
+)]
 async fn get_token(State(state): State<AppState>) -> Json<Value> {
     Json(json!({"token": state.token()}))
 }
 
+#[utoipa::path(
+    post,
+    path = "/settings/token",
+    tag = "settings",
+    summary = "Regenerate the API token",
+    description = "A new random token (256 bits, hex), saved to `<data-dir>/token`; the old one \
+        stops working at once (this answer is the last one it gets).",
+    responses(
+        (status = 200, description = "The new token.", body = doc::Token),
+        (status = 500, description = "`save_failed`: the token file could not be written.",
+            body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 async fn regenerate_token(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     let token = generate_token();
     if let Some(dir) = &state.options().data_dir {

@@ -34,7 +34,7 @@ use crate::workflow::model::{PORT_ERROR, PORT_OUT};
 use crate::workflow::template::Templates;
 
 /// Palette grouping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     Trigger,
@@ -45,7 +45,7 @@ pub enum Category {
 }
 
 /// What a kind is, for the palette and the catalog.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Descriptor {
     pub kind: &'static str,
     pub title: &'static str,

@@ -20,7 +20,7 @@ use crate::steps::StepKind;
 use template::Templates;
 
 /// How bad a problem is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     /// The workflow cannot run.
@@ -30,7 +30,8 @@ pub enum Severity {
 }
 
 /// One validation error or lint warning, with where it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = ValidationProblem)]
 pub struct Problem {
     pub severity: Severity,
     /// Stable machine code: `json_syntax`, `unknown_field`, `unknown_kind`, `bad_config`,
