@@ -1220,9 +1220,14 @@ fn sled_corrupt_records_are_errors_not_panics() {
             .unwrap()
             .insert(b"ns\0k", garbage)
             .unwrap();
-        db.open_tree("runs")
-            .unwrap()
-            .insert(b"bad", garbage)
+        let runs = db.open_tree("runs").unwrap();
+        runs.insert(b"bad", garbage).unwrap();
+        // Records are stored LZ4-compressed behind a 0x01 marker; a broken block is corrupt.
+        runs.insert(b"bad-lz4", &[0x01, 0xff, 0xff, 0xff, 0x7f, 0x10][..])
+            .unwrap();
+        // A record stored as plain JSON (before compression) still reads.
+        let plain = run("plain", "wf", RunStatus::Succeeded, T0);
+        runs.insert(b"plain", serde_json::to_vec(&plain).unwrap())
             .unwrap();
         db.open_tree("run_summaries")
             .unwrap()
@@ -1259,6 +1264,11 @@ fn sled_corrupt_records_are_errors_not_panics() {
             .map(|_| ()),
     );
     corrupt(store.get_run("bad").map(|_| ()));
+    corrupt(store.get_run("bad-lz4").map(|_| ()));
+    assert_eq!(
+        store.get_run("plain").unwrap(),
+        Some(run("plain", "wf", RunStatus::Succeeded, T0))
+    );
     corrupt(
         store
             .list_runs(&RunQuery {

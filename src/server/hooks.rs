@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hmac::{Hmac, Mac};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::Sha256;
 
 use super::error::{ApiError, ApiResult};
@@ -166,6 +166,40 @@ impl PendingClaims {
     }
 }
 
+/// Recently seen durable claims, `(workflow_id, key)` → `(run_id, expires_at)`, so a repeat
+/// delivery is answered without a store read. Only durable claims go in (a claim this process
+/// made durable, or one read from the store while no request had it pending), and claims are
+/// never changed within their window (only undone before they are durable, or swept after
+/// they expire), so an entry stays true until its `expires_at`. Bounded (oldest and least
+/// used out first); a miss falls through to the store.
+pub struct RecentClaims(quick_cache::sync::Cache<String, (String, i64)>);
+
+impl RecentClaims {
+    /// Entries kept.
+    pub const CAPACITY: usize = 50_000;
+
+    /// The live claim's run id, if cached.
+    fn get(&self, workflow_id: &str, key: &str, now: i64) -> Option<String> {
+        self.0
+            .get(&PendingClaims::id(workflow_id, key))
+            .filter(|(_, expires_at)| *expires_at > now)
+            .map(|(run_id, _)| run_id)
+    }
+
+    fn insert(&self, workflow_id: &str, key: &str, run_id: &str, expires_at: i64) {
+        self.0.insert(
+            PendingClaims::id(workflow_id, key),
+            (run_id.to_string(), expires_at),
+        );
+    }
+}
+
+impl Default for RecentClaims {
+    fn default() -> Self {
+        RecentClaims(quick_cache::sync::Cache::new(Self::CAPACITY))
+    }
+}
+
 /// Leaves [`PendingClaims`] when dropped.
 pub struct PendingGuard<'a> {
     set: &'a PendingClaims,
@@ -184,14 +218,28 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// The webhook's answer: `202 {"run_id", "duplicate": false}` for a new delivery, `200
+/// {"run_id": <original>, "duplicate": true}` for a repeat.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct WebhookAnswer {
+    /// The run this delivery started, or (on a repeat) the one its first delivery started.
+    pub run_id: String,
+    /// True on a repeat of a key within the dedupe window.
+    pub duplicate: bool,
+}
+
+fn answer(status: StatusCode, run_id: &str, duplicate: bool) -> Response {
+    let body = WebhookAnswer {
+        run_id: run_id.to_string(),
+        duplicate,
+    };
+    (status, Json(body)).into_response()
+}
+
 /// `200 {"run_id", "duplicate": true}`.
 fn duplicate_answer(workflow_id: &str, run_id: &str) -> Response {
     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
-    (
-        StatusCode::OK,
-        Json(json!({"run_id": run_id, "duplicate": true})),
-    )
-        .into_response()
+    answer(StatusCode::OK, run_id, true)
 }
 
 /// The answer to a repeat of a live claim, once that claim is durable; `None` if the key has
@@ -205,6 +253,9 @@ async fn known_duplicate(
     key: &str,
     now: i64,
 ) -> ApiResult<Option<Response>> {
+    if let Some(run_id) = state.recent_claims().get(workflow_id, key, now) {
+        return Ok(Some(duplicate_answer(workflow_id, &run_id)));
+    }
     let Some(claim) = state
         .store()
         .get_claim(workflow_id, key, now)
@@ -213,6 +264,9 @@ async fn known_duplicate(
         return Ok(None);
     };
     if !state.pending_claims().contains(workflow_id, key) {
+        state
+            .recent_claims()
+            .insert(workflow_id, key, &claim.run_id, claim.expires_at);
         return Ok(Some(duplicate_answer(workflow_id, &claim.run_id)));
     }
     confirm_duplicate(state, workflow_id, key, &claim.run_id, now)
@@ -269,6 +323,7 @@ async fn accept(
                 claimed_at: now,
                 expires_at: now.saturating_add(window_ms),
             };
+            let expires_at = claim.expires_at;
             let pending = state.pending_claims().enter(&workflow_id, &key);
             let outcome = state.commit().claim_and_enqueue(claim, run).await;
             match outcome {
@@ -279,6 +334,9 @@ async fn accept(
                     confirm_duplicate(&state, &workflow_id, &key, &original, now).await
                 }
                 Ok(ClaimOutcome::Claimed) => {
+                    state
+                        .recent_claims()
+                        .insert(&workflow_id, &key, &run_id, expires_at);
                     drop(pending);
                     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "delivery accepted");
                     state.queue().push(run_id.clone());
@@ -307,11 +365,7 @@ async fn accept(
 
 /// `202 {"run_id", "duplicate": false}`.
 fn accepted(run_id: &str) -> Response {
-    (
-        StatusCode::ACCEPTED,
-        Json(json!({"run_id": run_id, "duplicate": false})),
-    )
-        .into_response()
+    answer(StatusCode::ACCEPTED, run_id, false)
 }
 
 /// Best effort after a failed flush: remove the claim and the queued run so a retry is

@@ -87,6 +87,8 @@ struct Inner {
     instance_id: String,
     /// Webhook claims written but not yet durable.
     pending_claims: hooks::PendingClaims,
+    /// Durable webhook claims seen lately (answers repeats without a store read).
+    recent_claims: hooks::RecentClaims,
 }
 
 impl AppState {
@@ -163,6 +165,10 @@ impl AppState {
     /// Webhook claims written but not yet durable.
     pub fn pending_claims(&self) -> &hooks::PendingClaims {
         &self.0.pending_claims
+    }
+    /// Durable webhook claims seen lately.
+    pub fn recent_claims(&self) -> &hooks::RecentClaims {
+        &self.0.recent_claims
     }
 }
 
@@ -288,6 +294,7 @@ pub async fn start(
         settings: RwLock::new(settings),
         instance_id: uuid::Uuid::new_v4().to_string(),
         pending_claims: hooks::PendingClaims::default(),
+        recent_claims: hooks::RecentClaims::default(),
     }));
     queue::recover(&state).map_err(|e| std::io::Error::other(e.to_string()))?;
     let workers = queue::spawn_workers(
@@ -300,11 +307,7 @@ pub async fn start(
     let app = router(state.clone());
     let mut rx = shutdown_rx.clone();
     let task = tokio::spawn(async move {
-        let serve = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = rx.wait_for(|s| *s).await;
         });
         if let Err(e) = serve.await {

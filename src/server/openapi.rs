@@ -187,7 +187,8 @@ impl Modify for BearerScheme {
 }
 
 mod webhook_doc {
-    use super::{Problem, WebhookAnswer};
+    use super::Problem;
+    use crate::server::hooks::WebhookAnswer;
 
     /// Stand-in carrying the documentation of [`super::webhook`] (see the module doc).
     #[utoipa::path(
@@ -261,15 +262,6 @@ mod webhook_doc {
 // ---------------------------------------------------------------------------------------------
 // Shapes of the bodies the handlers build with `json!` (documentation only)
 // ---------------------------------------------------------------------------------------------
-
-/// The webhook's answer.
-#[derive(ToSchema)]
-pub struct WebhookAnswer {
-    /// The run this delivery started, or (on a repeat) the one its first delivery started.
-    pub run_id: String,
-    /// True on a repeat of a key within the dedupe window.
-    pub duplicate: bool,
-}
 
 /// `GET /healthz`.
 #[derive(ToSchema)]

@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `memory` | namespace 0x00 key | [`MemoryEntry`] |
 //! | `memory_expiry` | ts(expires_at) namespace 0x00 key | empty |
-//! | `runs` | run id | [`RunRecord`] |
+//! | `runs` | run id | [`RunRecord`], LZ4-compressed (see [`encode_run`]) |
 //! | `run_summaries` | run id | [`RunSummary`] (small, for listings) |
 //! | `runs_by_created` | ts(created_at) id | status |
 //! | `runs_by_workflow` | workflow 0x00 ts(created_at) id | status |
@@ -521,7 +521,7 @@ impl RunStore for SledStore {
 
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
         match self.tree(RUNS).get(id).map_err(backend)? {
-            Some(b) => decode("run record", &b).map(Some),
+            Some(b) => decode_run(&b).map(Some),
             None => Ok(None),
         }
     }
@@ -887,7 +887,7 @@ impl PreparedRun {
         let summary = RunSummary::from(run);
         Ok(PreparedRun {
             id: run.id.clone(),
-            json: encode(run)?,
+            json: encode_run(run)?,
             summary_json: encode(&summary)?,
             index: index_rows(&summary),
         })
@@ -1051,6 +1051,36 @@ fn encode<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
 
 fn decode<T: DeserializeOwned>(what: &str, b: &[u8]) -> StoreResult<T> {
     serde_json::from_slice(b).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// Marks a compressed run record: `0x01`, then the LZ4 block of its JSON with the JSON's
+/// length prepended (`lz4_flex::compress_prepend_size`). A stored value that starts with `{`
+/// is plain JSON (records written before compression) and still reads.
+const LZ4_RECORD: u8 = 0x01;
+
+/// A run record as stored: its JSON, LZ4-compressed. Run records are the large values of the
+/// store (the payload as `input`, again as the trigger's output, the workflow snapshot, every
+/// step's output), and sled 0.34 rewrites whole leaf nodes (up to 16 values each) as it
+/// consolidates updates, so their size multiplies into log writes; JSON payloads compress
+/// ~4x, and the trigger's copy of the input costs almost nothing (a back-reference).
+fn encode_run(run: &RunRecord) -> StoreResult<Vec<u8>> {
+    let json = encode(run)?;
+    let mut out = Vec::with_capacity(1 + json.len() / 3);
+    out.push(LZ4_RECORD);
+    out.extend_from_slice(&lz4_flex::compress_prepend_size(&json));
+    Ok(out)
+}
+
+/// Reads what [`encode_run`] wrote (or a plain JSON record).
+fn decode_run(b: &[u8]) -> StoreResult<RunRecord> {
+    match b.split_first() {
+        Some((&LZ4_RECORD, block)) => {
+            let json = lz4_flex::decompress_size_prepended(block)
+                .map_err(|e| StoreError::Corrupt(format!("run record: {e}")))?;
+            decode("run record", &json)
+        }
+        _ => decode("run record", b),
+    }
 }
 
 fn utf8(b: &[u8]) -> StoreResult<&str> {
