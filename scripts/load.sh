@@ -16,7 +16,7 @@
 # so the client's own cost is the same in each. oha cannot vary a header per request.
 #
 # Knobs: DURATION (10s), WARMUP (3s), CONNS (64), THREADS (2), WORKERS (fluxo serve --workers,
-# 8), CACHE_MB (fluxo serve --cache-mb, 64), SKIP_BUILD=1.
+# 8), CACHE_MB (fluxo serve --cache-mb, 16), SKIP_BUILD=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,7 @@ WARMUP=${WARMUP:-3s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-8}
-CACHE_MB=${CACHE_MB:-64}
+CACHE_MB=${CACHE_MB:-16}
 BODY=tests/fixtures/payloads/stripe/invoice.paid.json
 TOKEN=load-token
 

@@ -109,7 +109,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub ui: Option<PathBuf>,
     /// sled page cache in MiB.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = SledConfig::DEFAULT_CACHE_CAPACITY_BYTES / (1024 * 1024))]
     pub cache_mb: u64,
 }
 

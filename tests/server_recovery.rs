@@ -175,3 +175,68 @@ async fn running_is_durable_before_the_first_side_effect() {
     assert_eq!(done.status, RunStatus::Succeeded);
     assert_eq!(mock.hits(), 1);
 }
+
+/// A workflow of pure steps (trigger, transform) acts on nothing, so its run is not made
+/// durable as `running` before it ends: the first commit it waits for is its final state (a
+/// crash before that leaves it `queued`, executed again on restart, repeating nothing).
+#[tokio::test]
+async fn a_pure_run_is_committed_once_at_its_end() {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use common::server::FaultStore;
+    use fluxo::store::GroupCommit;
+
+    let data = tempfile::tempdir().unwrap();
+    let fault = Arc::new(FaultStore::new(Arc::new(open_sled(data.path()))));
+    let store: Arc<dyn Store> = fault.clone();
+    let wf = common::compile(&json!({
+        "id": "pure", "name": "pure", "version": 1,
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": {"n": "{{ input.n }}"}}}
+        ],
+        "edges": [{"from": "start", "to": "shape"}]
+    }));
+    let engine = Engine::new(store.clone(), Arc::new(fluxo::clock::SystemClock))
+        .with_group_commit(GroupCommit::start(store.clone()));
+
+    fault.hold_flushes.store(true, Ordering::SeqCst);
+    let run = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .run(
+                    &wf,
+                    RunRequest::new(json!({"n": 7}), Trigger::Api, Mode::Live),
+                )
+                .await
+        })
+    };
+    for _ in 0..1000 {
+        if fault.held.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(
+        fault.held.load(Ordering::SeqCst),
+        1,
+        "one commit is waiting"
+    );
+    // The waiting commit carries the finished run: every step ran before anything was flushed.
+    let ids = fault
+        .inner
+        .run_ids_with_status(RunStatus::Succeeded)
+        .unwrap();
+    assert_eq!(ids.len(), 1, "the held commit is the final state");
+    assert!(fault
+        .inner
+        .run_ids_with_status(RunStatus::Running)
+        .unwrap()
+        .is_empty());
+    fault.hold_flushes.store(false, Ordering::SeqCst);
+    let done = run.await.unwrap().unwrap();
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(done.steps.len(), 2);
+}

@@ -241,9 +241,10 @@ impl Engine {
         let started = self.clock.now_ms();
         run.status = RunStatus::Running;
         run.started_at = Some(Timestamp(started));
-        if run.mode == Mode::Live {
-            run = self.put_durable(run).await?;
-        }
+        // `running` is made durable just before the first step with side effects (see
+        // `Walk::exec_step`), not here: a crash before it leaves the run `queued`, and
+        // executing it again on restart repeats only pure steps. A workflow of pure steps is
+        // then written once, at its end.
         self.emit(&run, "run_started", None, run.status.as_str());
         let effects = match run.mode {
             Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
@@ -272,6 +273,7 @@ impl Engine {
             rethrow: None,
             timed_out: false,
             deadline_failed: Vec::new(),
+            running_durable: run.mode == Mode::Dry,
         };
         walk.walk(&mut run).await;
         let (status, error) = match (walk.fatal.take(), walk.rethrow.take()) {
@@ -395,6 +397,8 @@ struct Walk<'a> {
     /// `timed_out` when the error that ends it is one of these, not when a deadline failure
     /// was recovered (fallback, log) and a later step failed for another reason.
     deadline_failed: Vec<String>,
+    /// The run's `running` state is durable (always true for dry runs, which act on nothing).
+    running_durable: bool,
 }
 
 impl Walk<'_> {
@@ -606,8 +610,26 @@ impl Walk<'_> {
             &ctx,
         )
         .with_raw_config(&def.config);
+        let side_effects = kind.descriptor().side_effects;
         let result = match render_error {
             Some(e) => Err(e),
+            None if side_effects && !self.running_durable => {
+                // Before the first side effect: a crash from here on must leave the run
+                // `running` (then `interrupted` on restart), never `queued` (executed again).
+                match self.engine.put_durable(run.clone()).await {
+                    Ok(_) => {
+                        self.running_durable = true;
+                        kind.run(&cx, resolved.clone()).await
+                    }
+                    Err(e) => Err(StepError::new(
+                        "store",
+                        format!(
+                            "the run's state could not be made durable before step `{}`: {e}",
+                            def.id
+                        ),
+                    )),
+                }
+            }
             None => kind.run(&cx, resolved.clone()).await,
         };
         let mut attempts = cx.take_attempts();
@@ -687,7 +709,7 @@ impl Walk<'_> {
             StepStatus::Succeeded => "succeeded",
             _ => "failed",
         };
-        if kind.descriptor().side_effects {
+        if side_effects {
             self.engine.save_progress(run);
         }
         self.engine

@@ -3,8 +3,8 @@
 //!
 //! A caller hands its write to [`GroupCommit::claim_and_enqueue`] or
 //! [`GroupCommit::put_run`] (or, having written by itself, waits in
-//! [`GroupCommit::durable`]). One task collects everything that arrived while the previous
-//! batch was being committed and, on the blocking pool, applies the writes with
+//! [`GroupCommit::durable`]). One thread collects everything that arrived while the previous
+//! batch was being committed and applies the writes with
 //! [`Store::write_batch`] (one sled transaction for the whole batch) and calls sled's
 //! **blocking** `flush()` once; then it answers every caller. A caller is only ever answered
 //! by a flush that started after its write, so an answer means durable.
@@ -52,31 +52,38 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Start the task over `store` (call inside a tokio runtime).
+    /// Start the committer over `store`: one OS thread (`fluxo-commit`) that blocks on the
+    /// store, so no request ever waits for a blocking-pool thread to be spawned. It ends when
+    /// the last handle is dropped.
     pub fn start(store: Arc<dyn Store>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Option<Write>, Answer)>();
-        tokio::spawn(async move {
-            while let Some(first) = rx.recv().await {
-                let mut jobs = vec![first];
-                let mut writes = usize::from(jobs[0].0.is_some());
-                while writes < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok(job) => {
-                            writes += usize::from(job.0.is_some());
-                            jobs.push(job);
+        let spawned = std::thread::Builder::new()
+            .name("fluxo-commit".into())
+            .spawn(move || {
+                while let Some(first) = rx.blocking_recv() {
+                    let mut jobs = vec![first];
+                    let mut writes = usize::from(jobs[0].0.is_some());
+                    while writes < MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok(job) => {
+                                writes += usize::from(job.0.is_some());
+                                jobs.push(job);
+                            }
+                            Err(_) => break,
                         }
-                        Err(_) => break,
+                    }
+                    // A panic in the backend (a bug) drops this batch's answer senders, so
+                    // each of its callers gets "group commit stopped"; the committer goes on.
+                    let batch = std::panic::AssertUnwindSafe(|| commit(&*store, jobs));
+                    if std::panic::catch_unwind(batch).is_err() {
+                        tracing::error!("group commit batch panicked");
                     }
                 }
-                let s = store.clone();
-                let committed = tokio::task::spawn_blocking(move || commit(&*s, jobs)).await;
-                // A panic in the backend (a bug): its callers' senders were dropped with the
-                // batch, so each of them gets "group commit stopped"; the task goes on.
-                if let Err(e) = committed {
-                    tracing::error!(error = %e, "group commit batch failed");
-                }
-            }
-        });
+            });
+        if let Err(e) = spawned {
+            // Without a committer every caller is answered "group commit stopped" (503).
+            tracing::error!(error = %e, "cannot start the group commit thread");
+        }
         GroupCommit { tx }
     }
 

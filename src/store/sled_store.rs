@@ -65,7 +65,8 @@ pub struct SledConfig {
     /// Directory of the database (created if missing).
     pub path: PathBuf,
     /// sled's page cache, in bytes. sled's own default (1 GiB) drove RSS to 470–645 MB under
-    /// load; [`SledConfig::new`] sets 64 MiB.
+    /// load; [`SledConfig::new`] sets 16 MiB (peak RSS of `fluxo serve` under the ingest load
+    /// benchmark is about 110 MB + this; see README, "Benchmarks").
     pub cache_capacity_bytes: u64,
     /// Period of sled's background flush, in milliseconds; `None` = only explicit
     /// [`Store::flush`] calls make writes durable.
@@ -73,10 +74,10 @@ pub struct SledConfig {
 }
 
 impl SledConfig {
-    /// Default cache capacity: 64 MiB.
-    pub const DEFAULT_CACHE_CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
+    /// Default cache capacity: 16 MiB.
+    pub const DEFAULT_CACHE_CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
 
-    /// `path` with the defaults: 64 MiB cache, background flush every 500 ms (sled's default).
+    /// `path` with the defaults: 16 MiB cache, background flush every 500 ms (sled's default).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         SledConfig {
             path: path.into(),
