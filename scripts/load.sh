@@ -221,6 +221,9 @@ print(f"peak RSS of fluxo serve (VmHWM): {rss_mb:.0f} MB (target < 150 MB: {'ok'
 # wrk stops with requests in flight: the server may have accepted a few it never counted.
 in_flight = 2 * int(conns)
 runs_ok = expected_runs <= runs_total <= expected_runs + in_flight
+secs = new["duration_us"] / 1e6 + float(drain)
+print(f"end to end: {new['requests'] / secs:.0f} runs/s accepted durably and executed "
+      f"({new['requests']:.0f} runs in {secs:.1f} s: the load, then the backlog)")
 print(f"runs in the store: {runs_total}; 202s counted by wrk: {expected_runs} "
       f"({'every 202 has its run' if runs_ok else 'MISMATCH'}; up to {in_flight} more were in "
       f"flight when wrk stopped); backlog drained {drain} s after the new-keys run")

@@ -52,6 +52,9 @@ fn spawn_server(data: &Path, workflows: &Path, log: &Path) -> (Child, String) {
         .arg("--data-dir")
         .arg(data)
         .args(["--token", TOKEN, "--cache-mb", "16"])
+        // Every run must stay for the count at the end: no retention pruning (the default
+        // keeps 10,000 per workflow, fewer than a fast machine's storm creates).
+        .args(["--retention-runs", "100000000"])
         .env("FLUXO_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
