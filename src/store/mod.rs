@@ -6,6 +6,9 @@
 //! * [`IdempotencyStore`]: the server's webhook claims (claim + queued run in one transaction)
 //!   and the REST API's idempotency records (SPEC §5).
 //!
+//! [`GroupCommit`] batches the writes of many requests (webhook claims, run states) into one
+//! [`Store::write_batch`] and one flush, so an answer means durable without a sync per request.
+//!
 //! Backends: [`sled_store::SledStore`] (embedded, durable, the default) and
 //! [`mem_store::InMemoryStore`] (unit tests, benches). The traits assume nothing about a single
 //! process: claims are compare-and-set, so a shared database backend can come later.
@@ -409,7 +412,7 @@ pub trait Store: MemoryStore + RunStore + IdempotencyStore {
     /// The default applies them one by one. [`SledStore`] applies the whole batch as one
     /// transaction: sled 0.34 seals, writes and syncs its log twice per transaction whatever
     /// its size, so one transaction per batch is what lets a group commit scale (see
-    /// `ARCHITECTURE.md`). Not durable until [`Store::flush`].
+    /// [`GroupCommit`]). Not durable until [`Store::flush`].
     fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
         writes
             .iter()

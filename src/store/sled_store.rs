@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `memory` | namespace 0x00 key | [`MemoryEntry`] |
 //! | `memory_expiry` | ts(expires_at) namespace 0x00 key | empty |
-//! | `runs` | run id | [`RunRecord`], LZ4-compressed (see [`encode_run`]) |
+//! | `runs` | run id | [`RunRecord`], LZ4-compressed (marker byte `0x01`, then `lz4_flex`'s size-prepended block; plain JSON still reads) |
 //! | `run_summaries` | run id | [`RunSummary`] (small, for listings) |
 //! | `runs_by_created` | ts(created_at) id | status |
 //! | `runs_by_workflow` | workflow 0x00 ts(created_at) id | status |
