@@ -29,7 +29,6 @@
 //! re-exports the real handler and `__path_webhook` is the stand-in's documentation, which is
 //! what `routes!(openapi::webhook)` pairs by name.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -39,7 +38,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi as _, ToSchema};
 
-use crate::run::{Mode, Timestamp, Trigger};
+use crate::run::{Mode, Timestamp};
 use crate::settings::AppSettings;
 use crate::steps::Descriptor;
 use crate::workflow::Problem as ValidationProblem;
@@ -319,44 +318,6 @@ pub struct Validation {
     pub problems: Vec<ValidationProblem>,
 }
 
-/// One row of the run history.
-#[derive(ToSchema)]
-pub struct RunSummary {
-    pub id: String,
-    pub workflow_id: String,
-    pub workflow_version: u64,
-    pub trigger: Trigger,
-    pub mode: Mode,
-    pub status: crate::run::RunStatus,
-    pub idempotency_key: Option<String>,
-    pub replay_of: Option<String>,
-    pub created_at: Timestamp,
-    pub finished_at: Option<Timestamp>,
-    /// From start to finish, in milliseconds.
-    pub duration_ms: Option<u64>,
-    /// The final error's code, if it failed.
-    pub error_code: Option<String>,
-    /// The final error's message, if it failed.
-    pub error_message: Option<String>,
-}
-
-/// A page of the run history, newest first.
-#[derive(ToSchema)]
-pub struct RunPage {
-    pub runs: Vec<RunSummary>,
-    /// Pass as `cursor` for the next page; absent on the last page.
-    pub next_cursor: Option<String>,
-}
-
-/// Counts of runs by status in one time bucket.
-#[derive(ToSchema)]
-pub struct StatsBucket {
-    /// Bucket start.
-    pub start: Timestamp,
-    /// `status -> count`, only non-zero statuses.
-    pub counts: BTreeMap<String, u64>,
-}
-
 /// `GET /api/v1/runs/stats`.
 #[derive(ToSchema)]
 pub struct RunStats {
@@ -367,7 +328,7 @@ pub struct RunStats {
     /// End of the range (exclusive).
     pub until: Timestamp,
     /// Buckets that have runs, oldest first.
-    pub buckets: Vec<StatsBucket>,
+    pub buckets: Vec<crate::store::StatsBucket>,
 }
 
 /// `GET /api/v1/memory`.

@@ -401,7 +401,7 @@ impl RunsParams {
     summary = "The run history, newest first, with filters and cursor paging",
     params(RunsParams),
     responses(
-        (status = 200, description = "A page of run summaries.", body = doc::RunPage),
+        (status = 200, description = "A page of run summaries.", body = crate::store::RunPage),
         (status = 400, description = "`invalid_parameter`: an unknown parameter or a bad \
             value (named in `detail`).", body = Problem,
             content_type = "application/problem+json"),

@@ -137,7 +137,7 @@ pub trait MemoryStore: Send + Sync {
 // ---------------------------------------------------------------------------------------------
 
 /// The list view of a run: everything but input, steps and snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunSummary {
     pub id: String,
     pub workflow_id: String,
@@ -152,10 +152,13 @@ pub struct RunSummary {
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+    /// From start to finish, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// The final error's code, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<String>,
+    /// The final error's message, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
 }
@@ -209,17 +212,18 @@ pub const LIST_SCAN_BUDGET: usize = 20_000;
 
 /// One page of runs, newest first. A page may hold fewer than `limit` runs and still have a
 /// `next_cursor` (see [`LIST_SCAN_BUDGET`]); only a missing `next_cursor` means the end. `next_cursor` is set only when more runs match.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunPage {
     pub runs: Vec<RunSummary>,
+    /// Pass as `cursor` for the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }
 
 /// Counts of runs by status in one time bucket.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StatsBucket {
-    /// Bucket start (UTC unix ms).
+    /// Bucket start (a UTC instant; RFC 3339 in JSON).
     pub start: Timestamp,
     /// `status -> count`, only non-zero statuses.
     pub counts: std::collections::BTreeMap<String, u64>,
