@@ -28,7 +28,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_token, regenerate_token))
 }
 
-fn view(state: &AppState) -> Value {
+/// `{settings, effective, data_dir, workflows_dir}`: the settings and the read-only facts, as
+/// `GET /api/v1/settings` answers them (and the desktop app's `get_settings`).
+pub fn view(state: &AppState) -> Value {
     let s = state.settings();
     let r = state.retention();
     json!({
@@ -117,18 +119,27 @@ async fn get_token(State(state): State<AppState>) -> Json<Value> {
     ),
 )]
 async fn regenerate_token(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    let token = new_token(&state).map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "save_failed",
+            "the token file could not be written",
+        )
+    })?;
+    Ok(Json(json!({"token": token})))
+}
+
+/// Regenerate the API token: a new random one, saved to `<data-dir>/token` (mode 0600) when
+/// there is a data dir, in force at once (the old one stops working). On a write error
+/// (logged) nothing changes. Shared by `POST /api/v1/settings/token` and the desktop app.
+pub fn new_token(state: &AppState) -> std::io::Result<String> {
     let token = generate_token();
     if let Some(dir) = &state.options().data_dir {
-        write_secret(&dir.join("token"), &token).map_err(|e| {
+        write_secret(&dir.join("token"), &token).inspect_err(|e| {
             tracing::error!(error = %e, "token file write failed");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "save_failed",
-                "the token file could not be written",
-            )
         })?;
     }
     state.set_token(token.clone());
     tracing::info!("API token regenerated");
-    Ok(Json(json!({"token": token})))
+    Ok(token)
 }

@@ -2,27 +2,13 @@
 //! launch), and the local API token. Like `GET|PUT /api/v1/settings` and
 //! `GET|POST /api/v1/settings/token`.
 
-use fluxo::server::auth::{generate_token, write_secret};
+use fluxo::server::settings::{new_token, view};
 use fluxo::server::AppState;
 use fluxo::settings::{AppSettings, SettingsError};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tauri::State;
 
 use crate::error::{IpcError, IpcResult};
-
-/// `{settings, effective, data_dir, workflows_dir}`.
-fn view(state: &AppState) -> Value {
-    let r = state.retention();
-    json!({
-        "settings": state.settings(),
-        "effective": {
-            "retention_runs": r.max_runs_per_workflow,
-            "retention_days": r.max_age_ms.map(|ms| ms / 86_400_000),
-        },
-        "data_dir": state.options().data_dir,
-        "workflows_dir": state.workflows().path(),
-    })
-}
 
 #[tauri::command]
 pub async fn get_settings(state: State<'_, AppState>) -> IpcResult<Value> {
@@ -52,14 +38,6 @@ pub async fn get_token(state: State<'_, AppState>) -> IpcResult<String> {
 /// A new token; the old one stops working at once.
 #[tauri::command]
 pub async fn regenerate_token(state: State<'_, AppState>) -> IpcResult<String> {
-    let token = generate_token();
-    if let Some(dir) = &state.options().data_dir {
-        write_secret(&dir.join("token"), &token).map_err(|e| {
-            tracing::error!(error = %e, "token file write failed");
-            IpcError::new("save_failed", "the token file could not be written")
-        })?;
-    }
-    state.set_token(token.clone());
-    tracing::info!("API token regenerated");
-    Ok(token)
+    new_token(&state)
+        .map_err(|_| IpcError::new("save_failed", "the token file could not be written"))
 }
