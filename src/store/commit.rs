@@ -54,9 +54,12 @@ pub struct GroupCommit {
 impl GroupCommit {
     /// Start the committer over `store`: one OS thread (`fluxo-commit`) that blocks on the
     /// store, so no request ever waits for a blocking-pool thread to be spawned. It ends when
-    /// the last handle is dropped.
+    /// the last handle is dropped. It holds the store weakly: the store closes (and releases
+    /// its file lock) when its owners drop it, not whenever this thread gets to run; writes
+    /// handed in after that are answered "store closed".
     pub fn start(store: Arc<dyn Store>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Option<Write>, Answer)>();
+        let store = Arc::downgrade(&store);
         let spawned = std::thread::Builder::new()
             .name("fluxo-commit".into())
             .spawn(move || {
@@ -72,12 +75,20 @@ impl GroupCommit {
                             Err(_) => break,
                         }
                     }
+                    let Some(store) = store.upgrade() else {
+                        for (write, answer) in jobs {
+                            let closed = StoreError::Backend("the store is closed".into());
+                            let _ = answer.send((write, Err(closed)));
+                        }
+                        continue;
+                    };
                     // A panic in the backend (a bug) drops this batch's answer senders, so
                     // each of its callers gets "group commit stopped"; the committer goes on.
                     let batch = std::panic::AssertUnwindSafe(|| commit(&*store, jobs));
                     if std::panic::catch_unwind(batch).is_err() {
                         tracing::error!("group commit batch panicked");
                     }
+                    drop(store);
                 }
             });
         if let Err(e) = spawned {

@@ -169,8 +169,9 @@ impl SledStore {
     /// Open (or create) the database described by `config`.
     ///
     /// A lock held by another handle is retried for up to 1 s: a handle dropped a moment ago
-    /// in this process keeps the lock until its background flusher thread notices. Held longer
-    /// (another process, e.g. `fluxo serve`), the error names the lock.
+    /// in this process keeps the lock until sled's background threads (flusher, log writers)
+    /// let go of it. Held longer (another process, e.g. `fluxo serve`), the error names the
+    /// lock.
     pub fn open(config: &SledConfig) -> StoreResult<Self> {
         let open = || {
             sled::Config::new()
@@ -183,9 +184,7 @@ impl SledStore {
         let db = loop {
             match open() {
                 Ok(db) => break db,
-                Err(sled::Error::Io(e))
-                    if e.kind() == std::io::ErrorKind::WouldBlock && tries < 40 =>
-                {
+                Err(sled::Error::Io(e)) if is_lock_busy(&e) && tries < 40 => {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(25));
                 }
@@ -873,6 +872,14 @@ impl Store for SledStore {
 // ---------------------------------------------------------------------------------------------
 // Runs inside transactions
 // ---------------------------------------------------------------------------------------------
+
+/// sled 0.34 reports a database locked by another handle as an `ErrorKind::Other` whose
+/// message is "could not acquire lock on <path>: <the OS error>" (`config.rs`); the OS error
+/// (`EWOULDBLOCK`) survives only in that text.
+fn is_lock_busy(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
+        || e.to_string().starts_with("could not acquire lock on")
+}
 
 /// A run serialised once, outside the transaction (whose closure may be retried).
 struct PreparedRun {
