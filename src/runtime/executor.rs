@@ -68,13 +68,15 @@ pub enum VersionChoice {
     Original,
 }
 
-/// A change in a run, broadcast to subscribers (the server's SSE stream, the app).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A change in a run, broadcast to subscribers (the server's SSE stream, the app): the `data`
+/// of a `run` server-sent event.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RunEvent {
     /// `run_started`, `step_finished`, `run_finished`.
     pub event: &'static str,
     pub run_id: String,
     pub workflow_id: String,
+    /// The step, on `step_finished`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_id: Option<String>,
     /// Run status, or the step's status for `step_finished`.

@@ -658,7 +658,7 @@ async fn step_kinds(State(state): State<AppState>) -> Json<Value> {
         `data` the JSON `RunEvent`; a slow consumer skips missed events and gets a `lagged` \
         event whose `data` is how many it missed. Comments keep the connection alive.",
     responses((status = 200, description = "The event stream (the schema is a `run` event's \
-        `data`).", body = doc::RunEvent, content_type = "text/event-stream")),
+        `data`).", body = crate::runtime::RunEvent, content_type = "text/event-stream")),
 )]
 async fn events(
     State(state): State<AppState>,

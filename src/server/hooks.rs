@@ -22,6 +22,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use super::error::{ApiError, ApiResult};
+use super::runs::{body_bytes, parse_json};
 use super::AppState;
 use crate::run::{Mode, Trigger};
 use crate::runtime::RunRequest;
@@ -42,20 +43,7 @@ pub async fn webhook(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let body = body.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!(
-                    "the body is over the limit of {} bytes",
-                    state.options().body_limit_bytes
-                ),
-            )
-        } else {
-            ApiError::bad_request("bad_body", rej.body_text())
-        }
-    })?;
+    let body = body_bytes(body, state.options().body_limit_bytes)?;
     let entry = state.workflows().get(&workflow_id).ok_or_else(|| {
         ApiError::not_found("workflow_not_found", format!("no workflow `{workflow_id}`"))
     })?;
@@ -104,16 +92,7 @@ pub async fn webhook(
         }
     }
 
-    let input: Value = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_json",
-            format!(
-                "the body is not JSON (line {}, column {}): {e}",
-                e.line(),
-                e.column()
-            ),
-        )
-    })?;
+    let input = parse_json(&body)?;
 
     let key = match header_key {
         Some(k) => Some(k),

@@ -38,7 +38,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi as _, ToSchema};
 
-use crate::run::{Mode, Timestamp};
+use crate::run::Timestamp;
 use crate::settings::AppSettings;
 use crate::steps::Descriptor;
 use crate::workflow::Problem as ValidationProblem;
@@ -432,19 +432,4 @@ pub struct SettingsView {
 #[derive(ToSchema)]
 pub struct Token {
     pub token: String,
-}
-
-/// The `data` of a `run` server-sent event (JSON).
-#[derive(ToSchema)]
-pub struct RunEvent {
-    /// `run_started`, `step_finished` or `run_finished`.
-    pub event: String,
-    pub run_id: String,
-    pub workflow_id: String,
-    /// The step, on `step_finished`.
-    pub step_id: Option<String>,
-    /// The run's status, or the step's on `step_finished`.
-    pub status: String,
-    pub mode: Mode,
-    pub at: Timestamp,
 }

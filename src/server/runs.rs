@@ -36,7 +36,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Parse a JSON request body (empty = `{}`), naming the problem.
 pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Value> {
-    let bytes = body.map_err(|rej| {
+    let bytes = body_bytes(body, limit)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    parse_json(&bytes)
+}
+
+/// A request body within `limit` bytes: over it `413 payload_too_large`, unreadable `400
+/// bad_body`.
+pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
+    body.map_err(|rej| {
         if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -46,11 +56,12 @@ pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult
         } else {
             ApiError::bad_request("bad_body", rej.body_text())
         }
-    })?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| {
+    })
+}
+
+/// JSON, or `400 invalid_json` naming the line and column.
+pub fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
+    serde_json::from_slice(bytes).map_err(|e| {
         ApiError::bad_request(
             "invalid_json",
             format!(

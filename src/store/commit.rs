@@ -43,7 +43,9 @@ impl Write {
     }
 }
 
-type Answer = oneshot::Sender<(Option<Write>, StoreResult<BatchOutcome>)>;
+/// The answer to a job: its write handed back, and the write's outcome (`None` for a job that
+/// only waited for durability).
+type Answer = oneshot::Sender<(Option<Write>, StoreResult<Option<BatchOutcome>>)>;
 
 /// Handle to the group-commit task. Cheap to clone.
 #[derive(Clone)]
@@ -98,7 +100,10 @@ impl GroupCommit {
         GroupCommit { tx }
     }
 
-    async fn submit(&self, write: Option<Write>) -> StoreResult<(Option<Write>, BatchOutcome)> {
+    async fn submit(
+        &self,
+        write: Option<Write>,
+    ) -> StoreResult<(Option<Write>, Option<BatchOutcome>)> {
         let stopped = || StoreError::Backend("group commit stopped".into());
         let (tx, rx) = oneshot::channel();
         self.tx.send((write, tx)).map_err(|_| stopped())?;
@@ -115,8 +120,10 @@ impl GroupCommit {
         run: RunRecord,
     ) -> StoreResult<ClaimOutcome> {
         match self.submit(Some(Write::Claim { claim, run })).await? {
-            (_, BatchOutcome::Claim(outcome)) => Ok(outcome),
-            (_, BatchOutcome::Put) => Err(StoreError::Backend("claim answered as a put".into())),
+            (_, Some(BatchOutcome::Claim(outcome))) => Ok(outcome),
+            _ => Err(StoreError::Backend(
+                "claim answered without its outcome".into(),
+            )),
         }
     }
 
@@ -154,8 +161,9 @@ fn commit(store: &dyn Store, jobs: Vec<(Option<Write>, Answer)>) {
             (Err(e), _) => Err(e.clone()),
             (Ok(()), true) => outcomes
                 .next()
-                .unwrap_or_else(|| Err(StoreError::Backend("batch lost an outcome".into()))),
-            (Ok(()), false) => Ok(BatchOutcome::Put),
+                .unwrap_or_else(|| Err(StoreError::Backend("batch lost an outcome".into())))
+                .map(Some),
+            (Ok(()), false) => Ok(None),
         };
         let _ = answer.send((write, result));
     }
