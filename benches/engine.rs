@@ -130,6 +130,7 @@ fn memory_claims(c: &mut Criterion) {
     let opts = WriteOptions {
         allow_overwrite: false,
         ttl_ms: Some(86_400_000),
+        owner: None,
     };
     let v = json!(true);
     let mut n: u64 = 0;

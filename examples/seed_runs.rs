@@ -60,6 +60,7 @@ fn step(id: &str, kind: &str, t: i64, status: StepStatus, ports: &[&str]) -> Ste
             error: None,
         }],
         ports: ports.iter().map(|p| p.to_string()).collect(),
+        reused_from: None,
     }
 }
 
@@ -147,6 +148,11 @@ fn make_run(i: usize, workflows: usize, created: i64) -> RunRecord {
         mode: if i % 10 == 5 { Mode::Dry } else { Mode::Live },
         replay_of: None,
         replayed_by: vec![],
+        resume_of: None,
+        resume_from: None,
+        resumed_by: vec![],
+        root_run_id: String::new(),
+        input_edited: false,
         input: json!({"id": format!("evt_{i:08}"), "amount": (i % 997) * 100}),
         status,
         created_at: Timestamp(created),

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::clock::{Clock, SystemClock};
 use crate::run::{Mode, RunRecord, RunStatus, Trigger};
-use crate::runtime::{Engine, RunRequest};
+use crate::runtime::{Engine, RecoverPolicy, RunRequest};
 use crate::steps::Registry;
 use crate::store::{MemoryStore, RunQuery, RunStore, SledConfig, SledStore, Store};
 use crate::workflow::{self, Compiled, Problem, Severity};
@@ -111,6 +111,27 @@ pub struct ServeArgs {
     /// sled page cache in MiB.
     #[arg(long, default_value_t = SledConfig::DEFAULT_CACHE_CAPACITY_BYTES / (1024 * 1024))]
     pub cache_mb: u64,
+    /// Runs a dead process left running: `resume-safe` resumes those whose in-flight step is
+    /// safe to repeat (the rest become interrupted, with the reason); `none` marks them all
+    /// interrupted for a person to resume.
+    #[arg(long, value_enum, default_value_t = RecoverArg::ResumeSafe)]
+    pub recover: RecoverArg,
+}
+
+/// `--recover`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecoverArg {
+    ResumeSafe,
+    None,
+}
+
+impl From<RecoverArg> for RecoverPolicy {
+    fn from(a: RecoverArg) -> Self {
+        match a {
+            RecoverArg::ResumeSafe => RecoverPolicy::ResumeSafe,
+            RecoverArg::None => RecoverPolicy::None,
+        }
+    }
 }
 
 /// `fluxo run`.
@@ -163,6 +184,20 @@ pub enum RunsCommand {
         /// Where the current workflow files are (default ./workflows).
         #[arg(long, default_value = "workflows")]
         workflows: PathBuf,
+        /// Run a corrected payload instead of the original input: inline JSON, `@file.json`,
+        /// or `-` for stdin (recorded as `input_edited`).
+        #[arg(long, value_name = "JSON|@FILE|-")]
+        input: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a failed, timed-out or interrupted run: a new run of its recorded definition
+    /// that reuses the steps that succeeded and executes from the failed or in-flight step.
+    Resume {
+        run_id: String,
+        /// Execute from this step instead (its upstream steps must all have succeeded).
+        #[arg(long = "from", value_name = "STEP")]
+        from_step: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -409,7 +444,25 @@ pub fn print_run(run: &RunRecord) {
         run.duration_ms.unwrap_or(0)
     );
     if let Some(r) = &run.replay_of {
-        println!("replay of {r}");
+        println!(
+            "replay of {r}{}",
+            if run.input_edited {
+                " (input edited)"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(r) = &run.resume_of {
+        println!("resume of {r} (lineage {})", run.root());
+    }
+    for (what, ids) in [
+        ("replayed by", &run.replayed_by),
+        ("resumed by", &run.resumed_by),
+    ] {
+        if !ids.is_empty() {
+            println!("{what} {}", ids.join(", "));
+        }
     }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
@@ -431,7 +484,10 @@ pub fn print_run(run: &RunRecord) {
         t.add_row(vec![
             s.step_id.clone(),
             s.kind.clone(),
-            format!("{:?}", s.status).to_lowercase(),
+            match &s.reused_from {
+                Some(r) => format!("reused from {r}"),
+                None => format!("{:?}", s.status).to_lowercase(),
+            },
             s.ports.join(","),
             s.attempts.len().to_string(),
             s.duration_ms.to_string(),
@@ -585,8 +641,10 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             dry_run,
             original,
             workflows,
+            input,
             json,
         } => {
+            let edited = input.as_deref().map(|i| read_input(Some(i))).transpose()?;
             let registry = Registry::builtin();
             let run = get_run(&store, &run_id)?;
             let wf = if original {
@@ -602,22 +660,55 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
                 Arc::new(SystemClock) as Arc<dyn Clock>,
             );
             let mode = if dry_run { Mode::Dry } else { Mode::Live };
-            let new = engine.replay(&run, &wf, mode).await.map_err(|e| CliError {
+            let (new, orig) = engine.replay_run(&run, &wf, mode, edited);
+            store.put_run(&orig).map_err(|e| CliError {
                 code: EXIT_RUN_FAILED,
                 message: format!("run history could not be written: {e}"),
             })?;
-            flush(&store);
-            if json {
-                println!(
-                    "{}",
-                    pretty(&serde_json::to_value(&new).unwrap_or(Value::Null))
-                );
-            } else {
-                print_run(&new);
-            }
-            Ok(exit_for(&new))
+            finish_run(&store, engine.execute(&wf, new).await, json)
+        }
+        RunsCommand::Resume {
+            run_id,
+            from_step,
+            json,
+        } => {
+            let run = get_run(&store, &run_id)?;
+            let engine = Engine::new(
+                store.clone() as Arc<dyn Store>,
+                Arc::new(SystemClock) as Arc<dyn Clock>,
+            );
+            let (wf, new, orig) = engine
+                .resume_run(&run, from_step.as_deref())
+                .map_err(|e| CliError::bad_input(format!("cannot resume run `{run_id}`: {e}")))?;
+            store.put_run(&orig).map_err(|e| CliError {
+                code: EXIT_RUN_FAILED,
+                message: format!("run history could not be written: {e}"),
+            })?;
+            finish_run(&store, engine.execute(&wf, new).await, json)
         }
     }
+}
+
+/// Flush, print a finished run (or its JSON record) and answer its exit code.
+fn finish_run(
+    store: &SledStore,
+    done: Result<RunRecord, crate::store::StoreError>,
+    json: bool,
+) -> CliResult {
+    let new = done.map_err(|e| CliError {
+        code: EXIT_RUN_FAILED,
+        message: format!("run history could not be written: {e}"),
+    })?;
+    flush(store);
+    if json {
+        println!(
+            "{}",
+            pretty(&serde_json::to_value(&new).unwrap_or(Value::Null))
+        );
+    } else {
+        print_run(&new);
+    }
+    Ok(exit_for(&new))
 }
 
 fn get_run(store: &SledStore, id: &str) -> Result<RunRecord, CliError> {
@@ -736,6 +827,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         },
         ui_dir: ui_dir.clone(),
         data_dir: Some(dir.clone()),
+        recover: a.recover.into(),
     };
     let listener = tokio::net::TcpListener::bind(a.addr)
         .await

@@ -53,6 +53,8 @@ pub enum Trigger {
     Manual,
     Replay,
     Cli,
+    /// A resume of a failed, timed-out or interrupted run (by a person, or by crash recovery).
+    Resume,
 }
 
 /// `live` runs act; `dry` runs simulate every side effect (SPEC §4 "Dry run").
@@ -124,6 +126,7 @@ impl Trigger {
             Trigger::Manual => "manual",
             Trigger::Replay => "replay",
             Trigger::Cli => "cli",
+            Trigger::Resume => "resume",
         }
     }
 }
@@ -207,6 +210,10 @@ pub struct StepRecord {
     /// Port(s) the walk left this step by (`out`, `error`, a route name, `default`).
     #[serde(default)]
     pub ports: Vec<String>,
+    /// Set on a resumed run's steps that were not executed again: the run that executed the
+    /// step and whose recorded output (and ports) this run reused (SPEC §4 "Resume").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<String>,
 }
 
 /// One execution of a workflow (SPEC §4).
@@ -230,6 +237,27 @@ pub struct RunRecord {
     /// Runs that replayed this one (newest last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replayed_by: Vec<String>,
+    /// The run this one resumes (SPEC §4 "Resume"): it runs that run's snapshot and reuses the
+    /// outputs of its steps that succeeded before the resume point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_of: Option<String>,
+    /// The step a resume executes from, when one was chosen (`from_step`); absent = from the
+    /// failed or in-flight step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_from: Option<String>,
+    /// Runs that resumed this one (newest last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed_by: Vec<String>,
+    /// The first run of this run's lineage: the run itself, unless it resumes another (then
+    /// that run's root). Memory claims are owned by the lineage, and outbound idempotency keys
+    /// that default per run use it, so a resumed call sends the key of the first attempt.
+    /// Empty on records written before lineages existed (read it with [`RunRecord::root`]).
+    #[serde(default)]
+    pub root_run_id: String,
+    /// The input was edited by the person who started this replay (it differs from the
+    /// replayed run's input).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub input_edited: bool,
     /// The trigger's input (a webhook's JSON body, `input` of an API start).
     pub input: Value,
     pub status: RunStatus,
@@ -255,6 +283,16 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The lineage's root run id ([`RunRecord::root_run_id`], or the run's own id on records
+    /// older than lineages).
+    pub fn root(&self) -> &str {
+        if self.root_run_id.is_empty() {
+            &self.id
+        } else {
+            &self.root_run_id
+        }
+    }
+
     /// The record of one step, if it ran.
     pub fn step(&self, id: &str) -> Option<&StepRecord> {
         self.steps.iter().find(|s| s.step_id == id)

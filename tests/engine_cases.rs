@@ -708,6 +708,7 @@ async fn c8_dry_run_leaves_no_trace_and_predicts_the_live_run() {
     let opts = fluxo::store::WriteOptions {
         allow_overwrite: true,
         ttl_ms: None,
+        owner: None,
     };
     h.store
         .write("other", "k", &json!(1), opts, now)

@@ -38,6 +38,9 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/runs/stats"),
     ("GET", "/api/v1/runs/{id}"),
     ("POST", "/api/v1/runs/{id}/replay"),
+    ("POST", "/api/v1/runs/{id}/replay/preview"),
+    ("POST", "/api/v1/runs/{id}/resume"),
+    ("POST", "/api/v1/runs/{id}/resume/preview"),
     ("GET", "/api/v1/memory"),
     ("GET", "/api/v1/memory/{namespace}"),
     ("GET", "/api/v1/memory/{namespace}/{key}"),
@@ -751,6 +754,7 @@ async fn real_answers_match_the_documented_schemas() {
                 WriteOptions {
                     allow_overwrite: true,
                     ttl_ms: ttl,
+                    owner: None,
                 },
                 now,
             )

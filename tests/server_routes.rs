@@ -569,6 +569,7 @@ async fn memory_browse_and_delete() {
                 WriteOptions {
                     allow_overwrite: true,
                     ttl_ms: ttl,
+                    owner: None,
                 },
                 now,
             )

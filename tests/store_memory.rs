@@ -25,10 +25,11 @@ fn sled_store() -> (SledStore, TempDir) {
     (SledStore::open(&cfg).unwrap(), dir)
 }
 
-fn opts(allow_overwrite: bool, ttl_ms: Option<u64>) -> WriteOptions {
+fn opts(allow_overwrite: bool, ttl_ms: Option<u64>) -> WriteOptions<'static> {
     WriteOptions {
         allow_overwrite,
         ttl_ms,
+        owner: None,
     }
 }
 
@@ -392,6 +393,7 @@ impl Model {
                         value: json!(value),
                         written_at: now,
                         expires_at,
+                        owner: None,
                     },
                 );
                 Answer::Write(WriteResult::Written { expires_at })

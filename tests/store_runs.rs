@@ -46,6 +46,11 @@ fn run(id: &str, workflow: &str, status: RunStatus, created: i64) -> RunRecord {
         mode: Mode::Live,
         replay_of: None,
         replayed_by: vec![],
+        resume_of: None,
+        resume_from: None,
+        resumed_by: vec![],
+        root_run_id: String::new(),
+        input_edited: false,
         input: json!({"n": 1}),
         status,
         created_at: Timestamp(created),
@@ -1147,6 +1152,7 @@ fn sled_data_survives_reopen() {
                 fluxo::store::WriteOptions {
                     allow_overwrite: true,
                     ttl_ms: Some(60_000),
+                    owner: None,
                 },
                 T0,
             )
@@ -1258,6 +1264,7 @@ fn sled_corrupt_records_are_errors_not_panics() {
                 fluxo::store::WriteOptions {
                     allow_overwrite: false,
                     ttl_ms: None,
+                    owner: None,
                 },
                 T0,
             )
@@ -1302,6 +1309,7 @@ fn sled_corrupt_records_are_errors_not_panics() {
     let keep = fluxo::store::WriteOptions {
         allow_overwrite: true,
         ttl_ms: None,
+        owner: None,
     };
     store.write("ns", "k", &json!(2), keep, T0).unwrap();
     assert_eq!(store.read("ns", "k", T0).unwrap().unwrap().value, json!(2));

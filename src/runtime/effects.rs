@@ -112,7 +112,7 @@ impl MemoryStore for Overlay {
         ns: &str,
         key: &str,
         value: &Value,
-        opts: WriteOptions,
+        opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult> {
         let mut layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
@@ -130,6 +130,7 @@ impl MemoryStore for Overlay {
                 value: value.clone(),
                 written_at: now_ms,
                 expires_at,
+                owner: opts.owner.cloned(),
             }),
         );
         Ok(WriteResult::Written { expires_at })

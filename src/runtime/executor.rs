@@ -20,6 +20,8 @@ use tokio::sync::broadcast;
 
 use super::effects::Effects;
 use super::http::{HttpTransport, LiveHttp};
+use super::preview::{self, RunPreview};
+use super::resume::{self, ResumeError};
 use crate::clock::Clock;
 use crate::run::{
     new_run_id, Attempt, ErrorInfo, Mode, RunRecord, RunStatus, StepRecord, StepStatus, Timestamp,
@@ -43,6 +45,14 @@ pub struct RunRequest {
     pub mode: Mode,
     pub idempotency_key: Option<String>,
     pub replay_of: Option<String>,
+    /// The run this one resumes ([`Engine::resume_run`]).
+    pub resume_of: Option<String>,
+    /// The step a resume executes from, when chosen.
+    pub resume_from: Option<String>,
+    /// The lineage's root run id; `None` = the new run starts its own lineage.
+    pub root_run_id: Option<String>,
+    /// The input was edited by a person (a replay with a corrected payload).
+    pub input_edited: bool,
 }
 
 impl RunRequest {
@@ -54,8 +64,49 @@ impl RunRequest {
             mode,
             idempotency_key: None,
             replay_of: None,
+            resume_of: None,
+            resume_from: None,
+            root_run_id: None,
+            input_edited: false,
         }
     }
+}
+
+/// Why a resume cannot start.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ResumeFailure {
+    /// Nothing to resume, or a bad `from_step`.
+    #[error(transparent)]
+    Plan(ResumeError),
+    /// The recorded definition no longer validates (e.g. a step kind was removed).
+    #[error("the run's recorded definition no longer validates")]
+    SnapshotInvalid(Vec<crate::workflow::Problem>),
+    /// The store failed while checking the run's earlier resumes.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// What crash recovery does with a run a dead process left `running` (`--recover`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoverPolicy {
+    /// Resume it when its in-flight step is safe to repeat, else mark it `interrupted`.
+    #[default]
+    ResumeSafe,
+    /// Mark every such run `interrupted`; a person resumes it.
+    None,
+}
+
+/// The outcome of [`Engine::recover_running`].
+#[derive(Debug)]
+pub enum Recovery {
+    /// The original (now `interrupted`, naming its resume) and its queued resume.
+    Resumed {
+        original: RunRecord,
+        resume: Box<RunRecord>,
+        workflow: Arc<Compiled>,
+    },
+    /// The original, `interrupted`, with the reason it was not resumed.
+    Interrupted(RunRecord),
 }
 
 /// Which definition a replay runs.
@@ -183,8 +234,10 @@ impl Engine {
     /// A new `queued` run record for `wf` (not stored).
     pub fn new_run(&self, wf: &Compiled, req: RunRequest) -> RunRecord {
         let now = self.clock.now_ms();
+        let id = new_run_id(now);
         RunRecord {
-            id: new_run_id(now),
+            root_run_id: req.root_run_id.unwrap_or_else(|| id.clone()),
+            id,
             workflow_id: wf.workflow.id.clone(),
             workflow_version: wf.workflow.version,
             definition_hash: wf.hash.clone(),
@@ -193,6 +246,10 @@ impl Engine {
             mode: req.mode,
             replay_of: req.replay_of,
             replayed_by: Vec::new(),
+            resume_of: req.resume_of,
+            resume_from: req.resume_from,
+            resumed_by: Vec::new(),
+            input_edited: req.input_edited,
             input: req.input,
             status: RunStatus::Queued,
             created_at: Timestamp(now),
@@ -212,33 +269,264 @@ impl Engine {
         self.execute(wf, run).await
     }
 
-    /// Replay `original` (SPEC §4): a new run linked by `replay_of`, with the original input, a
-    /// fresh time budget and trigger `replay`; `wf` is the definition to run (the current one,
-    /// or one compiled from `original.snapshot`). The original records the new run in
-    /// `replayed_by`.
+    /// Replay `original` (SPEC §4): a new run linked by `replay_of`, with the original input
+    /// (or `edited_input`, recorded as `input_edited`), a fresh time budget, trigger `replay`
+    /// and a lineage of its own (the workflow's claims stop it where the original's effects
+    /// happened: that is the point); `wf` is the definition to run (the current one, or one
+    /// compiled from `original.snapshot`). Answers the new queued run (not stored) and the
+    /// original with the new run added to its `replayed_by`; store both, then execute.
+    pub fn replay_run(
+        &self,
+        original: &RunRecord,
+        wf: &Compiled,
+        mode: Mode,
+        edited_input: Option<Value>,
+    ) -> (RunRecord, RunRecord) {
+        let input_edited = edited_input.as_ref().is_some_and(|i| *i != original.input);
+        let input = edited_input.unwrap_or_else(|| original.input.clone());
+        let mut req = RunRequest::new(input, Trigger::Replay, mode);
+        req.replay_of = Some(original.id.clone());
+        req.idempotency_key = original.idempotency_key.clone();
+        req.input_edited = input_edited;
+        let run = self.new_run(wf, req);
+        let mut orig = original.clone();
+        orig.replayed_by.push(run.id.clone());
+        (run, orig)
+    }
+
+    /// Replay `original` and execute it at once (see [`Engine::replay_run`]).
     pub async fn replay(
         &self,
         original: &RunRecord,
         wf: &Compiled,
         mode: Mode,
     ) -> Result<RunRecord, StoreError> {
-        let mut req = RunRequest::new(original.input.clone(), Trigger::Replay, mode);
-        req.replay_of = Some(original.id.clone());
-        req.idempotency_key = original.idempotency_key.clone();
-        let run = self.new_run(wf, req);
-        if let Some(mut orig) = self.store.get_run(&original.id)? {
-            orig.replayed_by.push(run.id.clone());
-            self.store.put_run(&orig)?;
-        }
+        let (run, orig) = self.replay_run(original, wf, mode, None);
+        self.store.put_run(&orig)?;
         self.execute(wf, run).await
     }
 
+    /// Resume `original` (SPEC §4 "Resume"): checks the plan ([`resume::plan`]) and answers
+    /// the definition to run (compiled from `original.snapshot`), the new queued run (not
+    /// stored: trigger `resume`, linked by `resume_of`, in the original's lineage and mode,
+    /// with its input and idempotency key) and the original with the new run added to its
+    /// `resumed_by`. Store both in one batch, then execute (see [`Engine::execute`]).
+    pub fn resume_run(
+        &self,
+        original: &RunRecord,
+        from_step: Option<&str>,
+    ) -> Result<(Arc<Compiled>, RunRecord, RunRecord), ResumeFailure> {
+        let wf = self.compile_snapshot(original)?;
+        resume::plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
+        for id in original.resumed_by.iter().rev() {
+            let status = match self.store.get_run(id) {
+                Ok(Some(r)) => r.status,
+                Ok(None) => continue,
+                Err(e) => return Err(ResumeFailure::Store(e)),
+            };
+            if !resume::is_resumable(status) {
+                return Err(ResumeFailure::Plan(ResumeError::AlreadyResumed {
+                    message: format!(
+                        "run `{}` was already resumed by run `{id}`, which is {status}{}",
+                        original.id,
+                        if status == RunStatus::Succeeded {
+                            ""
+                        } else {
+                            ": wait for it"
+                        }
+                    ),
+                    by: id.clone(),
+                }));
+            }
+        }
+        let mut req = RunRequest::new(original.input.clone(), Trigger::Resume, original.mode);
+        req.resume_of = Some(original.id.clone());
+        req.resume_from = from_step.map(String::from);
+        req.root_run_id = Some(original.root().to_string());
+        req.idempotency_key = original.idempotency_key.clone();
+        req.input_edited = original.input_edited;
+        let mut run = self.new_run(&wf, req);
+        run.replay_of = original.replay_of.clone();
+        let mut orig = original.clone();
+        orig.resumed_by.push(run.id.clone());
+        Ok((wf, run, orig))
+    }
+
+    /// Crash recovery of a run left `running` by a dead process (SPEC §4 "Crash recovery").
+    /// With [`RecoverPolicy::ResumeSafe`], when the first step the resume would execute with
+    /// side effects (the step in flight, or the next one) is safe to repeat
+    /// ([`crate::steps::StepKind::repeat_safety`]), answers [`Recovery::Resumed`]: the original
+    /// marked `interrupted` and naming its resume, and the queued resume. Otherwise
+    /// [`Recovery::Interrupted`]: the original `interrupted` with a reason a person can act
+    /// on. Nothing is stored: write the records in one batch, then queue the resume.
+    pub async fn recover_running(&self, run: RunRecord, policy: RecoverPolicy) -> Recovery {
+        let mut orig = run;
+        orig.status = RunStatus::Interrupted;
+        orig.finished_at = Some(Timestamp(self.clock.now_ms()));
+        let interrupted = |mut orig: RunRecord, step: String, message: String| {
+            orig.error = Some(ErrorInfo {
+                code: "interrupted".into(),
+                message,
+                step,
+                attempts: 0,
+                http_status: None,
+            });
+            Recovery::Interrupted(orig)
+        };
+        if policy == RecoverPolicy::None {
+            let step = orig
+                .steps
+                .last()
+                .map(|s| s.step_id.clone())
+                .unwrap_or_default();
+            return interrupted(
+                orig,
+                step,
+                "the process stopped while this run was running and automatic recovery is off \
+                 (--recover none): check the destination, then resume it"
+                    .into(),
+            );
+        }
+        let preview = match self.preview_resume(&orig, None).await {
+            Ok(p) => p,
+            Err(e) => {
+                let step = orig
+                    .steps
+                    .last()
+                    .map(|s| s.step_id.clone())
+                    .unwrap_or_default();
+                return interrupted(
+                    orig,
+                    step,
+                    format!("the process stopped while this run was running, and it cannot be resumed: {e}"),
+                );
+            }
+        };
+        let in_flight = preview
+            .calls
+            .first()
+            .map(|c| c.step_id.clone())
+            .or_else(|| {
+                preview
+                    .run
+                    .steps
+                    .iter()
+                    .find(|s| s.reused_from.is_none())
+                    .map(|s| s.step_id.clone())
+            })
+            .unwrap_or_default();
+        if let Some(c) = preview.calls.first().filter(|c| !c.repeat_safe) {
+            let reason = c
+                .repeat_reason
+                .clone()
+                .unwrap_or_else(|| "repeating it may duplicate its effect".into());
+            return interrupted(
+                orig,
+                c.step_id.clone(),
+                format!("step {}: {reason}; check it, then resume", c.step_id),
+            );
+        }
+        match self.resume_run(&orig, None) {
+            Ok((wf, resume, mut orig)) => {
+                orig.error = Some(ErrorInfo {
+                    code: "interrupted".into(),
+                    message: format!(
+                        "the process stopped while this run was running{}; it was resumed \
+                         automatically as run {} (repeating that step is safe)",
+                        if in_flight.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (step {in_flight} in flight)")
+                        },
+                        resume.id
+                    ),
+                    step: in_flight,
+                    attempts: 0,
+                    http_status: None,
+                });
+                Recovery::Resumed {
+                    original: orig,
+                    resume: Box::new(resume),
+                    workflow: wf,
+                }
+            }
+            Err(e) => interrupted(orig, in_flight, format!("it cannot be resumed: {e}")),
+        }
+    }
+
+    /// Compile the definition a run recorded (`snapshot`), for a resume or an original-version
+    /// replay.
+    pub fn compile_snapshot(&self, run: &RunRecord) -> Result<Arc<Compiled>, ResumeFailure> {
+        let (c, problems) = crate::workflow::check_value(&run.snapshot, &self.registry);
+        c.map(Arc::new)
+            .ok_or(ResumeFailure::SnapshotInvalid(problems))
+    }
+
     /// Execute a (queued) run to its end, storing progress as it goes. Progress writes that
-    /// fail are logged; the final write's failure is returned.
-    pub async fn execute(
+    /// fail are logged; the final write's failure is returned. A run with `resume_of` reuses
+    /// the records of the run it resumes ([`resume::plan`]); `wf` must then be compiled from
+    /// its snapshot.
+    pub async fn execute(&self, wf: &Compiled, run: RunRecord) -> Result<RunRecord, StoreError> {
+        self.walk_run(wf, run, true).await
+    }
+
+    /// The dry walk of `run` (its mode is set to `dry`), never stored and never announced:
+    /// what the run would do, for a preview.
+    pub async fn preview(&self, wf: &Compiled, mut run: RunRecord) -> RunRecord {
+        run.mode = Mode::Dry;
+        match self.walk_run(wf, run.clone(), false).await {
+            Ok(r) => r,
+            // Unreachable: an unstored walk writes nothing that could fail.
+            Err(_) => run,
+        }
+    }
+
+    /// Preview a resume of `original` (see [`Engine::resume_run`] and [`preview`]).
+    pub async fn preview_resume(
+        &self,
+        original: &RunRecord,
+        from_step: Option<&str>,
+    ) -> Result<RunPreview, ResumeFailure> {
+        let (wf, run, _) = self.resume_run(original, from_step)?;
+        let plan = resume::plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
+        let dry = self.preview(&wf, run).await;
+        let calls = preview::planned_calls(&wf, &dry, original);
+        Ok(RunPreview {
+            warnings: preview::resume_warnings(original, &calls),
+            reused: plan.reused_ids(original),
+            from_step: plan.from_step,
+            calls,
+            run: dry,
+            resume_instead: false,
+        })
+    }
+
+    /// Preview a replay of `original` over `wf` (see [`Engine::replay_run`] and [`preview`]).
+    pub async fn preview_replay(
+        &self,
+        original: &RunRecord,
+        wf: &Compiled,
+        edited_input: Option<Value>,
+    ) -> RunPreview {
+        let (run, _) = self.replay_run(original, wf, Mode::Dry, edited_input);
+        let dry = self.preview(wf, run).await;
+        let warnings = preview::replay_warnings(original, &dry);
+        let calls = preview::planned_calls(wf, &dry, &dry);
+        RunPreview {
+            resume_instead: !warnings.is_empty(),
+            warnings,
+            reused: Vec::new(),
+            from_step: None,
+            calls,
+            run: dry,
+        }
+    }
+
+    async fn walk_run(
         &self,
         wf: &Compiled,
         mut run: RunRecord,
+        persist: bool,
     ) -> Result<RunRecord, StoreError> {
         let started = self.clock.now_ms();
         run.status = RunStatus::Running;
@@ -247,7 +535,9 @@ impl Engine {
         // `Walk::exec_step`), not here: a crash before it leaves the run `queued`, and
         // executing it again on restart repeats only pure steps. A workflow of pure steps is
         // then written once, at its end.
-        self.emit(&run, "run_started", None, run.status.as_str());
+        if persist {
+            self.emit(&run, "run_started", None, run.status.as_str());
+        }
         let effects = match run.mode {
             Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
             Mode::Dry => Effects::dry(self.store.clone()),
@@ -259,7 +549,27 @@ impl Engine {
             "attempt": 1,
             "mode": run.mode.as_str(),
             "replay_of": run.replay_of,
+            "resume_of": run.resume_of,
+            "root_run_id": run.root(),
         });
+        // A resume reuses the original's records before its resume point (recomputed here, so
+        // a queued resume needs nothing but its own record).
+        let (reuse, plan_error) = match &run.resume_of {
+            None => (BTreeMap::new(), None),
+            Some(orig) => match self.resume_plan(wf, orig, run.resume_from.as_deref()) {
+                Ok(reuse) => (reuse, None),
+                Err(message) => (
+                    BTreeMap::new(),
+                    Some(ErrorInfo {
+                        code: "resume_unavailable".into(),
+                        message,
+                        step: run.resume_from.clone().unwrap_or_default(),
+                        attempts: 0,
+                        http_status: None,
+                    }),
+                ),
+            },
+        };
         let scope = Scope::new(&run.input, &run_meta, &env);
         let deadline_ms = started
             .saturating_add((wf.workflow.settings.run_timeout_s as i64).saturating_mul(1000));
@@ -276,8 +586,13 @@ impl Engine {
             timed_out: false,
             deadline_failed: Vec::new(),
             running_durable: run.mode == Mode::Dry,
+            reuse,
+            persist,
         };
-        walk.walk(&mut run).await;
+        match plan_error {
+            Some(e) => walk.fatal = Some(e),
+            None => walk.walk(&mut run).await,
+        }
         let (status, error) = match (walk.fatal.take(), walk.rethrow.take()) {
             (Some(e), _) | (None, Some(e)) => (
                 if walk.timed_out || walk.deadline_failed.contains(&e.step) {
@@ -293,6 +608,9 @@ impl Engine {
         run.error = error;
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
+        if !persist {
+            return Ok(run);
+        }
         if run.mode == Mode::Live {
             run = self.put_durable(run).await?;
         } else {
@@ -300,6 +618,29 @@ impl Engine {
         }
         self.emit(&run, "run_finished", None, run.status.as_str());
         Ok(run)
+    }
+
+    /// The records a resume of run `original_id` reuses (see [`resume::plan`]); an error
+    /// message when the original is gone or the plan no longer holds.
+    fn resume_plan(
+        &self,
+        wf: &Compiled,
+        original_id: &str,
+        from_step: Option<&str>,
+    ) -> Result<BTreeMap<String, StepRecord>, String> {
+        let original = self
+            .store
+            .get_run(original_id)
+            .map_err(|e| format!("the resumed run `{original_id}` could not be read: {e}"))?
+            .ok_or_else(|| format!("the resumed run `{original_id}` no longer exists"))?;
+        // The original was marked resumed when this run was created: plan as of its end.
+        let mut original = original;
+        if original.status == RunStatus::Running || original.status == RunStatus::Queued {
+            original.status = RunStatus::Interrupted;
+        }
+        resume::plan(&original, wf, from_step)
+            .map(|p| p.reuse)
+            .map_err(|e| e.to_string())
     }
 
     fn emit(&self, run: &RunRecord, event: &'static str, step: Option<&str>, status: &str) {
@@ -401,6 +742,10 @@ struct Walk<'a> {
     deadline_failed: Vec<String>,
     /// The run's `running` state is durable (always true for dry runs, which act on nothing).
     running_durable: bool,
+    /// A resume's reused records, by step id: taken instead of executing the step.
+    reuse: BTreeMap<String, StepRecord>,
+    /// Store progress and announce events (false for a preview).
+    persist: bool,
 }
 
 impl Walk<'_> {
@@ -415,6 +760,13 @@ impl Walk<'_> {
             }
             if std::mem::replace(&mut self.visited[frame.step], true) {
                 continue;
+            }
+            if frame.error.is_none() {
+                let id = &self.wf.workflow.steps[frame.step].id;
+                if let Some(rec) = self.reuse.remove(id) {
+                    self.reuse_step(run, frame.step, rec, &mut stack);
+                    continue;
+                }
             }
             if frame.error.is_none() && self.engine.clock.now_ms() >= self.deadline_ms {
                 self.timed_out = true;
@@ -444,6 +796,34 @@ impl Walk<'_> {
                 }
             }
         }
+    }
+
+    /// Take a resumed run's recorded step instead of executing it: its output goes into scope
+    /// and the walk leaves by the ports it left by then.
+    fn reuse_step(
+        &mut self,
+        run: &mut RunRecord,
+        step: usize,
+        rec: StepRecord,
+        stack: &mut Vec<Frame>,
+    ) {
+        if let Some(o) = &rec.output {
+            if step == self.wf.trigger_index() {
+                self.scope.set_output_to_input(&rec.step_id);
+            } else {
+                self.scope.set_output(&rec.step_id, o);
+            }
+        }
+        let mut next = Vec::new();
+        for port in &rec.ports {
+            next.extend(self.wf.targets(step, port).iter().copied());
+        }
+        push_all(stack, &next, None);
+        if self.persist {
+            self.engine
+                .emit(run, "step_finished", Some(&rec.step_id), "succeeded");
+        }
+        run.steps.push(rec);
     }
 
     /// Push the successors of a finished step, or route its failure.
@@ -611,6 +991,7 @@ impl Walk<'_> {
             &self.wf.templates,
             &ctx,
         )
+        .with_root_run_id(run.root())
         .with_raw_config(&def.config);
         let side_effects = kind.descriptor().side_effects;
         let result = match render_error {
@@ -705,17 +1086,20 @@ impl Walk<'_> {
                 error,
                 attempts,
                 ports,
+                reused_from: None,
             }),
         }
         let status_str = match status {
             StepStatus::Succeeded => "succeeded",
             _ => "failed",
         };
-        if side_effects {
+        if side_effects && self.persist {
             self.engine.save_progress(run);
         }
-        self.engine
-            .emit(run, "step_finished", Some(&def.id), status_str);
+        if self.persist {
+            self.engine
+                .emit(run, "step_finished", Some(&def.id), status_str);
+        }
         match result {
             Ok(o) => Ok(o),
             Err(_) => Err(error_out.expect("error recorded")),

@@ -61,6 +61,9 @@ pub struct ServerOptions {
     /// Data dir: where `settings.json` and the `token` file live (`None`: settings are kept
     /// in memory only, e.g. in tests).
     pub data_dir: Option<PathBuf>,
+    /// What start-up does with runs a dead process left `running` (`--recover`; default:
+    /// resume those whose in-flight step is safe to repeat).
+    pub recover: crate::runtime::RecoverPolicy,
 }
 
 impl Default for ServerOptions {
@@ -71,6 +74,7 @@ impl Default for ServerOptions {
             retention: Retention::default(),
             ui_dir: None,
             data_dir: None,
+            recover: crate::runtime::RecoverPolicy::default(),
         }
     }
 }
@@ -261,7 +265,7 @@ impl RunningServer {
 }
 
 /// Start a server on `listener` over an engine and a workflow folder: recovers runs left by a
-/// crash (`queued` → executed, `running` → `interrupted`), starts workers, the group commit,
+/// crash (`queued` → executed, `running` → resumed when safe, else `interrupted`), starts workers, the group commit,
 /// the Memory sweeper and retention pruning.
 pub async fn start(
     listener: TcpListener,
@@ -295,7 +299,9 @@ pub async fn start(
         pending_claims: hooks::PendingClaims::default(),
         recent_claims: hooks::RecentClaims::default(),
     }));
-    queue::recover(&state).map_err(|e| std::io::Error::other(e.to_string()))?;
+    queue::recover(&state)
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     let workers = queue::spawn_workers(
         state.clone(),
         receiver,

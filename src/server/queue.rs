@@ -1,9 +1,9 @@
 //! The run queue, the worker pool, crash recovery and periodic maintenance.
 //!
 //! Runs are queued durably in the store (status `queued`) before they are acknowledged; the
-//! in-process channel only carries their ids to the workers. On start, `queued` runs are
-//! executed and `running` ones become `interrupted`: never silently re-executed, since their
-//! side effects may have happened; they stay replayable (SPEC §4).
+//! in-process channel only carries their ids to the workers. On start, `running` runs are
+//! resumed when the step in flight is safe to repeat, else become `interrupted` with the
+//! reason ([`recover`]), and `queued` runs are executed (SPEC §4 "Crash recovery").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,8 @@ use tokio::sync::{mpsc, watch, Mutex};
 
 use super::AppState;
 use crate::run::{ErrorInfo, RunRecord, RunStatus, Timestamp};
-use crate::store::StoreResult;
+use crate::runtime::Recovery;
+use crate::store::{BatchWrite, StoreResult};
 
 /// The sending side of the worker pool's queue.
 #[derive(Clone)]
@@ -35,36 +36,46 @@ impl Queue {
     }
 }
 
-/// Crash recovery: `running` → `interrupted`, `queued` → back on the queue.
-pub fn recover(state: &AppState) -> StoreResult<()> {
+/// Crash recovery (SPEC §4): each `running` run (its process died) is resumed when its
+/// in-flight step is safe to repeat, else marked `interrupted` with the reason
+/// ([`crate::runtime::Engine::recover_running`], by the server's `--recover` policy); the
+/// original and its resume are written in one batch, so a crash during recovery never resumes
+/// a run twice. Then every `queued` run (the resumes included) goes back on the queue.
+pub async fn recover(state: &AppState) -> StoreResult<()> {
     let store = state.store();
-    let now = state.clock().now_ms();
+    let policy = state.options().recover;
     for id in store.run_ids_with_status(RunStatus::Running)? {
-        if let Some(mut run) = store.get_run(&id)? {
-            run.status = RunStatus::Interrupted;
-            run.finished_at = Some(Timestamp(now));
-            run.error = Some(ErrorInfo {
-                code: "interrupted".into(),
-                message: "the server stopped while this run was running; its side effects may \
-                          have happened, so it was not re-executed. Check the destination, then \
-                          replay it if needed."
-                    .into(),
-                step: run
-                    .steps
-                    .last()
-                    .map(|s| s.step_id.clone())
-                    .unwrap_or_default(),
-                attempts: 0,
-                http_status: None,
-            });
-            store.put_run(&run)?;
-            tracing::warn!(run_id = %id, "run interrupted by a restart");
+        let Some(run) = store.get_run(&id)? else {
+            continue;
+        };
+        match state.engine().recover_running(run, policy).await {
+            Recovery::Resumed {
+                original, resume, ..
+            } => {
+                write_all(store.as_ref(), &[&original, &resume])?;
+                tracing::warn!(run_id = %id, resume = %resume.id, "run resumed after a restart");
+            }
+            Recovery::Interrupted(original) => {
+                write_all(store.as_ref(), &[&original])?;
+                let reason = original.error.as_ref().map(|e| e.message.as_str());
+                tracing::warn!(run_id = %id, reason, "run interrupted by a restart");
+            }
         }
     }
+    store.flush()?;
     for id in store.run_ids_with_status(RunStatus::Queued)? {
         state.queue().push(id);
     }
-    store.flush()
+    Ok(())
+}
+
+/// Put `runs` in one batch (one transaction on sled).
+fn write_all(store: &dyn crate::store::Store, runs: &[&RunRecord]) -> StoreResult<()> {
+    let writes: Vec<_> = runs.iter().map(|r| BatchWrite::PutRun(r)).collect();
+    store
+        .write_batch(&writes)
+        .into_iter()
+        .try_for_each(|r| r.map(|_| ()))
 }
 
 /// Start `n` workers; each stops taking runs when `shutdown` turns true and finishes the run
@@ -97,7 +108,8 @@ pub fn spawn_workers(
         .collect()
 }
 
-/// Execute one queued run with the workflow's current definition.
+/// Execute one queued run: a resume with the snapshot it resumes, any other run with the
+/// workflow's current definition.
 pub async fn execute_queued(state: &AppState, run_id: &str) {
     let store = state.store();
     let run = match store.get_run(run_id) {
@@ -108,6 +120,18 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
             return;
         }
     };
+    if run.resume_of.is_some() {
+        let wf = match state.engine().compile_snapshot(&run) {
+            Ok(wf) => wf,
+            Err(e) => return fail_unrunnable(state, run, &e.to_string()),
+        };
+        let span = tracing::info_span!("run", run_id = %run.id, workflow_id = %run.workflow_id);
+        let result = tracing::Instrument::instrument(state.engine().execute(&wf, run), span).await;
+        if let Err(e) = result {
+            tracing::error!(run_id, error = %e, "run history could not be written");
+        }
+        return;
+    }
     let compiled = state
         .workflows()
         .get(&run.workflow_id)

@@ -1,4 +1,5 @@
-//! Runs: start (idempotent), list with filters and cursor paging, detail, replay, stats.
+//! Runs: start (idempotent), list with filters and cursor paging, detail, replay, resume,
+//! their previews, stats.
 
 use std::sync::Arc;
 
@@ -20,7 +21,9 @@ use super::openapi as doc;
 use super::AppState;
 use crate::clock::parse_rfc3339;
 use crate::run::{Mode, RunRecord, RunStatus, Trigger};
-use crate::runtime::RunRequest;
+use crate::runtime::preview::RunPreview;
+use crate::runtime::resume::ResumeError;
+use crate::runtime::{ResumeFailure, RunRequest};
 use crate::store::RunQuery;
 use crate::workflow::{check_value, Compiled};
 
@@ -32,6 +35,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(stats))
         .routes(routes!(get_run))
         .routes(routes!(replay))
+        .routes(routes!(preview_replay))
+        .routes(routes!(resume))
+        .routes(routes!(preview_resume))
 }
 
 /// Parse a JSON request body (empty = `{}`), naming the problem.
@@ -482,6 +488,10 @@ struct ReplayBody {
     #[serde(default)]
     #[schema(value_type = Option<String>, pattern = "^(current|original)$")]
     version: Option<String>,
+    /// A corrected payload to run instead of the original input (recorded: the new run says
+    /// `input_edited: true` when it differs).
+    #[serde(default)]
+    input: Option<Value>,
 }
 
 #[utoipa::path(
@@ -555,8 +565,260 @@ async fn replay(
         Begin::Process(g) => Some(g),
         Begin::NoKey => None,
     };
-    let run = replay_run(&state, &wf, original, mode)?;
+    let run = replay_run(&state, &wf, original, mode, parsed.input)?;
     Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
+}
+
+/// The body of a replay preview.
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ReplayPreviewRequest)]
+struct ReplayPreviewBody {
+    /// `current` (default) or `original`.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^(current|original)$")]
+    version: Option<String>,
+    /// A corrected payload to preview instead of the original input.
+    #[serde(default)]
+    input: Option<Value>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/replay/preview",
+    tag = "runs",
+    summary = "Preview a replay (nothing is stored or sent)",
+    description = "The dry walk of the replay a `POST /runs/{id}/replay` would start: the run \
+        record it would produce (`mode: dry`, never stored), the calls it would send with \
+        their idempotency keys, and warnings. `own_claim`: a Memory claim held by the \
+        replayed run's own lineage, which did not finish, would send the replay down its \
+        \"already processed\" branch; `resume_instead` is then true: resume the run instead.",
+    params(("id" = String, Path, description = "The run to replay.")),
+    request_body(content = Option<ReplayPreviewBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The preview.", body = crate::runtime::preview::RunPreview),
+        (status = 400, description = "`invalid_body`, `invalid_json`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "`run_not_found`, `workflow_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "`workflow_invalid`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
+async fn preview_replay(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<RunPreview>> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let parsed: ReplayPreviewBody = serde_json::from_value(body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("expected {{\"version\": \"current\"|\"original\", \"input\"?: ...}}: {e}"),
+        )
+    })?;
+    let (_, wf, original) = replay_plan(&state, &id, Some("dry"), parsed.version.as_deref())?;
+    Ok(Json(
+        state
+            .engine()
+            .preview_replay(&original, &wf, parsed.input)
+            .await,
+    ))
+}
+
+/// The body of a resume.
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ResumeRequest)]
+struct ResumeBody {
+    /// The step to execute from; its upstream steps must all have succeeded. Default: the
+    /// failed step, or the step in flight when the run stopped.
+    #[serde(default)]
+    from_step: Option<String>,
+}
+
+fn parse_resume_body(body: Value) -> ApiResult<ResumeBody> {
+    serde_json::from_value(body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("expected {{\"from_step\"?: \"<step id>\"}}: {e}"),
+        )
+    })
+}
+
+/// A run by id, or `404 run_not_found`.
+pub fn load_run(state: &AppState, id: &str) -> ApiResult<RunRecord> {
+    state
+        .store()
+        .get_run(id)
+        .map_err(ApiError::store)?
+        .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))
+}
+
+/// The problem of a resume that cannot start.
+pub fn resume_problem(e: ResumeFailure) -> ApiError {
+    match e {
+        ResumeFailure::Plan(ResumeError::NothingToResume(m)) => {
+            ApiError::conflict("nothing_to_resume", m)
+        }
+        ResumeFailure::Plan(ResumeError::InvalidFromStep(m)) => {
+            ApiError::bad_request("invalid_from_step", m)
+        }
+        ResumeFailure::Plan(ResumeError::AlreadyResumed { message, by }) => {
+            ApiError::conflict("already_resumed", message).with_extra(json!({"resumed_by": by}))
+        }
+        ResumeFailure::SnapshotInvalid(problems) => ApiError::conflict(
+            "workflow_invalid",
+            "the run's recorded definition no longer validates",
+        )
+        .with_extra(json!({"problems": problems})),
+        ResumeFailure::Store(e) => ApiError::store(e),
+    }
+}
+
+/// Prepare the resume of run `id` (SPEC §4): the definition it runs (the run's snapshot) and
+/// the new run, stored with the original's `resumed_by` in one batch, not yet executed.
+pub async fn resume_run(
+    state: &AppState,
+    id: &str,
+    from_step: Option<&str>,
+) -> ApiResult<(Arc<Compiled>, RunRecord)> {
+    let original = load_run(state, id)?;
+    let (wf, run, orig) = state
+        .engine()
+        .resume_run(&original, from_step)
+        .map_err(resume_problem)?;
+    state.store().put_run(&orig).map_err(ApiError::store)?;
+    Ok((wf, run))
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/resume",
+    tag = "runs",
+    summary = "Resume a failed, timed-out or interrupted run (idempotent with Idempotency-Key)",
+    description = "Creates a new run linked by `resume_of` (and `resumed_by` on the original), \
+        trigger `resume`, in the original's lineage (`root_run_id`): it runs the original's \
+        snapshot, reuses the recorded output of every step that succeeded before the resume \
+        point (their records say `reused_from`), and executes from the failed or in-flight \
+        step, or from `from_step`. Fresh time budget; dedupe at the door bypassed. Answers \
+        like a run start (`Prefer: respond-async` → `202`), with the same `Idempotency-Key` \
+        semantics.",
+    params(
+        ("id" = String, Path, description = "The run to resume."),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to \
+            retry (as for a run start)."),
+        ("Prefer" = Option<String>, Header, description = "`respond-async`: answer `202` with \
+            the queued run instead of waiting for it."),
+    ),
+    request_body(content = Option<ResumeBody>, content_type = "application/json",
+        description = "`{}` resumes from the failed or in-flight step."),
+    responses(
+        (status = 200, description = "The finished resume run.", body = crate::run::RunRecord,
+            headers(
+                ("Location" = String, description = "`/api/v1/runs/{run_id}` of the new run."),
+                ("Idempotent-Replayed" = String, description = "`true` when this is the stored \
+                    answer of an earlier request with the same Idempotency-Key."),
+            )),
+        (status = 202, description = "With `Prefer: respond-async`: the resume run, queued.",
+            body = crate::run::RunRecord,
+            headers(
+                ("Location" = String, description = "`/api/v1/runs/{run_id}` of the new run."),
+                ("Idempotent-Replayed" = String, description = "`true` when this is the stored \
+                    answer of an earlier request with the same Idempotency-Key."),
+            )),
+        (status = 400, description = "`invalid_from_step` (not in the run's definition, an \
+            error handler, or a step whose upstream steps did not all succeed), \
+            `invalid_body`, `invalid_idempotency_key`, `invalid_json`, `bad_body`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`run_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "`nothing_to_resume` (the run succeeded, or has not \
+            finished), `already_resumed` (a resume of it is queued, running or succeeded: \
+            `resumed_by` names it), `workflow_invalid` (the recorded definition no longer \
+            validates), `idempotency_conflict`, `idempotency_in_progress`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`internal`: the run task failed.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure; retry after \
+            `Retry-After`.", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
+async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let parsed = parse_resume_body(body.clone())?;
+    let original = load_run(&state, &id)?;
+    // Check before taking the idempotency key: a refused resume leaves no record behind.
+    let (wf, _, _) = state
+        .engine()
+        .resume_run(&original, parsed.from_step.as_deref())
+        .map_err(resume_problem)?;
+    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
+        Begin::Replay(resp) => return Ok(resp),
+        Begin::Process(g) => Some(g),
+        Begin::NoKey => None,
+    };
+    // An error here drops the guard, which releases the key.
+    let (wf, run) = resume_run(&state, &id, parsed.from_step.as_deref()).await?;
+    Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/resume/preview",
+    tag = "runs",
+    summary = "Preview a resume (nothing is stored or sent)",
+    description = "The dry walk of the resume a `POST /runs/{id}/resume` would start: the \
+        steps it reuses, the step it executes from, the calls it would send again with their \
+        idempotency keys and whether each is safe to repeat, and warnings (`not_transient`: \
+        the run failed with an answer retries do not fix, such as 409; `repeat_unsafe`: the \
+        step in flight may have acted and repeating it may duplicate that).",
+    params(("id" = String, Path, description = "The run to resume.")),
+    request_body(content = Option<ResumeBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The preview.", body = crate::runtime::preview::RunPreview),
+        (status = 400, description = "`invalid_from_step`, `invalid_body`, `invalid_json`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`run_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "`nothing_to_resume`, `already_resumed`, \
+            `workflow_invalid`.", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
+async fn preview_resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<RunPreview>> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let parsed = parse_resume_body(body)?;
+    let original = load_run(&state, &id)?;
+    state
+        .engine()
+        .preview_resume(&original, parsed.from_step.as_deref())
+        .await
+        .map(Json)
+        .map_err(resume_problem)
 }
 
 /// Check a replay request (SPEC §4): the mode (`live` default, `dry`), the definition
@@ -611,13 +873,9 @@ pub fn replay_run(
     wf: &Compiled,
     original: RunRecord,
     mode: Mode,
+    edited_input: Option<Value>,
 ) -> ApiResult<RunRecord> {
-    let mut req = RunRequest::new(original.input.clone(), Trigger::Replay, mode);
-    req.replay_of = Some(original.id.clone());
-    req.idempotency_key = original.idempotency_key.clone();
-    let run = state.engine().new_run(wf, req);
-    let mut orig = original;
-    orig.replayed_by.push(run.id.clone());
+    let (run, orig) = state.engine().replay_run(&original, wf, mode, edited_input);
     state.store().put_run(&orig).map_err(ApiError::store)?;
     Ok(run)
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
-    StepContext, StepError, StepKind, StepOutput,
+    RepeatSafety, StepContext, StepError, StepKind, StepOutput,
 };
 use crate::runtime::http::HttpCall;
 use crate::runtime::retry::{send_with_retries, RetryPolicy, RetryStrategy};
@@ -92,6 +92,29 @@ pub struct Config {
     /// Simulated answer for dry runs: `{"status": 200, "body": {...}}` (default 200 `{}`).
     #[serde(default)]
     pub dry_run: Option<Value>,
+}
+
+impl Config {
+    /// True when the request carries an `Idempotency-Key` header (any case).
+    pub fn has_idempotency_key(&self) -> bool {
+        self.headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("idempotency-key"))
+    }
+
+    /// Whether sending this request again may duplicate an effect: a POST or PATCH without
+    /// an `Idempotency-Key` header (GET, HEAD, PUT and DELETE are idempotent by RFC 9110
+    /// §9.2.2). Read by crash recovery, the resume and replay previews and the linter.
+    pub fn repeat_safety(&self) -> RepeatSafety {
+        if matches!(self.method, Method::POST | Method::PATCH) && !self.has_idempotency_key() {
+            RepeatSafety::Unsafe(format!(
+                "{} without an Idempotency-Key may have reached the destination",
+                self.method.as_str()
+            ))
+        } else {
+            RepeatSafety::Safe
+        }
+    }
 }
 
 pub(crate) fn default_timeout() -> f64 {
@@ -211,8 +234,11 @@ impl StepKind for HttpRequest {
             title: "HTTP request",
             category: Category::Network,
             description: "Calls an HTTP endpoint. Retries only timeouts, connection errors, 408, \
-                          429 and 5xx, with backoff and jitter, inside the run deadline. Send an \
-                          Idempotency-Key header on POST/PATCH.",
+                          429 and 5xx, with backoff and jitter, inside the run deadline; never \
+                          another 4xx: 409 Conflict and 423 Locked are answers, not transient \
+                          faults, so they are not retried (nor repeated by a resume without a \
+                          person). Send an Idempotency-Key header on POST/PATCH: it also lets \
+                          crash recovery repeat the call safely.",
             trigger: false,
             output: "{status, headers, body, attempts}",
             dynamic_ports: false,
@@ -221,6 +247,13 @@ impl StepKind for HttpRequest {
     }
     fn config_schema(&self) -> Value {
         schema_of::<Config>()
+    }
+    fn repeat_safety(&self, config: &Value) -> RepeatSafety {
+        match serde_json::from_value::<Config>(config.clone()) {
+            Ok(c) => c.repeat_safety(),
+            // A config that does not parse never ran: repeating it cannot duplicate anything.
+            Err(_) => RepeatSafety::Safe,
+        }
     }
     fn check(&self, config: &Value) -> Vec<ConfigProblem> {
         match parse_config::<Config>(config) {

@@ -5,8 +5,17 @@
 //! them to a quiet skip. `ttl_s` is measured from the write, in UTC; an expired key is absent and
 //! can be claimed again. `scope: run` keeps the key for this run only.
 //!
-//! Output: write `{written, reason?: "exists", key, expires_at?}`; read `{found, value?,
-//! expires_at?}`; delete `{deleted}` (SPEC §3). `expires_at` is RFC 3339 UTC.
+//! Output: write `{written, reason?: "exists", key, expires_at?, claimed_by?, reclaimed?}`;
+//! read `{found, value?, expires_at?}`; delete `{deleted}` (SPEC §3). `expires_at` is RFC 3339
+//! UTC.
+//!
+//! Persistent writes record their owner: the run lineage's root run id and this step's id
+//! ([`crate::store::ClaimOwner`]). A claim that finds the key held by its own lineage and
+//! step is this step's earlier write, cut off from its record by a crash or repeated by a
+//! resume: it answers `written: true, reclaimed: true` (keeping the entry and its expiry),
+//! so the lineage goes on as the first attempt did (SPEC §4 "Resume"). Any other holder,
+//! a replay's new lineage included, gets `written: false, reason: "exists"` with
+//! `claimed_by` naming the holder's root run when known.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -18,7 +27,7 @@ use super::{
     StepContext, StepError, StepKind, StepOutput,
 };
 use crate::clock::rfc3339;
-use crate::store::{WriteOptions, WriteResult};
+use crate::store::{ClaimOwner, WriteOptions, WriteResult};
 
 /// Memory operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -83,8 +92,8 @@ impl StepKind for Memory {
                           atomic claim: exactly one concurrent writer wins; the others get \
                           written: false, reason: \"exists\".",
             trigger: false,
-            output: "write: {written, reason?, key, expires_at?}; read: {found, value?, \
-                     expires_at?}; delete: {deleted}",
+            output: "write: {written, reason?, key, expires_at?, claimed_by?, reclaimed?}; \
+                     read: {found, value?, expires_at?}; delete: {deleted}",
             dynamic_ports: false,
             side_effects: true,
         }
@@ -143,24 +152,39 @@ impl StepKind for Memory {
         let out = match c.operation {
             Operation::Write => {
                 let value = c.value.unwrap_or(Value::Bool(true));
+                let owner = ClaimOwner {
+                    run_id: cx.root_run_id.to_string(),
+                    step_id: cx.step_id.to_string(),
+                };
                 let opts = WriteOptions {
                     allow_overwrite: c.allow_overwrite,
                     ttl_ms: c.ttl_s.map(|s| s.saturating_mul(1000)),
+                    owner: (c.scope == Scope::Persistent).then_some(&owner),
+                };
+                let with_expiry = |mut o: Value, at: Option<i64>| {
+                    if let Some(e) = at {
+                        o["expires_at"] = json!(rfc3339(e));
+                    }
+                    o
                 };
                 match store.write(&c.namespace, &key, &value, opts, now)? {
                     WriteResult::Written { expires_at } => {
-                        let mut o = json!({"written": true, "key": key});
-                        if let Some(e) = expires_at {
-                            o["expires_at"] = json!(rfc3339(e));
-                        }
-                        o
+                        with_expiry(json!({"written": true, "key": key}), expires_at)
+                    }
+                    WriteResult::Exists { existing }
+                        if opts.owner.is_some() && existing.owner.as_ref() == opts.owner =>
+                    {
+                        with_expiry(
+                            json!({"written": true, "reclaimed": true, "key": key}),
+                            existing.expires_at,
+                        )
                     }
                     WriteResult::Exists { existing } => {
                         let mut o = json!({"written": false, "reason": "exists", "key": key});
-                        if let Some(e) = existing.expires_at {
-                            o["expires_at"] = json!(rfc3339(e));
+                        if let Some(owner) = &existing.owner {
+                            o["claimed_by"] = json!(owner.run_id);
                         }
-                        o
+                        with_expiry(o, existing.expires_at)
                     }
                 }
             }

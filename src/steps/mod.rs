@@ -64,6 +64,25 @@ pub struct Descriptor {
     pub side_effects: bool,
 }
 
+/// Whether a step may be executed again after a crash may have cut it mid-flight
+/// ([`StepKind::repeat_safety`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepeatSafety {
+    /// Pure, or its effect is idempotent (a Memory operation, a GET/PUT/DELETE, a write that
+    /// carries an `Idempotency-Key`).
+    Safe,
+    /// Repeating it may duplicate an effect; the reason, as a person should read it (e.g.
+    /// "POST without an Idempotency-Key may have reached the destination").
+    Unsafe(String),
+}
+
+impl RepeatSafety {
+    /// True for [`RepeatSafety::Safe`].
+    pub fn is_safe(&self) -> bool {
+        matches!(self, RepeatSafety::Safe)
+    }
+}
+
 /// A config problem: `path` is relative to the step's `config` (`retries`, `routes[1].when`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigProblem {
@@ -127,6 +146,10 @@ impl StepOutput {
 pub struct StepContext<'a> {
     pub step_id: &'a str,
     pub run_id: &'a str,
+    /// The lineage's root run id ([`crate::run::RunRecord::root`]): `run_id` unless the run
+    /// resumes another. Owns the Memory claims the step makes and keys outbound calls that
+    /// default per run, so a resumed step acts as the first attempt did.
+    pub root_run_id: &'a str,
     pub workflow_id: &'a str,
     pub mode: Mode,
     /// The run's input (the trigger payload).
@@ -165,6 +188,7 @@ impl<'a> StepContext<'a> {
         StepContext {
             step_id,
             run_id,
+            root_run_id: run_id,
             workflow_id,
             mode,
             input,
@@ -177,6 +201,12 @@ impl<'a> StepContext<'a> {
             raw_config: None,
             attempts: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Set the lineage's root run id (default: the run's own id).
+    pub fn with_root_run_id(mut self, root: &'a str) -> Self {
+        self.root_run_id = root;
+        self
     }
 
     /// Attach the step's config as written, so a kind can tell a field configured empty from
@@ -234,6 +264,15 @@ pub trait StepKind: Send + Sync + 'static {
     /// Top-level config fields the executor must not render (they hold expressions).
     fn unrendered_fields(&self) -> &'static [&'static str] {
         &[]
+    }
+    /// Whether this step, with this config (rendered, or as written: the answer must not
+    /// depend on values templates fill in), may be executed again when a crash cut it
+    /// mid-flight and nobody knows whether its effect happened (SPEC §4 "Crash recovery").
+    /// Crash recovery resumes a run automatically only when its in-flight step answers
+    /// [`RepeatSafety::Safe`]; the linter and the resume and replay previews read the same
+    /// answer. Default: safe (pure steps, and kinds whose effect is idempotent).
+    fn repeat_safety(&self, _config: &Value) -> RepeatSafety {
+        RepeatSafety::Safe
     }
     /// Run with the rendered config.
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError>;

@@ -1,8 +1,8 @@
 //! `publish_output`: posts the run's result to a webhook/HTTP endpoint with an outbound
 //! `Idempotency-Key` that is identical on every attempt.
 //!
-//! `idempotency_key` empty → one key per run (`<run_id>.<step_id>`, stable across that run's
-//! retries); templated → from business data (stable across re-runs and replays, so the
+//! `idempotency_key` empty → one key per run lineage (`<root_run_id>.<step_id>`, stable across
+//! that run's retries and its resumes: a resumed call sends the first attempt's key); templated → from business data (stable across re-runs and replays, so the
 //! receiver dedupes them too). Same retry fields and defaults as `http_request`.
 //! Output: `{status, idempotency_key, attempts}`.
 
@@ -112,7 +112,7 @@ impl StepKind for PublishOutput {
             }
         };
         let key = if per_run {
-            format!("{}.{}", cx.run_id, cx.step_id)
+            format!("{}.{}", cx.root_run_id, cx.step_id)
         } else {
             key_text(
                 c.idempotency_key.as_ref().unwrap_or(&Value::Null),

@@ -105,7 +105,7 @@ impl MemoryStore for InMemoryStore {
         namespace: &str,
         key: &str,
         value: &Value,
-        opts: WriteOptions,
+        opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult> {
         common::check_ident("namespace", namespace)?;
@@ -127,6 +127,7 @@ impl MemoryStore for InMemoryStore {
             value: value.clone(),
             written_at: now_ms,
             expires_at,
+            owner: opts.owner.cloned(),
         };
         if let Some(e) = expires_at {
             inner

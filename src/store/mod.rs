@@ -70,6 +70,25 @@ pub struct MemoryEntry {
     /// When it expires (UTC unix ms); `None` = never. Measured from `written_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+    /// Who wrote it, when a Memory step of a run did (see [`ClaimOwner`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ClaimOwner>,
+}
+
+/// The writer of a Memory entry: a run lineage's root run id and the step that wrote it.
+///
+/// A claim (`allow_overwrite: false`) that finds an entry owned by its own lineage and step
+/// is that step's own earlier write (a resume, or crash recovery re-executing the step whose
+/// record was lost): the Memory step answers it as written, so a crash between a claim and
+/// its record never sends the lineage down its "already processed" branch (SPEC §4 "Resume":
+/// claims made by the lineage stay its own). Another lineage, a replay included, sees
+/// `exists`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ClaimOwner {
+    /// The lineage's root run id ([`crate::run::RunRecord::root`]).
+    pub run_id: String,
+    /// The step id that wrote the entry.
+    pub step_id: String,
 }
 
 impl MemoryEntry {
@@ -81,11 +100,13 @@ impl MemoryEntry {
 
 /// Options of a Memory write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteOptions {
+pub struct WriteOptions<'a> {
     /// `false` = write only if the key is absent or expired (atomic; the claim primitive).
     pub allow_overwrite: bool,
     /// Time to live in **milliseconds** from the write; `None` = no expiry.
     pub ttl_ms: Option<u64>,
+    /// Recorded with the entry ([`MemoryEntry::owner`]); `None` for writes outside a run.
+    pub owner: Option<&'a ClaimOwner>,
 }
 
 /// Answer of a Memory write.
@@ -107,7 +128,7 @@ pub trait MemoryStore: Send + Sync {
         namespace: &str,
         key: &str,
         value: &Value,
-        opts: WriteOptions,
+        opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult>;
     /// Read a live entry; an expired one is `None` even before the sweeper removes it.
@@ -149,6 +170,8 @@ pub struct RunSummary {
     pub idempotency_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_of: Option<String>,
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
@@ -174,6 +197,7 @@ impl From<&RunRecord> for RunSummary {
             status: r.status,
             idempotency_key: r.idempotency_key.clone(),
             replay_of: r.replay_of.clone(),
+            resume_of: r.resume_of.clone(),
             created_at: r.created_at,
             finished_at: r.finished_at,
             duration_ms: r.duration_ms,

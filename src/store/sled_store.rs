@@ -353,7 +353,7 @@ impl MemoryStore for SledStore {
         namespace: &str,
         key: &str,
         value: &Value,
-        opts: WriteOptions,
+        opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult> {
         common::check_ident("namespace", namespace)?;
@@ -365,6 +365,7 @@ impl MemoryStore for SledStore {
             value: value.clone(),
             written_at: now_ms,
             expires_at,
+            owner: opts.owner.cloned(),
         };
         let json = encode(&entry)?;
         self.tx(MEMORY_TREES, |v| {

@@ -136,6 +136,26 @@ impl Compiled {
     pub fn targets(&self, step: usize, port: &str) -> &[usize] {
         self.out[step].get(port).map(Vec::as_slice).unwrap_or(&[])
     }
+    /// Every port of a step that has edges, with its targets (edge order).
+    pub fn ports_of(&self, step: usize) -> impl Iterator<Item = (&str, &[usize])> {
+        self.out[step]
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_slice()))
+    }
+    /// The steps reachable from `step` over edges of any port (`step` itself included).
+    pub fn downstream(&self, step: usize) -> Vec<bool> {
+        let mut seen = vec![false; self.workflow.steps.len()];
+        let mut stack = vec![step];
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            for (_, targets) in self.ports_of(i) {
+                stack.extend(targets.iter().copied());
+            }
+        }
+        seen
+    }
     /// The kind implementation of a step.
     pub fn kind(&self, step: usize) -> &Arc<dyn StepKind> {
         &self.kinds[step]

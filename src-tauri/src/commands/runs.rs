@@ -2,11 +2,13 @@
 //! answered at once), get a run, run history with filters, counts per time bucket, replay.
 //! Like `POST /api/v1/workflows/{id}/dry-run`, `POST /api/v1/workflows/{id}/runs` with
 //! `Prefer: respond-async`, `GET /api/v1/runs/{id}`, `GET /api/v1/runs`,
-//! `GET /api/v1/runs/stats` and `POST /api/v1/runs/{id}/replay`.
+//! `GET /api/v1/runs/stats`, `POST /api/v1/runs/{id}/replay`, `POST /api/v1/runs/{id}/resume`
+//! and their previews.
 
 use std::sync::Arc;
 
 use fluxo::run::{Mode, RunRecord, Trigger};
+use fluxo::runtime::preview::RunPreview;
 use fluxo::runtime::RunRequest;
 use fluxo::server::runs::{self, runnable, RunsParams, StatsParams};
 use fluxo::server::AppState;
@@ -156,12 +158,65 @@ pub async fn replay_run(
     id: String,
     mode: Option<String>,
     version: Option<String>,
+    input: Option<Value>,
     wait: Option<bool>,
 ) -> IpcResult<RunRecord> {
     let (mode, wf, original) = runs::replay_plan(&state, &id, mode.as_deref(), version.as_deref())?;
-    let run = runs::replay_run(&state, &wf, original, mode)?;
+    let run = runs::replay_run(&state, &wf, original, mode, input)?;
+    start(&state, wf, run, wait).await
+}
+
+/// The dry walk of a replay, never stored: its run, calls and warnings (`own_claim`: the
+/// replay would be stopped by the replayed lineage's own claim; resume instead).
+#[tauri::command]
+pub async fn preview_replay(
+    state: State<'_, AppState>,
+    id: String,
+    version: Option<String>,
+    input: Option<Value>,
+) -> IpcResult<RunPreview> {
+    let (_, wf, original) = runs::replay_plan(&state, &id, Some("dry"), version.as_deref())?;
+    Ok(state.engine().preview_replay(&original, &wf, input).await)
+}
+
+/// Resume a failed, timed-out or interrupted run from its failed or in-flight step, or from
+/// `from_step`. With `wait` (default) answers the finished run, else the queued one.
+#[tauri::command]
+pub async fn resume_run(
+    state: State<'_, AppState>,
+    id: String,
+    from_step: Option<String>,
+    wait: Option<bool>,
+) -> IpcResult<RunRecord> {
+    let (wf, run) = runs::resume_run(&state, &id, from_step.as_deref()).await?;
+    start(&state, wf, run, wait).await
+}
+
+/// The dry walk of a resume, never stored: reused steps, calls sent again with their keys,
+/// warnings.
+#[tauri::command]
+pub async fn preview_resume(
+    state: State<'_, AppState>,
+    id: String,
+    from_step: Option<String>,
+) -> IpcResult<RunPreview> {
+    let original = runs::load_run(&state, &id)?;
+    Ok(state
+        .engine()
+        .preview_resume(&original, from_step.as_deref())
+        .await
+        .map_err(runs::resume_problem)?)
+}
+
+/// Execute now and answer the finished run (`wait`, default), or queue it.
+async fn start(
+    state: &AppState,
+    wf: Arc<fluxo::workflow::Compiled>,
+    run: RunRecord,
+    wait: Option<bool>,
+) -> IpcResult<RunRecord> {
     if !wait.unwrap_or(true) {
-        return Ok(runs::queue_run(&state, run).await?);
+        return Ok(runs::queue_run(state, run).await?);
     }
-    Ok(runs::execute_now(&state, wf, run).await?)
+    Ok(runs::execute_now(state, wf, run).await?)
 }
