@@ -1,6 +1,8 @@
 //! Crash recovery of `fluxo serve` in process (SPEC §4): started on a data dir holding a
-//! `running` and a `queued` run, the running one becomes `interrupted` (never re-executed) and
-//! stays replayable, the queued one executes. Claims survive a restart.
+//! `running` and a `queued` run, the running one (of a pure workflow: safe to repeat) becomes
+//! `interrupted`, is resumed by a new run (the original is never re-executed in place) and
+//! stays replayable; the queued one executes. Claims survive a restart. Kills mid-POST are in
+//! `tests/recovery_kill.rs`.
 
 mod common;
 
@@ -53,7 +55,19 @@ async fn running_becomes_interrupted_and_queued_executes() {
     assert_eq!(interrupted.status, RunStatus::Interrupted);
     assert_eq!(interrupted.error.as_ref().unwrap().code, "interrupted");
     assert!(interrupted.finished_at.is_some());
-    assert!(interrupted.steps.is_empty(), "it was not re-executed");
+    assert!(
+        interrupted.steps.is_empty(),
+        "it was not re-executed in place"
+    );
+    assert_eq!(
+        interrupted.resumed_by.len(),
+        1,
+        "resumed: every step is safe to repeat"
+    );
+    let resumed = s.wait_final(&interrupted.resumed_by[0]).await;
+    assert_eq!(resumed.status, RunStatus::Succeeded);
+    assert_eq!(resumed.resume_of.as_deref(), Some(running_id.as_str()));
+    assert_eq!(resumed.trigger, Trigger::Resume);
 
     let done = s.wait_final(&queued_id).await;
     assert_eq!(done.status, RunStatus::Succeeded, "the queued run executed");

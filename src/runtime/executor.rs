@@ -28,7 +28,7 @@ use crate::run::{
     Trigger,
 };
 use crate::steps::error_handler::{self, HandlerMode};
-use crate::steps::{parse_rendered, Registry, StepContext, StepError, StepOutput};
+use crate::steps::{parse_rendered, Registry, RepeatSafety, StepContext, StepError, StepOutput};
 use crate::store::{Store, StoreError};
 use crate::workflow::model::{PORT_ERROR, PORT_OUT};
 use crate::workflow::template::Scope;
@@ -353,12 +353,14 @@ impl Engine {
     }
 
     /// Crash recovery of a run left `running` by a dead process (SPEC §4 "Crash recovery").
-    /// With [`RecoverPolicy::ResumeSafe`], when the first step the resume would execute with
-    /// side effects (the step in flight, or the next one) is safe to repeat
-    /// ([`crate::steps::StepKind::repeat_safety`]), answers [`Recovery::Resumed`]: the original
-    /// marked `interrupted` and naming its resume, and the queued resume. Otherwise
-    /// [`Recovery::Interrupted`]: the original `interrupted` with a reason a person can act
-    /// on. Nothing is stored: write the records in one batch, then queue the resume.
+    /// With [`RecoverPolicy::ResumeSafe`], unless the run was in a step that is not safe to
+    /// repeat ([`crate::steps::StepKind::repeat_safety`]: such a step is recorded `running`
+    /// durably before it starts, so its record says whether it was in flight), answers
+    /// [`Recovery::Resumed`]: the original marked `interrupted` and naming its resume, and the
+    /// queued resume (it repeats the step in flight, and any safe step whose record the crash
+    /// lost). Otherwise [`Recovery::Interrupted`]: the original `interrupted` with a reason a
+    /// person can act on. Nothing is stored: write the records in one batch, then queue the
+    /// resume.
     pub async fn recover_running(&self, run: RunRecord, policy: RecoverPolicy) -> Recovery {
         let mut orig = run;
         orig.status = RunStatus::Interrupted;
@@ -387,6 +389,28 @@ impl Engine {
                     .into(),
             );
         }
+        // The step in flight when the process died: one recorded `running` (a step that is
+        // not safe to repeat is recorded so, durably, before it starts), else the first step
+        // the resume executes (every step before the record's end is safe to repeat, or it
+        // would have left such a record).
+        let marked = orig
+            .steps
+            .iter()
+            .find(|s| s.status == StepStatus::Running)
+            .cloned();
+        if let Some(rec) = &marked {
+            let safety = self.compile_snapshot(&orig).ok().and_then(|wf| {
+                Some(
+                    wf.kind(wf.index_of(&rec.step_id)?)
+                        .repeat_safety(&rec.resolved_config),
+                )
+            });
+            if let Some(RepeatSafety::Unsafe(reason)) = safety {
+                let step = rec.step_id.clone();
+                let message = format!("step {step}: {reason}; check it, then resume");
+                return interrupted(orig, step, message);
+            }
+        }
         let preview = match self.preview_resume(&orig, None).await {
             Ok(p) => p,
             Err(e) => {
@@ -402,10 +426,8 @@ impl Engine {
                 );
             }
         };
-        let in_flight = preview
-            .calls
-            .first()
-            .map(|c| c.step_id.clone())
+        let in_flight = marked
+            .map(|r| r.step_id)
             .or_else(|| {
                 preview
                     .run
@@ -415,17 +437,6 @@ impl Engine {
                     .map(|s| s.step_id.clone())
             })
             .unwrap_or_default();
-        if let Some(c) = preview.calls.first().filter(|c| !c.repeat_safe) {
-            let reason = c
-                .repeat_reason
-                .clone()
-                .unwrap_or_else(|| "repeating it may duplicate its effect".into());
-            return interrupted(
-                orig,
-                c.step_id.clone(),
-                format!("step {}: {reason}; check it, then resume", c.step_id),
-            );
-        }
         match self.resume_run(&orig, None) {
             Ok((wf, resume, mut orig)) => {
                 orig.error = Some(ErrorInfo {
@@ -511,7 +522,7 @@ impl Engine {
         let (run, _) = self.replay_run(original, wf, Mode::Dry, edited_input);
         let dry = self.preview(wf, run).await;
         let warnings = preview::replay_warnings(original, &dry);
-        let calls = preview::planned_calls(wf, &dry, &dry);
+        let calls = preview::planned_calls(wf, &dry, original);
         RunPreview {
             resume_instead: !warnings.is_empty(),
             warnings,
@@ -978,6 +989,33 @@ impl Walk<'_> {
             }
         }
         let resolved = Value::Object(resolved);
+        let side_effects = kind.descriptor().side_effects;
+        let mut pre_error = render_error;
+        if pre_error.is_none() && side_effects {
+            // A step that is not safe to repeat (a POST without an Idempotency-Key) is
+            // recorded `running` durably before it starts: crash recovery then knows it was
+            // in flight (and asks a person), and that a later one never started.
+            let marker = run.mode == Mode::Live && !kind.repeat_safety(&resolved).is_safe();
+            if marker {
+                mark_in_flight(run, def, &kind, started, &resolved);
+            }
+            // Before the first side effect: a crash from here on must leave the run `running`
+            // (then recovered on restart), never `queued` (executed again from scratch).
+            if marker || !self.running_durable {
+                match self.engine.put_durable(run.clone()).await {
+                    Ok(_) => self.running_durable = true,
+                    Err(e) => {
+                        pre_error = Some(StepError::new(
+                            "store",
+                            format!(
+                                "the run's state could not be made durable before step `{}`: {e}",
+                                def.id
+                            ),
+                        ))
+                    }
+                }
+            }
+        }
         let cx = StepContext::new(
             &def.id,
             &run.id,
@@ -993,26 +1031,8 @@ impl Walk<'_> {
         )
         .with_root_run_id(run.root())
         .with_raw_config(&def.config);
-        let side_effects = kind.descriptor().side_effects;
-        let result = match render_error {
+        let result = match pre_error {
             Some(e) => Err(e),
-            None if side_effects && !self.running_durable => {
-                // Before the first side effect: a crash from here on must leave the run
-                // `running` (then `interrupted` on restart), never `queued` (executed again).
-                match self.engine.put_durable(run.clone()).await {
-                    Ok(_) => {
-                        self.running_durable = true;
-                        kind.run(&cx, resolved.clone()).await
-                    }
-                    Err(e) => Err(StepError::new(
-                        "store",
-                        format!(
-                            "the run's state could not be made durable before step `{}`: {e}",
-                            def.id
-                        ),
-                    )),
-                }
-            }
             None => kind.run(&cx, resolved.clone()).await,
         };
         let mut attempts = cx.take_attempts();
@@ -1104,6 +1124,34 @@ impl Walk<'_> {
             Ok(o) => Ok(o),
             Err(_) => Err(error_out.expect("error recorded")),
         }
+    }
+}
+
+/// Record `def` as `running` (in flight) in `run`: a new record, or the existing one of a
+/// `retry_once` re-run.
+fn mark_in_flight(
+    run: &mut RunRecord,
+    def: &crate::workflow::model::StepDef,
+    kind: &Arc<dyn crate::steps::StepKind>,
+    started: i64,
+    resolved: &Value,
+) {
+    match run.steps.iter_mut().find(|s| s.step_id == def.id) {
+        Some(rec) => rec.status = StepStatus::Running,
+        None => run.steps.push(StepRecord {
+            step_id: def.id.clone(),
+            kind: kind.descriptor().kind.to_string(),
+            status: StepStatus::Running,
+            started_at: Timestamp(started),
+            finished_at: None,
+            duration_ms: 0,
+            resolved_config: resolved.clone(),
+            output: None,
+            error: None,
+            attempts: Vec::new(),
+            ports: Vec::new(),
+            reused_from: None,
+        }),
     }
 }
 

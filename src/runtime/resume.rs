@@ -66,6 +66,19 @@ pub fn is_resumable(status: RunStatus) -> bool {
     )
 }
 
+/// Steps on an error branch: downstream (over every port) of an `error` port's targets.
+pub fn error_branch(wf: &Compiled) -> Vec<bool> {
+    let mut out = vec![false; wf.workflow.steps.len()];
+    for i in 0..out.len() {
+        for &t in wf.targets(i, PORT_ERROR) {
+            for (j, below) in wf.downstream(t).into_iter().enumerate() {
+                out[j] |= below;
+            }
+        }
+    }
+    out
+}
+
 /// Plan the resume of `original` over `wf` (compiled from `original.snapshot`), from
 /// `from_step` or from where the run stopped. Errors name the run and the step.
 pub fn plan(
@@ -110,15 +123,18 @@ pub fn plan(
             ))
         })?),
     };
-    // Everything downstream of the resume point executes again.
+    // Everything downstream of the resume point executes again, and so does every step of an
+    // error branch (downstream of an `error` port's targets): it runs only if a step fails
+    // again, with that failure in scope.
     let again = from_idx.map(|i| wf.downstream(i));
+    let error_branch = error_branch(wf);
     let reuse: BTreeMap<String, StepRecord> = original
         .steps
         .iter()
         .filter(|r| reusable(r))
         .filter_map(|r| {
             let i = wf.index_of(&r.step_id)?;
-            if again.as_ref().is_some_and(|a| a[i]) {
+            if error_branch[i] || again.as_ref().is_some_and(|a| a[i]) {
                 return None;
             }
             let mut rec = r.clone();
@@ -127,10 +143,11 @@ pub fn plan(
         })
         .collect();
     if let (Some(id), Some(i), Some(_)) = (&from, from_idx, from_step) {
-        let step = &steps[i];
-        if step.kind == "error_handler" {
+        if error_branch[i] {
             return Err(ResumeError::InvalidFromStep(format!(
-                "step `{id}` is an error handler: resume from the step that failed"
+                "step `{id}` is on an error branch ({} `{}`): resume from the step that failed",
+                "it runs only after a failure, with the error in scope, e.g. the error handler",
+                steps[i].kind
             )));
         }
         let reached = i == wf.trigger_index()
