@@ -82,16 +82,11 @@ pub fn lint(wf: &Workflow, _registry: &Registry) -> Vec<Problem> {
                 let Ok(c) = serde_json::from_value::<http_request::Config>(s.config.clone()) else {
                     continue;
                 };
-                let writes = matches!(
-                    c.method,
-                    http_request::Method::POST | http_request::Method::PATCH
-                );
-                let has_key = c
-                    .headers
-                    .keys()
-                    .any(|k| k.eq_ignore_ascii_case("idempotency-key"));
+                // The kind's own answer (also read by crash recovery and the resume preview):
+                // a POST/PATCH without an Idempotency-Key may not be repeated.
+                let unguarded = !c.repeat_safety().is_safe();
                 let retries = c.retry_strategy != RetryStrategy::None && c.retries > 0;
-                if writes && !has_key && retries {
+                if unguarded && retries {
                     out.push(Problem::warning(
                         "lint_unguarded_write",
                         format!("{path}.config.headers"),
@@ -104,7 +99,7 @@ pub fn lint(wf: &Workflow, _registry: &Registry) -> Vec<Problem> {
                             c.retries
                         ),
                     ));
-                } else if writes && !has_key && !trigger_dedupes && !guarded(i) {
+                } else if unguarded && !trigger_dedupes && !guarded(i) {
                     out.push(Problem::warning(
                         "lint_unguarded_write",
                         format!("{path}.config.headers"),
