@@ -327,12 +327,12 @@ impl Engine {
             if !resume::is_resumable(status) {
                 return Err(ResumeFailure::Plan(ResumeError::AlreadyResumed {
                     message: format!(
-                        "run `{}` was already resumed by run `{id}`, which is {status}{}",
+                        "run `{}` was already resumed by run `{id}`, which {}",
                         original.id,
                         if status == RunStatus::Succeeded {
-                            ""
+                            "succeeded".to_string()
                         } else {
-                            ": wait for it"
+                            format!("is {status}: wait for it")
                         }
                     ),
                     by: id.clone(),
