@@ -388,6 +388,29 @@ async fn resuming_a_resume_keeps_the_lineage_and_its_claim() {
     let (_, second) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
     assert_eq!(second["status"], "failed", "{second}");
     let second_id = second["id"].as_str().unwrap();
+    // The first run was resumed already: a second resume of it would run beside the chain.
+    let (status, p) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (409, Some("already_resumed")),
+        "{p}"
+    );
+    assert_eq!(p["resumed_by"], second_id, "the newest run of the chain");
+    assert!(
+        p["detail"].as_str().unwrap().contains("resume that one"),
+        "{p}"
+    );
+    // The history lists the chain's links.
+    let listed = w.s.get_json("/runs?workflow=wf").await;
+    let first_summary = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(first_summary["resumed_by"], json!([second_id]));
+    assert_eq!(first_summary["root_run_id"], id);
     let (_, third) = post(&w.s, &format!("/runs/{second_id}/resume"), json!({})).await;
     assert_eq!(third["status"], "succeeded", "{third}");
     assert_eq!(third["root_run_id"], id);

@@ -318,26 +318,37 @@ impl Engine {
     ) -> Result<(Arc<Compiled>, RunRecord, RunRecord), ResumeFailure> {
         let wf = self.compile_snapshot(original)?;
         resume::plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
-        for id in original.resumed_by.iter().rev() {
-            let status = match self.store.get_run(id) {
-                Ok(Some(r)) => r.status,
-                Ok(None) => continue,
-                Err(e) => return Err(ResumeFailure::Store(e)),
-            };
-            if !resume::is_resumable(status) {
-                return Err(ResumeFailure::Plan(ResumeError::AlreadyResumed {
-                    message: format!(
-                        "run `{}` was already resumed by run `{id}`, which {}",
-                        original.id,
-                        if status == RunStatus::Succeeded {
-                            "succeeded".to_string()
-                        } else {
-                            format!("is {status}: wait for it")
+        // One resume per run: a chain, never a fan (two resumes of one run would both own the
+        // lineage's claims and repeat the same calls at once). Point at the chain's newest run.
+        if let Some(first) = original.resumed_by.last() {
+            let mut newest = first.clone();
+            let mut status = None;
+            for _ in 0..10_000 {
+                match self.store.get_run(&newest).map_err(ResumeFailure::Store)? {
+                    Some(r) => {
+                        status = Some(r.status);
+                        match r.resumed_by.last() {
+                            Some(next) => newest = next.clone(),
+                            None => break,
                         }
-                    ),
-                    by: id.clone(),
-                }));
+                    }
+                    None => break,
+                }
             }
+            let state = match status {
+                Some(RunStatus::Succeeded) => "succeeded".to_string(),
+                Some(s) if resume::is_resumable(s) => format!("{s}: resume that one"),
+                Some(s) => format!("is {s}: wait for it"),
+                None => "no longer exists".to_string(),
+            };
+            return Err(ResumeFailure::Plan(ResumeError::AlreadyResumed {
+                message: format!(
+                    "run `{}` was already resumed by run `{first}`; the newest run of its \
+                     lineage is `{newest}`, which {state}",
+                    original.id
+                ),
+                by: newest,
+            }));
         }
         let mut req = RunRequest::new(original.input.clone(), Trigger::Resume, original.mode);
         req.resume_of = Some(original.id.clone());

@@ -28,8 +28,9 @@ pub enum ResumeError {
     /// `from_step` is not a step the run can resume from: `400 invalid_from_step`.
     #[error("{0}")]
     InvalidFromStep(String),
-    /// A resume of the run is queued, running or succeeded: `409 already_resumed` (resuming
-    /// again would repeat what that resume did; resume the newest run of the lineage).
+    /// The run was resumed already: `409 already_resumed`, `by` naming the newest run of its
+    /// chain (resume that one if it failed: one resume per run keeps a lineage a chain, so
+    /// no two of its runs act at once).
     #[error("{message}")]
     AlreadyResumed { message: String, by: String },
 }
