@@ -776,6 +776,9 @@ pub fn entry_json(e: &crate::store::MemoryEntry) -> Value {
     if let Some(x) = e.expires_at {
         m.insert("expires_at", Value::String(crate::clock::rfc3339(x)));
     }
+    if let Some(o) = &e.owner {
+        m.insert("owner", serde_json::to_value(o).unwrap_or(Value::Null));
+    }
     serde_json::to_value(m).unwrap_or(Value::Null)
 }
 

@@ -786,8 +786,16 @@ impl Walk<'_> {
             if frame.error.is_none() {
                 let id = &self.wf.workflow.steps[frame.step].id;
                 if let Some(rec) = self.reuse.remove(id) {
-                    self.reuse_step(run, frame.step, rec, &mut stack);
-                    continue;
+                    if self.confirm_reuse(run, frame.step, &rec).await {
+                        self.reuse_step(run, frame.step, rec, &mut stack);
+                        continue;
+                    }
+                    // It executes again, and so does everything after it.
+                    for (i, below) in self.wf.downstream(frame.step).into_iter().enumerate() {
+                        if below {
+                            self.reuse.remove(&self.wf.workflow.steps[i].id);
+                        }
+                    }
                 }
             }
             if frame.error.is_none() && self.engine.clock.now_ms() >= self.deadline_ms {
@@ -816,6 +824,44 @@ impl Walk<'_> {
                     let result = self.exec_step(run, frame.step, true).await;
                     self.follow(run, frame.step, result, frame.error, &mut stack);
                 }
+            }
+        }
+    }
+
+    /// Ask the step's kind whether reusing `rec` still holds
+    /// ([`crate::steps::StepKind::confirm_reuse`]);
+    /// on an error the step executes again (and meets the error itself).
+    async fn confirm_reuse(&self, run: &RunRecord, step: usize, rec: &StepRecord) -> bool {
+        let Some(output) = &rec.output else {
+            return true;
+        };
+        let def = &self.wf.workflow.steps[step];
+        let ctx = self.scope.context();
+        let cx = StepContext::new(
+            &def.id,
+            &run.id,
+            &run.workflow_id,
+            run.mode,
+            &run.input,
+            &self.effects,
+            self.engine.clock.as_ref(),
+            self.deadline_ms,
+            false,
+            &self.wf.templates,
+            &ctx,
+        )
+        .with_root_run_id(run.root());
+        match self
+            .wf
+            .kind(step)
+            .confirm_reuse(&cx, &rec.resolved_config, output)
+            .await
+        {
+            Ok(holds) => holds,
+            Err(e) => {
+                tracing::warn!(run_id = %run.id, step = %def.id, error = %e.message,
+                    "could not confirm a reused step; executing it again");
+                false
             }
         }
     }

@@ -350,6 +350,9 @@ pub struct MemoryEntry {
     pub expires_at: Option<Timestamp>,
     /// Time left before it expires, in milliseconds; absent: never expires.
     pub ttl_left_ms: Option<i64>,
+    /// The run lineage (root run id) and step that wrote it; absent for keys written outside
+    /// a run.
+    pub owner: Option<crate::store::ClaimOwner>,
 }
 
 /// A page of a namespace's live keys, in key order.
