@@ -519,6 +519,7 @@ impl Engine {
             from_step: plan.from_step,
             calls,
             run: dry,
+            mode: Some(original.mode),
             resume_instead: false,
         })
     }
@@ -541,6 +542,7 @@ impl Engine {
             from_step: None,
             calls,
             run: dry,
+            mode: None,
         }
     }
 

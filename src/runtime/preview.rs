@@ -58,6 +58,10 @@ pub struct PreviewWarning {
 pub struct RunPreview {
     /// The dry run of what the action would do (not stored; `mode: dry`).
     pub run: RunRecord,
+    /// The mode the action itself would run in: a resume keeps the original's (a dry run is
+    /// resumed dry); absent for a replay, whose mode the request chooses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::run::Mode>,
     /// For a resume: the step it executes from (absent: the first step without a record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_step: Option<String>,
