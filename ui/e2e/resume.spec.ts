@@ -147,6 +147,9 @@ test.describe.serial('resume', () => {
     const chain = page.getByTestId('lineage-chain');
     await expect(chain.locator(`[data-testid=lineage-run][data-run-id="${failed.id}"]`)).toHaveAttribute('data-status', 'failed');
     await expect(chain.locator(`[data-testid=lineage-run][data-run-id="${resumedId}"]`)).toHaveAttribute('data-current', 'true');
+    if (process.env.FLUXO_UPDATE_SCREENSHOTS) {
+      await page.screenshot({ path: resolve(process.cwd(), '..', 'docs', 'screenshots', 'resumed-run.png') });
+    }
 
     // On the canvas too.
     await page.getByTestId('open-on-canvas').click();
