@@ -459,10 +459,16 @@ pub fn secure_file(path: &Path) -> std::io::Result<Option<u32>> {
 }
 
 /// Every file under `dir` to 0600 and every directory to 0700 (those that are more open),
-/// `dir` included; answers how many paths were tightened (logged once). For sled's files,
-/// which sled creates with the umask's modes.
+/// `dir` included (created 0700 if missing); answers how many paths were tightened, without
+/// logging (the caller knows whether that is news). For sled's files, which sled creates with
+/// the umask's modes.
 pub fn secure_tree(dir: &Path) -> std::io::Result<usize> {
-    let mut changed = usize::from(secure_dir(dir)?.is_some());
+    let mut changed = if dir.exists() {
+        usize::from(tighten_quiet(dir, 0o700)?.is_some())
+    } else {
+        secure_dir(dir)?;
+        0
+    };
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d)? {
@@ -475,13 +481,6 @@ pub fn secure_tree(dir: &Path) -> std::io::Result<usize> {
                 changed += usize::from(tighten_quiet(&e.path(), 0o600)?.is_some());
             }
         }
-    }
-    if changed > 0 {
-        tracing::warn!(
-            path = %dir.display(),
-            paths = changed,
-            "tightened permissions: owner-only (directories 0700, files 0600)"
-        );
     }
     Ok(changed)
 }
@@ -499,15 +498,27 @@ fn tighten(path: &Path, mode: u32) -> std::io::Result<Option<u32>> {
     Ok(old)
 }
 
+/// Set `mode` when group or others have any access. A file system that refuses (not the
+/// owner, no Unix permissions) is logged, not fatal: the data stays usable.
 #[cfg(unix)]
 fn tighten_quiet(path: &Path, mode: u32) -> std::io::Result<Option<u32>> {
     use std::os::unix::fs::PermissionsExt;
-    let old = std::fs::metadata(path)?.permissions().mode() & 0o7777;
+    let old = std::fs::symlink_metadata(path)?.permissions().mode() & 0o7777;
     if old & 0o077 == 0 {
         return Ok(None);
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-    Ok(Some(old))
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+        Ok(()) => Ok(Some(old)),
+        Err(e) => {
+            tracing::warn!(
+                path = %path.display(),
+                mode = %format!("{old:04o}"),
+                error = %e,
+                "cannot make this owner-only: other users may read it"
+            );
+            Ok(None)
+        }
+    }
 }
 
 #[cfg(not(unix))]

@@ -159,9 +159,14 @@ impl AppSettings {
         }
     }
 
-    /// Load `<dir>/settings.json`; a missing file is the defaults.
+    /// Load `<dir>/settings.json`; a missing file is the defaults. A file that group or
+    /// others can read (an older version's 0644) is tightened to 0600 first, with a log line.
     pub fn load(dir: &Path) -> Result<Self, SettingsError> {
         let path = dir.join(FILE);
+        crate::secrets::secure_file(&path).map_err(|e| SettingsError::BadFile {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
@@ -180,14 +185,15 @@ impl AppSettings {
         Ok(s)
     }
 
-    /// Save atomically to `<dir>/settings.json`.
+    /// Save atomically to `<dir>/settings.json`, mode 0600 (it holds secrets), in `dir` made
+    /// 0700 ([`crate::secrets::secure_dir`]).
     pub fn save(&self, dir: &Path) -> Result<(), SettingsError> {
         self.validate()?;
         let path = dir.join(FILE);
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
-        std::fs::create_dir_all(dir)
-            .and_then(|_| crate::workflow::dir::write_atomic(&path, text.as_bytes()))
+        crate::secrets::secure_dir(dir)
+            .and_then(|_| crate::workflow::dir::write_atomic_mode(&path, text.as_bytes(), 0o600))
             .map_err(|source| SettingsError::Io {
                 path: path.display().to_string(),
                 source,

@@ -286,8 +286,12 @@ pub async fn start(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (queue, receiver) = queue::Queue::new();
     let settings = match &options.data_dir {
-        Some(dir) => crate::settings::AppSettings::load(dir)
-            .map_err(|e| std::io::Error::other(e.to_string()))?,
+        Some(dir) => {
+            // Owner-only (0700, tightened with a log line): the store, settings and token.
+            crate::secrets::secure_dir(dir)?;
+            crate::settings::AppSettings::load(dir)
+                .map_err(|e| std::io::Error::other(e.to_string()))?
+        }
         None => crate::settings::AppSettings::default(),
     };
     engine.set_secret_env(settings.secret_env.clone());

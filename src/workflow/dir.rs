@@ -265,15 +265,54 @@ impl WorkflowDir {
     }
 }
 
-/// Write to `<path>.tmp`, fsync, rename over `path`: readers see the old or the new file,
-/// never half of one.
+/// Write `bytes` to `path` atomically with the mode `path` has (0644 for a new file): see
+/// [`write_atomic_mode`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    #[cfg(unix)]
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644)
+    };
+    #[cfg(not(unix))]
+    let mode = 0o644;
+    write_atomic_mode(path, bytes, mode)
+}
+
+/// Write `bytes` to `path` atomically, with Unix permissions `mode` (e.g. 0o600), whatever
+/// the umask: a temporary file with a unique name in the same folder (so concurrent writers
+/// never share one; created 0600), written, fsynced, given `mode`, renamed over `path`, then
+/// the folder fsynced. Readers see the old or the new file, never half of one; on an error
+/// the temporary file is removed and `path` is untouched.
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("json.tmp");
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    #[cfg(unix)]
     {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
-    std::fs::rename(&tmp, path)
+    #[cfg(not(unix))]
+    let _ = mode;
+    tmp.persist(path).map_err(|e| e.error)?;
+    // The rename is durable once the folder is (best effort: not every filesystem allows it).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
