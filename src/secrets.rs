@@ -333,10 +333,8 @@ impl Masker {
             self.error(e);
         }
         for a in &mut rec.attempts {
-            if let Some(m) = a.error.as_deref().map(|m| self.text(m)) {
-                if let Cow::Owned(m) = m {
-                    a.error = Some(m);
-                }
+            if let Some(Cow::Owned(m)) = a.error.as_deref().map(|m| self.text(m)) {
+                a.error = Some(m);
             }
         }
     }
