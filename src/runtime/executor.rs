@@ -26,6 +26,7 @@ use crate::run::{
     new_run_id, Attempt, ErrorInfo, Mode, RunRecord, RunStatus, StepRecord, StepStatus, Timestamp,
     Trigger,
 };
+use crate::secrets::Masker;
 use crate::steps::error_handler::{self, HandlerMode};
 use crate::steps::{parse_rendered, Registry, StepContext, StepError, StepOutput};
 use crate::store::{Store, StoreError};
@@ -165,6 +166,23 @@ impl Engine {
         let mut layers = self.env.write().unwrap_or_else(|e| e.into_inner());
         layers.settings = vars;
         layers.merge();
+    }
+
+    /// Names of env variables that are secret although their names do not say so (the
+    /// settings' `secret_env`; see [`crate::secrets::is_secret_env`]). Replaces earlier names.
+    pub fn set_secret_env(&self, names: std::collections::BTreeSet<String>) {
+        let mut layers = self.env.write().unwrap_or_else(|e| e.into_inner());
+        layers.secret_names = names;
+        layers.merge();
+    }
+
+    /// The masker of the env in force: what run records hide (see [`crate::secrets`]).
+    pub fn masker(&self) -> Arc<Masker> {
+        self.env
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .masker
+            .clone()
     }
 
     /// The variables templates see as `env`.
@@ -308,6 +326,7 @@ impl Engine {
             Mode::Dry => Effects::dry(self.store.clone()),
         };
         let env = self.env();
+        let mask = (*self.masker()).clone();
         let run_meta = json!({
             "id": run.id,
             "workflow_id": run.workflow_id,
@@ -353,6 +372,8 @@ impl Engine {
             running_durable: run.mode == Mode::Dry,
             reuse,
             persist,
+            mask,
+            handler_config: None,
         };
         match plan_error {
             Some(e) => walk.fatal = Some(e),
@@ -371,6 +392,7 @@ impl Engine {
         };
         run.status = status;
         run.error = error;
+        walk.mask.run_outcome(&mut run);
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
         if !persist {
@@ -444,22 +466,31 @@ struct EnvLayers {
     embedder: BTreeMap<String, String>,
     settings: BTreeMap<String, String>,
     merged: BTreeMap<String, String>,
+    /// Secret by the settings' word ([`Engine::set_secret_env`]).
+    secret_names: std::collections::BTreeSet<String>,
+    /// Masks the secret values of `merged`.
+    masker: Arc<Masker>,
 }
 
 impl EnvLayers {
     fn new() -> Self {
         let process = env_from_process();
-        EnvLayers {
-            merged: process.clone(),
+        let mut layers = EnvLayers {
+            merged: BTreeMap::new(),
             process,
             embedder: BTreeMap::new(),
             settings: BTreeMap::new(),
-        }
+            secret_names: Default::default(),
+            masker: Default::default(),
+        };
+        layers.merge();
+        layers
     }
     fn merge(&mut self) {
         let mut m = self.process.clone();
         m.extend(self.embedder.clone());
         m.extend(self.settings.clone());
+        self.masker = Arc::new(Masker::new(&m, &self.secret_names));
         self.merged = m;
     }
 }
@@ -511,6 +542,11 @@ struct Walk<'a> {
     reuse: BTreeMap<String, StepRecord>,
     /// Store progress and announce events (false for a preview).
     persist: bool,
+    /// Masks each step record as it is made (secrets are never stored or shown); learns the
+    /// secrets the run reveals.
+    mask: Masker,
+    /// The last error handler's resolved config before masking (its mode and fallback).
+    handler_config: Option<Value>,
 }
 
 impl Walk<'_> {
@@ -678,10 +714,7 @@ impl Walk<'_> {
             self.fatal = Some(info);
             return;
         }
-        let resolved = run
-            .step(&self.wf.workflow.steps[handler].id)
-            .map(|r| r.resolved_config.clone())
-            .unwrap_or(Value::Null);
+        let resolved = self.handler_config.take().unwrap_or(Value::Null);
         let config: error_handler::Config = match parse_rendered(resolved) {
             Ok(c) => c,
             Err(e) => {
@@ -711,7 +744,9 @@ impl Walk<'_> {
                 let failed_id = self.wf.workflow.steps[failed].id.clone();
                 if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == failed_id) {
                     rec.status = StepStatus::Fallback;
-                    rec.output = Some(value.clone());
+                    let mut recorded = value.clone();
+                    self.mask.value(&mut recorded);
+                    rec.output = Some(recorded);
                     rec.ports = vec![PORT_OUT.to_string()];
                 }
                 self.scope.set_output(&failed_id, &value);
@@ -797,7 +832,9 @@ impl Walk<'_> {
             // in flight (and asks a person), and that a later one never started.
             let marker = run.mode == Mode::Live && !kind.repeat_safety(&resolved).is_safe();
             if marker {
-                mark_in_flight(run, def, &kind, started, &resolved);
+                let mut masked = resolved.clone();
+                self.mask.value(&mut masked);
+                mark_in_flight(run, def, &kind, started, &masked);
             }
             // Before the first side effect: a crash from here on must leave the run `running`
             // (then recovered on restart), never `queued` (executed again from scratch).
@@ -883,6 +920,9 @@ impl Walk<'_> {
             }
         }
         let error_out = error.clone();
+        if kind.descriptor().kind == "error_handler" {
+            self.handler_config = Some(resolved.clone());
+        }
         match run.steps.iter_mut().find(|s| s.step_id == def.id) {
             Some(rec) => {
                 rec.status = status;
@@ -909,6 +949,14 @@ impl Walk<'_> {
                 reused_from: None,
             }),
         }
+        if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == def.id) {
+            let is_trigger = step == self.wf.trigger_index();
+            self.mask.step_record(rec, is_trigger);
+        }
+        let error_out = error_out.map(|mut e| {
+            self.mask.error(&mut e);
+            e
+        });
         let status_str = match status {
             StepStatus::Succeeded => "succeeded",
             _ => "failed",

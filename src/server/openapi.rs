@@ -423,7 +423,10 @@ pub struct EffectiveRetention {
 /// The settings and read-only facts.
 #[derive(ToSchema)]
 pub struct SettingsView {
+    /// The settings, each secret env value masked (`••••1234`).
     pub settings: AppSettings,
+    /// The env variables whose values are masked (secret by name or by `secret_env`).
+    pub secret_names: Vec<String>,
     pub effective: EffectiveRetention,
     /// Where `settings.json` and `token` live; null: settings are kept in memory only.
     pub data_dir: Option<String>,
