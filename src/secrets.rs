@@ -121,6 +121,17 @@ pub fn mask(secret: &str) -> String {
     }
 }
 
+/// True when any string in `v`, at any depth, holds a mask: a recorded value that lost its
+/// secret (a resume cannot reuse it: the step executes again).
+pub fn contains_mask(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains(MASK),
+        Value::Array(a) => a.iter().any(contains_mask),
+        Value::Object(m) => m.values().any(contains_mask),
+        _ => false,
+    }
+}
+
 /// True when `s` is a mask ([`mask`]'s answer), e.g. a placeholder sent back by the UI.
 pub fn is_masked(s: &str) -> bool {
     s.starts_with(MASK)

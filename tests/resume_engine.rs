@@ -322,3 +322,57 @@ async fn a_key_written_outside_a_run_is_nobodys_claim() {
         &json!({"written": false, "reason": "exists", "key": "E-3"})
     );
 }
+
+#[tokio::test]
+async fn a_recorded_output_with_a_masked_secret_is_not_reused() {
+    // `login` answers a token (masked in the record); `call` uses it and fails once. The
+    // resume from `call` cannot reuse the masked token: `login` executes again.
+    let auth = Mock::always(Action::json(
+        200,
+        json!({"access_token": "tok_live_abcdefghijkl"}),
+    ))
+    .await;
+    let api = Mock::start([Action::status(500)], Action::json(200, json!({}))).await;
+    let wf = compile(&workflow(
+        "login-then-call",
+        Value::Null,
+        json!([
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "login", "kind": "http_request",
+             "config": {"method": "POST", "url": format!("{}/token", auth.url()),
+                        "headers": {"Idempotency-Key": "login-{{ input.id }}"}, "retries": 0}},
+            {"id": "call", "kind": "http_request",
+             "config": {"method": "GET", "url": format!("{}/things", api.url()),
+                        "headers": {"Authorization": "Bearer {{ steps.login.output.body.access_token }}"},
+                        "retries": 0}}
+        ]),
+        json!([{"from": "start", "to": "login"}, {"from": "login", "to": "call"}]),
+    ));
+    let h = Harness::new();
+    let failed = h.run(&wf, json!({"id": "L-1"})).await;
+    assert_eq!(failed.status, RunStatus::Failed, "{}", dump(&failed));
+    let recorded = output(&failed, "login")["body"]["access_token"]
+        .as_str()
+        .unwrap();
+    assert!(recorded.starts_with(fluxo::secrets::MASK), "{recorded}");
+
+    let (wf2, resume, orig) = h.engine.resume_run(&failed, None).unwrap();
+    h.store.put_run(&orig).unwrap();
+    let resumed = h.engine.execute(&wf2, resume).await.unwrap();
+    assert_eq!(resumed.status, RunStatus::Succeeded, "{}", dump(&resumed));
+    assert!(
+        step(&resumed, "login").reused_from.is_none(),
+        "login executed again"
+    );
+    assert_eq!(
+        step(&resumed, "start").reused_from.as_deref(),
+        Some(failed.id.as_str())
+    );
+    assert_eq!(auth.count(), 2);
+    let sent = api.requests();
+    assert_eq!(
+        sent.last().unwrap().header("authorization"),
+        Some("Bearer tok_live_abcdefghijkl"),
+        "the real token, not the mask"
+    );
+}

@@ -614,6 +614,11 @@ impl Walk<'_> {
         let Some(output) = &rec.output else {
             return true;
         };
+        // A recorded output with a masked secret (a token a login step answered) lost the
+        // value later steps need: the step executes again.
+        if crate::secrets::contains_mask(output) {
+            return false;
+        }
         let def = &self.wf.workflow.steps[step];
         let ctx = self.scope.context();
         let cx = StepContext::new(
