@@ -10,7 +10,7 @@
 //!   then ends `timed_out` with the last error kept.
 //! * The run record is written to the store as it goes and an event is broadcast per change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -599,6 +599,12 @@ impl Engine {
             running_durable: run.mode == Mode::Dry,
             reuse,
             persist,
+            records: run
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.step_id.clone(), i))
+                .collect(),
         };
         match plan_error {
             Some(e) => walk.fatal = Some(e),
@@ -757,9 +763,24 @@ struct Walk<'a> {
     reuse: BTreeMap<String, StepRecord>,
     /// Store progress and announce events (false for a preview).
     persist: bool,
+    /// Step id → index of its record in `run.steps` (records are only pushed, never removed,
+    /// and only by the walk), so finding a step's record is O(1), not a scan per step.
+    records: HashMap<String, usize>,
 }
 
 impl Walk<'_> {
+    /// The record of step `id` in `run`, if it has one.
+    fn record_mut<'r>(&self, run: &'r mut RunRecord, id: &str) -> Option<&'r mut StepRecord> {
+        let i = *self.records.get(id)?;
+        run.steps.get_mut(i).filter(|r| r.step_id == id)
+    }
+
+    /// Append a step's record to `run`.
+    fn push_record(&mut self, run: &mut RunRecord, rec: StepRecord) {
+        self.records.insert(rec.step_id.clone(), run.steps.len());
+        run.steps.push(rec);
+    }
+
     async fn walk(&mut self, run: &mut RunRecord) {
         let mut stack = vec![Frame {
             step: self.wf.trigger_index(),
@@ -834,7 +855,7 @@ impl Walk<'_> {
             self.engine
                 .emit(run, "step_finished", Some(&rec.step_id), "succeeded");
         }
-        run.steps.push(rec);
+        self.push_record(run, rec);
     }
 
     /// Push the successors of a finished step, or route its failure.
@@ -909,7 +930,7 @@ impl Walk<'_> {
             HandlerMode::Fallback => {
                 let value = config.fallback_value.unwrap_or(Value::Null);
                 let failed_id = self.wf.workflow.steps[failed].id.clone();
-                if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == failed_id) {
+                if let Some(rec) = self.record_mut(run, &failed_id) {
                     rec.status = StepStatus::Fallback;
                     rec.output = Some(value.clone());
                     rec.ports = vec![PORT_OUT.to_string()];
@@ -997,7 +1018,13 @@ impl Walk<'_> {
             // in flight (and asks a person), and that a later one never started.
             let marker = run.mode == Mode::Live && !kind.repeat_safety(&resolved).is_safe();
             if marker {
-                mark_in_flight(run, def, &kind, started, &resolved);
+                match self.record_mut(run, &def.id) {
+                    Some(rec) => rec.status = StepStatus::Running,
+                    None => {
+                        let rec = in_flight_record(def, &kind, started, &resolved);
+                        self.push_record(run, rec);
+                    }
+                }
             }
             // Before the first side effect: a crash from here on must leave the run `running`
             // (then recovered on restart), never `queued` (executed again from scratch).
@@ -1062,7 +1089,10 @@ impl Walk<'_> {
                 }
                 let mut info = self.info_of(step, e);
                 // A `retry_once` re-run appends to the step's record: count every attempt.
-                let earlier = run.step(&def.id).map(|r| r.attempts.len()).unwrap_or(0);
+                let earlier = self
+                    .record_mut(run, &def.id)
+                    .map(|r| r.attempts.len())
+                    .unwrap_or(0);
                 info.attempts = info
                     .attempts
                     .max(attempts.len() as u32)
@@ -1083,7 +1113,7 @@ impl Walk<'_> {
             }
         }
         let error_out = error.clone();
-        match run.steps.iter_mut().find(|s| s.step_id == def.id) {
+        match self.record_mut(run, &def.id) {
             Some(rec) => {
                 rec.status = status;
                 rec.finished_at = Some(finished);
@@ -1094,20 +1124,23 @@ impl Walk<'_> {
                 rec.attempts.extend(attempts);
                 rec.ports = ports;
             }
-            None => run.steps.push(StepRecord {
-                step_id: def.id.clone(),
-                kind: def.kind.clone(),
-                status,
-                started_at: Timestamp(started),
-                finished_at: Some(finished),
-                duration_ms,
-                resolved_config: resolved,
-                output,
-                error,
-                attempts,
-                ports,
-                reused_from: None,
-            }),
+            None => self.push_record(
+                run,
+                StepRecord {
+                    step_id: def.id.clone(),
+                    kind: def.kind.clone(),
+                    status,
+                    started_at: Timestamp(started),
+                    finished_at: Some(finished),
+                    duration_ms,
+                    resolved_config: resolved,
+                    output,
+                    error,
+                    attempts,
+                    ports,
+                    reused_from: None,
+                },
+            ),
         }
         let status_str = match status {
             StepStatus::Succeeded => "succeeded",
@@ -1127,31 +1160,26 @@ impl Walk<'_> {
     }
 }
 
-/// Record `def` as `running` (in flight) in `run`: a new record, or the existing one of a
-/// `retry_once` re-run.
-fn mark_in_flight(
-    run: &mut RunRecord,
+/// The record of `def` in flight (`running`), before it starts.
+fn in_flight_record(
     def: &crate::workflow::model::StepDef,
     kind: &Arc<dyn crate::steps::StepKind>,
     started: i64,
     resolved: &Value,
-) {
-    match run.steps.iter_mut().find(|s| s.step_id == def.id) {
-        Some(rec) => rec.status = StepStatus::Running,
-        None => run.steps.push(StepRecord {
-            step_id: def.id.clone(),
-            kind: kind.descriptor().kind.to_string(),
-            status: StepStatus::Running,
-            started_at: Timestamp(started),
-            finished_at: None,
-            duration_ms: 0,
-            resolved_config: resolved.clone(),
-            output: None,
-            error: None,
-            attempts: Vec::new(),
-            ports: Vec::new(),
-            reused_from: None,
-        }),
+) -> StepRecord {
+    StepRecord {
+        step_id: def.id.clone(),
+        kind: kind.descriptor().kind.to_string(),
+        status: StepStatus::Running,
+        started_at: Timestamp(started),
+        finished_at: None,
+        duration_ms: 0,
+        resolved_config: resolved.clone(),
+        output: None,
+        error: None,
+        attempts: Vec::new(),
+        ports: Vec::new(),
+        reused_from: None,
     }
 }
 

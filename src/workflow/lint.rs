@@ -27,7 +27,13 @@ use crate::steps::{
 pub fn lint(wf: &Workflow, _registry: &Registry) -> Vec<Problem> {
     let mut out = Vec::new();
     let n = wf.steps.len();
-    let idx = |id: &str| wf.steps.iter().position(|s| s.id == id);
+    let index: std::collections::HashMap<&str, usize> = wf
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let idx = |id: &str| index.get(id).copied();
     // Predecessors over every edge (error edges included).
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
     for e in &wf.edges {
