@@ -11,6 +11,7 @@
 //! * The run record is written to the store as it goes and an event is broadcast per change.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -36,6 +37,10 @@ use crate::workflow::Compiled;
 
 /// Prefix of process variables visible to templates as `env.NAME` (SPEC §2).
 pub const ENV_PREFIX: &str = "FLUXO_ENV_";
+
+/// How long an error-branch step that starts after the run deadline (a compensation) may
+/// spend rendering its config, in milliseconds.
+pub const RENDER_GRACE_MS: u64 = 1_000;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -971,6 +976,67 @@ impl Walk<'_> {
         }
     }
 
+    /// Render a step's config (every field but `skip`): the resolved fields so far and the
+    /// error that stopped rendering, if any. Plain-path templates render here; a config with
+    /// templates that may loop or compute ([`crate::workflow::template::Templates::is_costly`])
+    /// renders on the blocking pool, so a runaway template never stalls the async threads
+    /// (each render is bounded by its fuel), and inside the run deadline: past it the step
+    /// fails with `deadline_exceeded` (the run ends `timed_out`) and the render stops before
+    /// its next template. An error-branch step that starts after the deadline (compensation)
+    /// gets [`RENDER_GRACE_MS`].
+    async fn render_config(
+        &self,
+        def: &crate::workflow::model::StepDef,
+        skip: &'static [&'static str],
+        ctx: &minijinja::Value,
+    ) -> (serde_json::Map<String, Value>, Option<StepError>) {
+        let templates = &self.wf.templates;
+        let costly = def.config.as_object().is_some_and(|o| {
+            o.iter()
+                .any(|(f, v)| !skip.contains(&f.as_str()) && templates.is_costly(v))
+        });
+        if !costly {
+            return render_fields(templates, &def.id, &def.config, skip, ctx, None);
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (templates, config, id) = (templates.clone(), def.config.clone(), def.id.clone());
+            let (ctx, cancel) = (ctx.clone(), cancel.clone());
+            tokio::task::spawn_blocking(move || {
+                render_fields(&templates, &id, &config, skip, &ctx, Some(&cancel))
+            })
+        };
+        let remaining = self.deadline_ms - self.engine.clock.now_ms();
+        let budget_ms = if remaining > 0 {
+            remaining as u64
+        } else {
+            RENDER_GRACE_MS
+        };
+        match tokio::time::timeout(std::time::Duration::from_millis(budget_ms), task).await {
+            Ok(Ok(rendered)) => rendered,
+            Ok(Err(e)) => (
+                serde_json::Map::new(),
+                Some(StepError::new(
+                    "template_error",
+                    format!("step `{}`: rendering its config failed: {e}", def.id),
+                )),
+            ),
+            Err(_) => {
+                cancel.store(true, Ordering::Relaxed);
+                let mut e = StepError::new(
+                    "deadline_exceeded",
+                    format!(
+                        "step `{}`: rendering its config was still running at the run deadline \
+                         ({budget_ms} ms after it started)",
+                        def.id
+                    ),
+                );
+                e.deadline = true;
+                (serde_json::Map::new(), Some(e))
+            }
+        }
+    }
+
     /// Render, run and record one step. A re-run (`retry_once`) appends to its record.
     async fn exec_step(
         &mut self,
@@ -986,29 +1052,9 @@ impl Walk<'_> {
         let ctx = self.scope.context();
 
         // Render every field but the kind's expression fields.
-        let skip = kind.unrendered_fields();
-        let mut resolved = serde_json::Map::new();
-        let mut render_error = None;
-        if let Some(obj) = def.config.as_object() {
-            for (field, value) in obj {
-                if skip.contains(&field.as_str()) {
-                    resolved.insert(field.clone(), value.clone());
-                    continue;
-                }
-                match self.wf.templates.render_value(value, &ctx, field) {
-                    Ok(v) => {
-                        resolved.insert(field.clone(), v);
-                    }
-                    Err(e) => {
-                        render_error = Some(StepError::new(
-                            "template_error",
-                            format!("step `{}`: {e}", def.id),
-                        ));
-                        break;
-                    }
-                }
-            }
-        }
+        let (resolved, render_error) = self
+            .render_config(def, kind.unrendered_fields(), &ctx)
+            .await;
         let resolved = Value::Object(resolved);
         let side_effects = kind.descriptor().side_effects;
         let mut pre_error = render_error;
@@ -1158,6 +1204,37 @@ impl Walk<'_> {
             Err(_) => Err(error_out.expect("error recorded")),
         }
     }
+}
+
+/// Render every field of `config` but `skip` (copied as written); stops at the first error,
+/// answering the fields rendered so far.
+fn render_fields(
+    templates: &crate::workflow::template::Templates,
+    step_id: &str,
+    config: &Value,
+    skip: &[&str],
+    ctx: &minijinja::Value,
+    cancel: Option<&AtomicBool>,
+) -> (serde_json::Map<String, Value>, Option<StepError>) {
+    let mut resolved = serde_json::Map::new();
+    if let Some(obj) = config.as_object() {
+        for (field, value) in obj {
+            if skip.contains(&field.as_str()) {
+                resolved.insert(field.clone(), value.clone());
+                continue;
+            }
+            match templates.render_value_until(value, ctx, field, cancel) {
+                Ok(v) => {
+                    resolved.insert(field.clone(), v);
+                }
+                Err(e) => {
+                    let e = StepError::new("template_error", format!("step `{step_id}`: {e}"));
+                    return (resolved, Some(e));
+                }
+            }
+        }
+    }
+    (resolved, None)
 }
 
 /// The record of `def` in flight (`running`), before it starts.
