@@ -21,6 +21,7 @@ use tokio::sync::broadcast;
 
 use super::effects::Effects;
 use super::http::{HttpTransport, LiveHttp};
+use super::outbound::{BadAllowEntry, OutboundAllow, OutboundPolicy};
 use super::preview::{self, RunPreview};
 use super::resume::{self, ResumeError};
 use crate::clock::Clock;
@@ -149,6 +150,7 @@ pub struct Engine {
     registry: Arc<Registry>,
     clock: Arc<dyn Clock>,
     http: Arc<dyn HttpTransport>,
+    outbound: Arc<OutboundPolicy>,
     env: Arc<RwLock<EnvLayers>>,
     events: broadcast::Sender<RunEvent>,
     commit: Option<crate::store::GroupCommit>,
@@ -159,11 +161,13 @@ impl Engine {
     /// the `FLUXO_ENV_*` process variables as `env`.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         let (events, _) = broadcast::channel(1024);
+        let outbound = Arc::new(OutboundPolicy::default());
         Engine {
             store,
             registry: Arc::new(Registry::builtin()),
             clock,
-            http: Arc::new(LiveHttp::new()),
+            http: Arc::new(LiveHttp::with_policy(outbound.clone())),
+            outbound,
             env: Arc::new(RwLock::new(EnvLayers::new())),
             events,
             commit: None,
@@ -188,10 +192,24 @@ impl Engine {
         }
     }
 
-    /// Replace the HTTP transport (tests, embedding).
+    /// Replace the HTTP transport (tests, embedding). [`Engine::set_outbound_allow`] reaches
+    /// only the engine's own transport: give a replacement [`LiveHttp`] its policy with
+    /// [`LiveHttp::with_policy`]`(engine.outbound_policy().clone())`.
     pub fn with_http(mut self, http: Arc<dyn HttpTransport>) -> Self {
         self.http = http;
         self
+    }
+
+    /// Set the settings' `outbound_allow` entries (the `FLUXO_OUTBOUND_ALLOW` ones stay): the
+    /// non-public destinations a host from run data may still reach (SPEC §5).
+    pub fn set_outbound_allow(&self, entries: &[String]) -> Result<(), BadAllowEntry> {
+        self.outbound.set_allow(OutboundAllow::parse(entries)?);
+        Ok(())
+    }
+
+    /// The outbound policy (allowlist, resolver) of the engine's live transport.
+    pub fn outbound_policy(&self) -> &Arc<OutboundPolicy> {
+        &self.outbound
     }
 
     /// Set the embedder's variables visible as `env.NAME` (they win over process variables of
