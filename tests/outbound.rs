@@ -20,7 +20,7 @@ use fluxo::runtime::http::LiveHttp;
 use fluxo::runtime::outbound::{Lookup, OutboundAllow, OutboundPolicy};
 use fluxo::steps::Registry;
 use fluxo::store::RunStore;
-use fluxo::workflow::check_value;
+use fluxo::workflow::{check_value, Severity};
 use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -105,8 +105,109 @@ fn problems(wf: &Value) -> Vec<fluxo::workflow::Problem> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Config
+// Validation and lint
 // ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_host_from_run_data_is_refused_at_validation_without_the_opt_in() {
+    for url in [
+        "{{ input.url }}",
+        "https://{{ input.domain }}/x",
+        "{{ steps.start.output.url }}",
+        "{{ env.CRM_URL }}{{ input.path }}",
+    ] {
+        let p = problems(&calling(json!({ "url": url })));
+        let e = p
+            .iter()
+            .find(|p| p.code == "input_host")
+            .unwrap_or_else(|| panic!("{url}: {p:?}"));
+        assert_eq!(e.severity, Severity::Error);
+        assert_eq!(e.step.as_deref(), Some("call"));
+        assert_eq!(e.path, "steps[1].config.url");
+        assert!(e.message.contains("allow_input_host"), "{}", e.message);
+
+        // With the opt-in it validates, and the linter still says so.
+        let p = problems(&calling(json!({ "url": url, "allow_input_host": true })));
+        assert!(p.iter().all(|p| p.severity == Severity::Warning), "{p:?}");
+        let w = p
+            .iter()
+            .find(|p| p.code == "lint_input_host")
+            .expect("lint");
+        assert_eq!(w.path, "steps[1].config.url");
+    }
+    // The author's hosts: no problem at all, whatever the path reads.
+    for url in [
+        "{{ env.CRM_URL }}/deals/{{ input.id }}",
+        "https://api.example.com/u/{{ input.id }}?q={{ input.q }}",
+    ] {
+        let p = problems(&calling(json!({ "url": url })));
+        assert!(p.is_empty(), "{url}: {p:?}");
+    }
+}
+
+#[test]
+fn publish_output_and_find_or_create_follow_the_same_rule() {
+    let wf = |step: Value| {
+        workflow(
+            "k",
+            Value::Null,
+            json!([{"id": "start", "kind": "manual_trigger", "config": {}}, step]),
+            json!([{"from": "start", "to": "s"}]),
+        )
+    };
+    let cases = [
+        (
+            json!({"id": "s", "kind": "publish_output", "config": {"url": "{{ input.hook }}"}}),
+            "steps[1].config.url",
+        ),
+        (
+            json!({"id": "s", "kind": "find_or_create",
+                   "config": {"find_url": "{{ input.crm }}/contacts", "match_field": "email",
+                              "match_value": "{{ input.email }}"}}),
+            "steps[1].config.find_url",
+        ),
+        (
+            json!({"id": "s", "kind": "find_or_create",
+                   "config": {"find_url": "{{ env.CRM_URL }}/contacts", "match_field": "email",
+                              "match_value": "{{ input.email }}",
+                              "create_url": "https://{{ input.host }}/contacts"}}),
+            "steps[1].config.create_url",
+        ),
+    ];
+    for (step, path) in cases {
+        let p = problems(&wf(step.clone()));
+        assert!(
+            p.iter().any(|p| p.code == "input_host" && p.path == path),
+            "{path}: {p:?}"
+        );
+        let mut allowed = step.clone();
+        allowed["config"]["allow_input_host"] = json!(true);
+        let p = problems(&wf(allowed));
+        assert!(!p.iter().any(|p| p.severity == Severity::Error), "{p:?}");
+        assert!(p
+            .iter()
+            .any(|p| p.code == "lint_input_host" && p.path == path));
+    }
+}
+
+#[test]
+fn every_shipped_template_still_validates_without_input_hosts() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (compiled, problems) = fluxo::workflow::check_text(&text, &Registry::builtin());
+        assert!(compiled.is_some(), "{}: {problems:?}", path.display());
+        assert!(
+            !problems.iter().any(|p| p.code.contains("input_host")),
+            "{}: {problems:?}",
+            path.display()
+        );
+        n += 1;
+    }
+    assert!(n >= 5);
+}
 
 #[test]
 fn max_response_bytes_is_checked() {
