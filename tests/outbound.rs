@@ -454,6 +454,12 @@ async fn a_20_mb_answer_fails_with_response_too_large_and_the_record_stays_small
         json!({"url": small.url(), "max_response_bytes": 3000}),
     ));
     assert_eq!(h.run(&wf, json!({})).await.status, RunStatus::Succeeded);
+    // A HEAD answer's Content-Length describes a body that never comes.
+    let wf = compile(&calling(
+        json!({"method": "HEAD", "url": small.url(), "max_response_bytes": 1000}),
+    ));
+    let run = h.run(&wf, json!({})).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
 }
 
 /// A server that answers 200 without a length and streams `total` bytes until the client

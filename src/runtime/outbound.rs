@@ -419,7 +419,7 @@ impl OutboundAllow {
     /// Whether the host name is listed.
     pub fn allows_host(&self, host: &str) -> bool {
         let h = normal_host(host);
-        self.hosts.iter().any(|a| *a == h)
+        self.hosts.contains(&h)
     }
 
     /// Whether the address is in a listed address or block (an IPv4-mapped IPv6 address also
