@@ -106,7 +106,8 @@ pub struct ConfigProblem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepError {
     /// `template_error`, `empty_key`, `config`, `http_status`, `timeout`, `connection`,
-    /// `deadline_exceeded`, `store`.
+    /// `deadline_exceeded`, `store`; the outbound rules' `url_not_allowed`,
+    /// `redirect_not_followed`, `response_too_large` ([`crate::runtime::outbound`]).
     pub code: &'static str,
     pub message: String,
     pub http_status: Option<u16>,
