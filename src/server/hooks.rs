@@ -488,7 +488,8 @@ pub fn verify_signature(
         }
     }
     let t = t.ok_or_else(|| unauthorized("X-Fluxo-Signature has no valid t=<unix seconds>"))?;
-    if (now_s - t).abs() > SIGNATURE_TOLERANCE_S {
+    // `abs_diff`: any `t` a sender writes (i64::MIN included) compares without overflow.
+    if now_s.abs_diff(t) > SIGNATURE_TOLERANCE_S.unsigned_abs() {
         return Err(unauthorized(
             "X-Fluxo-Signature timestamp is outside the 5-minute tolerance",
         ));
