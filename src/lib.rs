@@ -12,8 +12,9 @@
 //!   (minijinja, strict), the idempotency/retry linter, compilation, a folder of workflow files.
 //! * [`steps`]: the [`steps::StepKind`] contract, the one [`steps::Registry`], one file per kind.
 //! * [`runtime`]: the executor (graph walk, error edges, handler modes, run deadline), safe
-//!   retries, HTTP transports, live/dry side effects, resume planning and previews, the crash
-//!   recovery rule ([`runtime::Engine::recover_running`]).
+//!   retries, HTTP transports and the outbound rules ([`runtime::outbound`]: hosts from run
+//!   data, redirects, response caps), live/dry side effects, resume planning and previews, the
+//!   crash recovery rule ([`runtime::Engine::recover_running`]).
 //! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records), the sled
 //!   backend and an in-memory backend.
 //! * [`server`]: `fluxo serve`: webhooks with dedupe at the door, the REST API, SSE.

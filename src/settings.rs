@@ -1,5 +1,5 @@
 //! App settings kept in the data dir (`settings.json`): environment variables for templates,
-//! retention, the desktop listener address. Shared by `fluxo serve` and the desktop app.
+//! retention, the desktop listener address, the outbound allowlist. Shared by `fluxo serve` and the desktop app.
 //!
 //! Values set here override the command-line defaults (`--retention-runs`, …); env variables
 //! set here win over `FLUXO_ENV_*` process variables of the same name.
@@ -40,6 +40,14 @@ pub struct AppSettings {
     /// Desktop app: address of the local listener (default `127.0.0.1:8787`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_addr: Option<String>,
+    /// Non-public destinations that steps with `allow_input_host` may still reach (SPEC §5):
+    /// host names (`crm.internal`: whatever it resolves to), IP addresses (`127.0.0.1`,
+    /// `::1`) and CIDR blocks (`10.0.0.0/8`, `fd00::/8`). Without an entry, a host from run
+    /// data that is or resolves to a loopback, private, link-local, CGNAT, multicast or
+    /// cloud-metadata address is refused (`url_not_allowed`). Hosts written in a workflow or
+    /// taken from `env.*` need no entry. `FLUXO_OUTBOUND_ALLOW` (comma-separated) adds to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbound_allow: Vec<String>,
 }
 
 /// Why settings were refused.
@@ -60,6 +68,8 @@ pub enum SettingsError {
     BadRetentionDays,
     #[error("listener_addr `{0}` is not an address like 127.0.0.1:8787")]
     BadAddr(String),
+    #[error(transparent)]
+    BadOutboundAllow(#[from] crate::runtime::outbound::BadAllowEntry),
     #[error("{path} is not a valid settings file: {message}")]
     BadFile { path: String, message: String },
     #[error("cannot write {path}: {source}")]
@@ -99,7 +109,16 @@ impl AppSettings {
                 return Err(SettingsError::BadAddr(a.clone()));
             }
         }
+        self.outbound_allow()?;
         Ok(())
+    }
+
+    /// `outbound_allow`, parsed.
+    pub fn outbound_allow(
+        &self,
+    ) -> Result<crate::runtime::outbound::OutboundAllow, crate::runtime::outbound::BadAllowEntry>
+    {
+        crate::runtime::outbound::OutboundAllow::parse(&self.outbound_allow)
     }
 
     /// Whether env variable `name` is secret ([`crate::secrets::is_secret_env`] with

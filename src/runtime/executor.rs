@@ -10,7 +10,8 @@
 //!   then ends `timed_out` with the last error kept.
 //! * The run record is written to the store as it goes and an event is broadcast per change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -20,6 +21,7 @@ use tokio::sync::broadcast;
 
 use super::effects::Effects;
 use super::http::{HttpTransport, LiveHttp};
+use super::outbound::{BadAllowEntry, OutboundAllow, OutboundPolicy};
 use super::resume;
 use crate::clock::Clock;
 use crate::run::{
@@ -36,6 +38,10 @@ use crate::workflow::Compiled;
 
 /// Prefix of process variables visible to templates as `env.NAME` (SPEC §2).
 pub const ENV_PREFIX: &str = "FLUXO_ENV_";
+
+/// How long an error-branch step that starts after the run deadline (a compensation) may
+/// spend rendering its config, in milliseconds.
+pub const RENDER_GRACE_MS: u64 = 1_000;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +113,7 @@ pub struct Engine {
     registry: Arc<Registry>,
     clock: Arc<dyn Clock>,
     http: Arc<dyn HttpTransport>,
+    outbound: Arc<OutboundPolicy>,
     env: Arc<RwLock<EnvLayers>>,
     events: broadcast::Sender<RunEvent>,
     commit: Option<crate::store::GroupCommit>,
@@ -117,11 +124,13 @@ impl Engine {
     /// the `FLUXO_ENV_*` process variables as `env`.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         let (events, _) = broadcast::channel(1024);
+        let outbound = Arc::new(OutboundPolicy::default());
         Engine {
             store,
             registry: Arc::new(Registry::builtin()),
             clock,
-            http: Arc::new(LiveHttp::new()),
+            http: Arc::new(LiveHttp::with_policy(outbound.clone())),
+            outbound,
             env: Arc::new(RwLock::new(EnvLayers::new())),
             events,
             commit: None,
@@ -146,10 +155,24 @@ impl Engine {
         }
     }
 
-    /// Replace the HTTP transport (tests, embedding).
+    /// Replace the HTTP transport (tests, embedding). [`Engine::set_outbound_allow`] reaches
+    /// only the engine's own transport: give a replacement [`LiveHttp`] its policy with
+    /// [`LiveHttp::with_policy`]`(engine.outbound_policy().clone())`.
     pub fn with_http(mut self, http: Arc<dyn HttpTransport>) -> Self {
         self.http = http;
         self
+    }
+
+    /// Set the settings' `outbound_allow` entries (the `FLUXO_OUTBOUND_ALLOW` ones stay): the
+    /// non-public destinations a host from run data may still reach (SPEC §5).
+    pub fn set_outbound_allow(&self, entries: &[String]) -> Result<(), BadAllowEntry> {
+        self.outbound.set_allow(OutboundAllow::parse(entries)?);
+        Ok(())
+    }
+
+    /// The outbound policy (allowlist, resolver) of the engine's live transport.
+    pub fn outbound_policy(&self) -> &Arc<OutboundPolicy> {
+        &self.outbound
     }
 
     /// Set the embedder's variables visible as `env.NAME` (they win over process variables of
@@ -372,6 +395,12 @@ impl Engine {
             running_durable: run.mode == Mode::Dry,
             reuse,
             persist,
+            records: run
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.step_id.clone(), i))
+                .collect(),
             mask,
             handler_config: None,
         };
@@ -542,6 +571,9 @@ struct Walk<'a> {
     reuse: BTreeMap<String, StepRecord>,
     /// Store progress and announce events (false for a preview).
     persist: bool,
+    /// Step id → index of its record in `run.steps` (records are only pushed, never removed,
+    /// and only by the walk), so finding a step's record is O(1), not a scan per step.
+    records: HashMap<String, usize>,
     /// Masks each step record as it is made (secrets are never stored or shown); learns the
     /// secrets the run reveals.
     mask: Masker,
@@ -550,6 +582,18 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// The record of step `id` in `run`, if it has one.
+    fn record_mut<'r>(&self, run: &'r mut RunRecord, id: &str) -> Option<&'r mut StepRecord> {
+        let i = *self.records.get(id)?;
+        run.steps.get_mut(i).filter(|r| r.step_id == id)
+    }
+
+    /// Append a step's record to `run`.
+    fn push_record(&mut self, run: &mut RunRecord, rec: StepRecord) {
+        self.records.insert(rec.step_id.clone(), run.steps.len());
+        run.steps.push(rec);
+    }
+
     async fn walk(&mut self, run: &mut RunRecord) {
         let mut stack = vec![Frame {
             step: self.wf.trigger_index(),
@@ -675,7 +719,7 @@ impl Walk<'_> {
             self.engine
                 .emit(run, "step_finished", Some(&rec.step_id), "succeeded");
         }
-        run.steps.push(rec);
+        self.push_record(run, rec);
     }
 
     /// Push the successors of a finished step, or route its failure.
@@ -747,7 +791,7 @@ impl Walk<'_> {
             HandlerMode::Fallback => {
                 let value = config.fallback_value.unwrap_or(Value::Null);
                 let failed_id = self.wf.workflow.steps[failed].id.clone();
-                if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == failed_id) {
+                if let Some(rec) = self.record_mut(run, &failed_id) {
                     rec.status = StepStatus::Fallback;
                     let mut recorded = value.clone();
                     self.mask.value(&mut recorded);
@@ -790,6 +834,67 @@ impl Walk<'_> {
         }
     }
 
+    /// Render a step's config (every field but `skip`): the resolved fields so far and the
+    /// error that stopped rendering, if any. Plain-path templates render here; a config with
+    /// templates that may loop or compute ([`crate::workflow::template::Templates::is_costly`])
+    /// renders on the blocking pool, so a runaway template never stalls the async threads
+    /// (each render is bounded by its fuel), and inside the run deadline: past it the step
+    /// fails with `deadline_exceeded` (the run ends `timed_out`) and the render stops before
+    /// its next template. An error-branch step that starts after the deadline (compensation)
+    /// gets [`RENDER_GRACE_MS`].
+    async fn render_config(
+        &self,
+        def: &crate::workflow::model::StepDef,
+        skip: &'static [&'static str],
+        ctx: &minijinja::Value,
+    ) -> (serde_json::Map<String, Value>, Option<StepError>) {
+        let templates = &self.wf.templates;
+        let costly = def.config.as_object().is_some_and(|o| {
+            o.iter()
+                .any(|(f, v)| !skip.contains(&f.as_str()) && templates.is_costly(v))
+        });
+        if !costly {
+            return render_fields(templates, &def.id, &def.config, skip, ctx, None);
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (templates, config, id) = (templates.clone(), def.config.clone(), def.id.clone());
+            let (ctx, cancel) = (ctx.clone(), cancel.clone());
+            tokio::task::spawn_blocking(move || {
+                render_fields(&templates, &id, &config, skip, &ctx, Some(&cancel))
+            })
+        };
+        let remaining = self.deadline_ms - self.engine.clock.now_ms();
+        let budget_ms = if remaining > 0 {
+            remaining as u64
+        } else {
+            RENDER_GRACE_MS
+        };
+        match tokio::time::timeout(std::time::Duration::from_millis(budget_ms), task).await {
+            Ok(Ok(rendered)) => rendered,
+            Ok(Err(e)) => (
+                serde_json::Map::new(),
+                Some(StepError::new(
+                    "template_error",
+                    format!("step `{}`: rendering its config failed: {e}", def.id),
+                )),
+            ),
+            Err(_) => {
+                cancel.store(true, Ordering::Relaxed);
+                let mut e = StepError::new(
+                    "deadline_exceeded",
+                    format!(
+                        "step `{}`: rendering its config was still running at the run deadline \
+                         ({budget_ms} ms after it started)",
+                        def.id
+                    ),
+                );
+                e.deadline = true;
+                (serde_json::Map::new(), Some(e))
+            }
+        }
+    }
+
     /// Render, run and record one step. A re-run (`retry_once`) appends to its record.
     async fn exec_step(
         &mut self,
@@ -805,29 +910,9 @@ impl Walk<'_> {
         let ctx = self.scope.context();
 
         // Render every field but the kind's expression fields.
-        let skip = kind.unrendered_fields();
-        let mut resolved = serde_json::Map::new();
-        let mut render_error = None;
-        if let Some(obj) = def.config.as_object() {
-            for (field, value) in obj {
-                if skip.contains(&field.as_str()) {
-                    resolved.insert(field.clone(), value.clone());
-                    continue;
-                }
-                match self.wf.templates.render_value(value, &ctx, field) {
-                    Ok(v) => {
-                        resolved.insert(field.clone(), v);
-                    }
-                    Err(e) => {
-                        render_error = Some(StepError::new(
-                            "template_error",
-                            format!("step `{}`: {e}", def.id),
-                        ));
-                        break;
-                    }
-                }
-            }
-        }
+        let (resolved, render_error) = self
+            .render_config(def, kind.unrendered_fields(), &ctx)
+            .await;
         let resolved = Value::Object(resolved);
         let side_effects = kind.descriptor().side_effects;
         let mut pre_error = render_error;
@@ -837,9 +922,15 @@ impl Walk<'_> {
             // in flight (and asks a person), and that a later one never started.
             let marker = run.mode == Mode::Live && !kind.repeat_safety(&resolved).is_safe();
             if marker {
-                let mut masked = resolved.clone();
-                self.mask.value(&mut masked);
-                mark_in_flight(run, def, &kind, started, &masked);
+                match self.record_mut(run, &def.id) {
+                    Some(rec) => rec.status = StepStatus::Running,
+                    None => {
+                        let mut masked = resolved.clone();
+                        self.mask.value(&mut masked);
+                        let rec = in_flight_record(def, &kind, started, &masked);
+                        self.push_record(run, rec);
+                    }
+                }
             }
             // Before the first side effect: a crash from here on must leave the run `running`
             // (then recovered on restart), never `queued` (executed again from scratch).
@@ -904,7 +995,10 @@ impl Walk<'_> {
                 }
                 let mut info = self.info_of(step, e);
                 // A `retry_once` re-run appends to the step's record: count every attempt.
-                let earlier = run.step(&def.id).map(|r| r.attempts.len()).unwrap_or(0);
+                let earlier = self
+                    .record_mut(run, &def.id)
+                    .map(|r| r.attempts.len())
+                    .unwrap_or(0);
                 info.attempts = info
                     .attempts
                     .max(attempts.len() as u32)
@@ -928,7 +1022,7 @@ impl Walk<'_> {
         if kind.descriptor().kind == "error_handler" {
             self.handler_config = Some(resolved.clone());
         }
-        match run.steps.iter_mut().find(|s| s.step_id == def.id) {
+        match self.record_mut(run, &def.id) {
             Some(rec) => {
                 rec.status = status;
                 rec.finished_at = Some(finished);
@@ -939,22 +1033,25 @@ impl Walk<'_> {
                 rec.attempts.extend(attempts);
                 rec.ports = ports;
             }
-            None => run.steps.push(StepRecord {
-                step_id: def.id.clone(),
-                kind: def.kind.clone(),
-                status,
-                started_at: Timestamp(started),
-                finished_at: Some(finished),
-                duration_ms,
-                resolved_config: resolved,
-                output,
-                error,
-                attempts,
-                ports,
-                reused_from: None,
-            }),
+            None => self.push_record(
+                run,
+                StepRecord {
+                    step_id: def.id.clone(),
+                    kind: def.kind.clone(),
+                    status,
+                    started_at: Timestamp(started),
+                    finished_at: Some(finished),
+                    duration_ms,
+                    resolved_config: resolved,
+                    output,
+                    error,
+                    attempts,
+                    ports,
+                    reused_from: None,
+                },
+            ),
         }
-        if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == def.id) {
+        if let Some(rec) = self.record_mut(run, &def.id) {
             let is_trigger = step == self.wf.trigger_index();
             self.mask.step_record(rec, is_trigger);
         }
@@ -980,31 +1077,57 @@ impl Walk<'_> {
     }
 }
 
-/// Record `def` as `running` (in flight) in `run`: a new record, or the existing one of a
-/// `retry_once` re-run.
-fn mark_in_flight(
-    run: &mut RunRecord,
+/// Render every field of `config` but `skip` (copied as written); stops at the first error,
+/// answering the fields rendered so far.
+fn render_fields(
+    templates: &crate::workflow::template::Templates,
+    step_id: &str,
+    config: &Value,
+    skip: &[&str],
+    ctx: &minijinja::Value,
+    cancel: Option<&AtomicBool>,
+) -> (serde_json::Map<String, Value>, Option<StepError>) {
+    let mut resolved = serde_json::Map::new();
+    if let Some(obj) = config.as_object() {
+        for (field, value) in obj {
+            if skip.contains(&field.as_str()) {
+                resolved.insert(field.clone(), value.clone());
+                continue;
+            }
+            match templates.render_value_until(value, ctx, field, cancel) {
+                Ok(v) => {
+                    resolved.insert(field.clone(), v);
+                }
+                Err(e) => {
+                    let e = StepError::new("template_error", format!("step `{step_id}`: {e}"));
+                    return (resolved, Some(e));
+                }
+            }
+        }
+    }
+    (resolved, None)
+}
+
+/// The record of `def` in flight (`running`), before it starts.
+fn in_flight_record(
     def: &crate::workflow::model::StepDef,
     kind: &Arc<dyn crate::steps::StepKind>,
     started: i64,
     resolved: &Value,
-) {
-    match run.steps.iter_mut().find(|s| s.step_id == def.id) {
-        Some(rec) => rec.status = StepStatus::Running,
-        None => run.steps.push(StepRecord {
-            step_id: def.id.clone(),
-            kind: kind.descriptor().kind.to_string(),
-            status: StepStatus::Running,
-            started_at: Timestamp(started),
-            finished_at: None,
-            duration_ms: 0,
-            resolved_config: resolved.clone(),
-            output: None,
-            error: None,
-            attempts: Vec::new(),
-            ports: Vec::new(),
-            reused_from: None,
-        }),
+) -> StepRecord {
+    StepRecord {
+        step_id: def.id.clone(),
+        kind: kind.descriptor().kind.to_string(),
+        status: StepStatus::Running,
+        started_at: Timestamp(started),
+        finished_at: None,
+        duration_ms: 0,
+        resolved_config: resolved.clone(),
+        output: None,
+        error: None,
+        attempts: Vec::new(),
+        ports: Vec::new(),
+        reused_from: None,
     }
 }
 

@@ -1,10 +1,16 @@
 //! The HTTP transport steps send through: live (reqwest) or simulated (dry runs).
+//!
+//! The live transport applies the outbound rules of [`super::outbound`]: hosts from run data
+//! checked after DNS resolution, redirects within one origin, responses capped.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
+
+use super::outbound::{self, OutboundPolicy, PolicyResolver, Refused, MAX_REDIRECTS};
 
 /// One outbound request, built once per step execution and sent identically on each attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +22,29 @@ pub struct HttpCall {
     pub query: Vec<(String, String)>,
     /// JSON body (`None` = no body).
     pub body: Option<Value>,
+    /// The URL's host was rendered from run data (the step allows it with `allow_input_host`):
+    /// the live transport refuses it (`url_not_allowed`) when it is, or resolves to, a
+    /// non-public address not in settings `outbound_allow` ([`super::outbound`]). `false` for
+    /// hosts the author wrote or took from `env.*`.
+    pub check_host: bool,
+    /// The most response body bytes read; a larger answer is `response_too_large`.
+    pub max_response_bytes: u64,
+}
+
+impl HttpCall {
+    /// A call with no headers, query or body, a host the author chose and the default cap
+    /// ([`outbound::DEFAULT_MAX_RESPONSE_BYTES`]).
+    pub fn new(method: &str, url: impl Into<String>) -> Self {
+        HttpCall {
+            method: method.to_string(),
+            url: url.into(),
+            headers: Vec::new(),
+            query: Vec::new(),
+            body: None,
+            check_host: false,
+            max_response_bytes: outbound::DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
 }
 
 /// An answer, whatever its status.
@@ -44,6 +73,24 @@ pub enum TransportError {
     Connection(String),
     /// The request cannot be sent as built (bad URL, bad header): not retried.
     Invalid(String),
+    /// An outbound rule stopped the call (`url_not_allowed` before any connection,
+    /// `redirect_not_followed`, `response_too_large`): not retried. `status` is the answer's
+    /// status when one came (the redirect's 3xx, the too-large answer's status).
+    Refused {
+        code: &'static str,
+        message: String,
+        status: Option<u16>,
+    },
+}
+
+impl TransportError {
+    fn refused(r: Refused, status: Option<u16>) -> Self {
+        TransportError::Refused {
+            code: r.code,
+            message: r.message,
+            status,
+        }
+    }
 }
 
 /// Sends requests.
@@ -59,10 +106,15 @@ pub trait HttpTransport: Send + Sync {
     ) -> Result<HttpAnswer, TransportError>;
 }
 
-/// The real network, through one pooled reqwest client.
+/// The real network, through two reqwest clients: one for hosts the author chose (pooled, the
+/// system's proxy settings apply) and one for hosts from run data (every address checked by
+/// the resolver, never pooled, never through a proxy, which would resolve the name itself).
+/// Both follow redirects within one origin only.
 #[derive(Debug, Clone)]
 pub struct LiveHttp {
-    client: reqwest::Client,
+    open: reqwest::Client,
+    checked: reqwest::Client,
+    policy: Arc<OutboundPolicy>,
 }
 
 impl Default for LiveHttp {
@@ -72,14 +124,61 @@ impl Default for LiveHttp {
 }
 
 impl LiveHttp {
-    /// A client with Fluxo's user agent and no redirects to other hosts beyond reqwest's default.
+    /// The network with a policy of its own (the system resolver; the allowlist of
+    /// [`outbound::ALLOW_ENV`] only).
     pub fn new() -> Self {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("fluxo/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
-        LiveHttp { client }
+        Self::with_policy(Arc::new(OutboundPolicy::default()))
     }
+
+    /// The network under `policy` (its allowlist and resolver; the engine shares its own).
+    pub fn with_policy(policy: Arc<OutboundPolicy>) -> Self {
+        let build = |checked: bool| {
+            let mut b = reqwest::Client::builder()
+                .user_agent(concat!("fluxo/", env!("CARGO_PKG_VERSION")))
+                .dns_resolver(Arc::new(PolicyResolver {
+                    policy: policy.clone(),
+                    checked,
+                }))
+                .redirect(redirect_policy(checked.then(|| policy.clone())));
+            if checked {
+                b = b.no_proxy().pool_max_idle_per_host(0);
+            }
+            b.build().unwrap_or_else(|_| reqwest::Client::new())
+        };
+        LiveHttp {
+            open: build(false),
+            checked: build(true),
+            policy,
+        }
+    }
+
+    /// The policy (allowlist, resolver) this transport applies.
+    pub fn policy(&self) -> &Arc<OutboundPolicy> {
+        &self.policy
+    }
+}
+
+/// Follow a redirect only within the origin of the URL that answered it (RFC 6454: scheme,
+/// host, port), at most [`MAX_REDIRECTS`]; otherwise hand the 3xx back (the transport turns
+/// it into `redirect_not_followed`). For a host from run data, an IP-literal hop is checked
+/// too (a name is checked by the resolver when connecting).
+fn redirect_policy(checked: Option<Arc<OutboundPolicy>>) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let same_origin = attempt
+            .previous()
+            .last()
+            .is_some_and(|prev| outbound::origin(prev) == outbound::origin(attempt.url()));
+        if !same_origin || attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.stop();
+        }
+        if let Some(policy) = &checked {
+            let what = attempt.url().to_string();
+            if let Err(r) = policy.check_url(attempt.url(), &what) {
+                return attempt.error(r);
+            }
+        }
+        attempt.follow()
+    })
 }
 
 #[async_trait]
@@ -102,7 +201,16 @@ impl HttpTransport for LiveHttp {
                 call.url
             )));
         }
-        let mut req = self.client.request(method, url).timeout(timeout);
+        let client = if call.check_host {
+            // An IP literal never reaches the resolver: check it here, before any connection.
+            self.policy
+                .check_url(&url, &format!("{} {}", call.method, call.url))
+                .map_err(|r| TransportError::refused(r, None))?;
+            &self.checked
+        } else {
+            &self.open
+        };
+        let mut req = client.request(method, url).timeout(timeout);
         if !call.query.is_empty() {
             req = req.query(&call.query);
         }
@@ -123,8 +231,11 @@ impl HttpTransport for LiveHttp {
             }
             req = req.body(serde_json::to_vec(body).unwrap_or_default());
         }
-        let resp = req.send().await.map_err(classify)?;
+        let mut resp = req.send().await.map_err(|e| classify(e, call))?;
         let status = resp.status().as_u16();
+        if let Some(refused) = cross_origin_redirect(call, &resp) {
+            return Err(TransportError::refused(refused, Some(status)));
+        }
         let mut headers: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in resp.headers() {
             let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
@@ -136,7 +247,32 @@ impl HttpTransport for LiveHttp {
                 })
                 .or_insert(v);
         }
-        let bytes = resp.bytes().await.map_err(classify)?;
+        let cap = call.max_response_bytes;
+        let too_large = || {
+            TransportError::refused(
+                Refused {
+                    code: "response_too_large",
+                    message: format!(
+                        "{} {} answered {status} with a body of more than {cap} bytes \
+                         (max_response_bytes); reading stopped there",
+                        call.method, call.url
+                    ),
+                },
+                Some(status),
+            )
+        };
+        // (A HEAD answer's length describes a body that never comes.)
+        if call.method != "HEAD" && resp.content_length().is_some_and(|n| n > cap) {
+            return Err(too_large());
+        }
+        // Stream the body: never more than the cap in memory.
+        let mut bytes: Vec<u8> = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| classify(e, call))? {
+            if (bytes.len() + chunk.len()) as u64 > cap {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         Ok(HttpAnswer {
             status,
             headers,
@@ -145,7 +281,48 @@ impl HttpTransport for LiveHttp {
     }
 }
 
-fn classify(e: reqwest::Error) -> TransportError {
+/// A 3xx with a `Location` the client handed back: a redirect to another origin (or past
+/// [`MAX_REDIRECTS`]), which is not followed.
+fn cross_origin_redirect(call: &HttpCall, resp: &reqwest::Response) -> Option<Refused> {
+    if !resp.status().is_redirection() {
+        return None;
+    }
+    let location = resp
+        .headers()
+        .get(reqwest::header::LOCATION)?
+        .to_str()
+        .ok()?;
+    let target = resp.url().join(location).ok()?;
+    let status = resp.status().as_u16();
+    let message = if outbound::origin(&target) == outbound::origin(resp.url()) {
+        format!(
+            "{} {} was redirected more than {MAX_REDIRECTS} times",
+            call.method, call.url
+        )
+    } else {
+        format!(
+            "{} {} answered {status} with a redirect to another origin ({}); Fluxo follows \
+             redirects within one origin (scheme, host and port) only, so the request and its \
+             headers never reach a host nobody configured: call that URL directly",
+            call.method,
+            call.url,
+            outbound::origin(&target)
+        )
+    };
+    Some(Refused {
+        code: "redirect_not_followed",
+        message,
+    })
+}
+
+fn classify(e: reqwest::Error, call: &HttpCall) -> TransportError {
+    if let Some(mut r) = outbound::refused_in(&e) {
+        // The resolver or the redirect policy refused it: name the call.
+        if !r.message.starts_with(&call.method) {
+            r.message = format!("{} {}: {}", call.method, call.url, r.message);
+        }
+        return TransportError::refused(r, None);
+    }
     if e.is_timeout() {
         TransportError::Timeout
     } else if e.is_builder() {

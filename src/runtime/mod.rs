@@ -4,6 +4,7 @@
 pub mod effects;
 pub mod executor;
 pub mod http;
+pub mod outbound;
 pub mod preview;
 pub mod resume;
 pub mod retry;

@@ -14,6 +14,8 @@
 //!   last real error kept.
 //! * The request (and so its `Idempotency-Key`) is built once per step execution and sent
 //!   identically on every attempt.
+//! * A call an outbound rule refuses (`url_not_allowed`, `redirect_not_followed`,
+//!   `response_too_large`, see [`super::outbound`]) is not retried.
 
 use std::time::{Duration, Instant};
 
@@ -216,6 +218,20 @@ pub async fn send_with_retries(
                 record.error = Some(e.message.clone());
                 cx.record_attempt(record);
                 (e, None)
+            }
+            Err(TransportError::Refused {
+                code,
+                message,
+                status,
+            }) => {
+                // An outbound rule (SPEC §5): sending it again cannot change the answer.
+                let mut e = StepError::new(code, message);
+                e.http_status = status;
+                record.http_status = status;
+                record.error = Some(e.message.clone());
+                cx.record_attempt(record);
+                e.attempts = attempt;
+                return Err(e);
             }
             Err(TransportError::Invalid(msg)) => {
                 let e = StepError::new("config", msg);

@@ -163,6 +163,7 @@ impl AppState {
         }
         self.0.engine.set_secret_env(s.secret_env.clone());
         self.0.engine.set_settings_env(s.env.clone());
+        self.0.engine.set_outbound_allow(&s.outbound_allow)?;
         *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
         Ok(())
     }
@@ -296,6 +297,9 @@ pub async fn start(
     };
     engine.set_secret_env(settings.secret_env.clone());
     engine.set_settings_env(settings.env.clone());
+    engine
+        .set_outbound_allow(&settings.outbound_allow)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     let state = AppState(Arc::new(Inner {
         engine,
         workflows,

@@ -20,7 +20,8 @@
 //! attempt). `headers` go on both calls. Dry runs simulate both calls: `dry_run.find` (default
 //! `200 {"data": []}`, i.e. not found) and `dry_run.create` (default `201` with the create body
 //! and `"id": "dry_run"`). The linter treats the step as guarded: it always sends an
-//! idempotency key.
+//! idempotency key. The outbound rules of `http_request` apply to both calls
+//! (`allow_input_host`, one-origin redirects, `max_response_bytes`).
 
 use std::collections::BTreeMap;
 
@@ -30,12 +31,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http_request::{
-    check_retry_fields, check_url, default_base, default_max_delay, default_retries,
-    default_timeout, policy, text_pairs, url_text,
+    check_host, check_max_response_bytes, check_retry_fields, check_url, default_base,
+    default_max_delay, default_max_response_bytes, default_retries, default_timeout, policy,
+    text_pairs, url_text,
 };
 use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
-    StepContext, StepError, StepKind, StepOutput,
+    OutboundUrl, StepContext, StepError, StepKind, StepOutput,
 };
 use crate::run::Mode;
 use crate::runtime::http::{HttpAnswer, HttpCall};
@@ -91,6 +93,22 @@ pub struct Config {
     /// Cap of any single wait in **seconds** (default 30).
     #[serde(default = "default_max_delay")]
     pub max_retry_delay_s: f64,
+    /// Let the hosts of `find_url` and `create_url` come from run data: the trigger input or a step's output
+    /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
+    /// refused at validation: whoever can send this workflow an event would choose where
+    /// Fluxo connects, including services only this machine can reach (SSRF: admin ports,
+    /// databases, the cloud metadata service). With it on, the host is checked after DNS
+    /// resolution, at every redirect: loopback, private (RFC 1918, RFC 4193), link-local,
+    /// CGNAT, unspecified, multicast and cloud-metadata addresses are refused
+    /// (`url_not_allowed`) unless listed in settings `outbound_allow`. Hosts written here or
+    /// taken from `env.*` are the author's choice and are never checked.
+    #[serde(default)]
+    pub allow_input_host: bool,
+    /// The largest response body read, in **bytes** (default 10485760 = 10 MiB, at most
+    /// 104857600). A larger answer (to either call) fails the step with `response_too_large`; reading stops at
+    /// the cap.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
     /// Simulated answers for dry runs: `{"find": {"status": 200, "body": {"data": [...]}},
     /// "create": {"status": 201, "body": {...}}}`. Default: not found, then created.
     #[serde(default)]
@@ -147,6 +165,7 @@ impl StepKind for FindOrCreate {
         if let Some(u) = &c.create_url {
             p.extend(at("create_url", check_url(u)));
         }
+        p.extend(check_max_response_bytes(c.max_response_bytes));
         if c.match_field.trim().is_empty() {
             p.push(ConfigProblem {
                 path: "match_field".into(),
@@ -185,12 +204,36 @@ impl StepKind for FindOrCreate {
             PORT_CREATED.to_string(),
         ]
     }
+    fn outbound_urls(&self, config: &Value) -> Vec<OutboundUrl> {
+        let Ok(c) = serde_json::from_value::<Config>(config.clone()) else {
+            return Vec::new();
+        };
+        let mut urls = vec![OutboundUrl {
+            field: "find_url",
+            template: c.find_url,
+            allow_input_host: c.allow_input_host,
+        }];
+        if let Some(u) = c.create_url {
+            urls.push(OutboundUrl {
+                field: "create_url",
+                template: u,
+                allow_input_host: c.allow_input_host,
+            });
+        }
+        urls
+    }
     fn unrendered_fields(&self) -> &'static [&'static str] {
         &["dry_run"]
     }
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
         let c: Config = parse_rendered(config)?;
         let value = key_text(&c.match_value, "match_value")?;
+        let check_find = check_host(cx, "find_url", c.allow_input_host);
+        let check_create = if c.create_url.is_some() {
+            check_host(cx, "create_url", c.allow_input_host)
+        } else {
+            check_find
+        };
         let headers: Vec<(String, String)> = text_pairs(&c.headers, "headers")?
             .into_iter()
             .filter(|(k, _)| !k.eq_ignore_ascii_case("idempotency-key"))
@@ -208,11 +251,11 @@ impl StepKind for FindOrCreate {
             .clone()
             .unwrap_or_else(|| json!({"status": 200, "body": {"data": []}}));
         let find = HttpCall {
-            method: "GET".into(),
-            url: url_text(&c.find_url)?,
             headers: headers.clone(),
             query: vec![(c.match_field.clone(), value.clone())],
-            body: None,
+            check_host: check_find,
+            max_response_bytes: c.max_response_bytes,
+            ..HttpCall::new("GET", url_text(&c.find_url)?)
         };
         let filter = cx.mode == Mode::Live;
         let finder = Finder {
@@ -243,11 +286,14 @@ impl StepKind for FindOrCreate {
         let mut create_headers = headers;
         create_headers.push(("Idempotency-Key".into(), key));
         let create = HttpCall {
-            method: "POST".into(),
-            url: url_text(c.create_url.as_deref().unwrap_or(&c.find_url))?,
             headers: create_headers,
-            query: Vec::new(),
             body: Some(body.clone()),
+            check_host: check_create,
+            max_response_bytes: c.max_response_bytes,
+            ..HttpCall::new(
+                "POST",
+                url_text(c.create_url.as_deref().unwrap_or(&c.find_url))?,
+            )
         };
         let create_sample = dry.create.unwrap_or_else(|| {
             let mut b = body.clone();

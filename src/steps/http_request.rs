@@ -6,6 +6,12 @@
 //! `draft-ietf-httpapi-idempotency-key-header`). A POST/PATCH without one is flagged by the
 //! linter. Output: `{status, headers, body, attempts}`; a non-2xx after retries fails the step
 //! with `http_status`.
+//!
+//! The outbound rules ([`crate::runtime::outbound`], shared with `publish_output` and
+//! `find_or_create`): a host from run data needs `allow_input_host` and is then checked after
+//! DNS resolution (`url_not_allowed`); redirects stay within one origin
+//! (`redirect_not_followed`); the body is capped at `max_response_bytes`
+//! (`response_too_large`). None of these is retried.
 
 use std::collections::BTreeMap;
 
@@ -16,9 +22,10 @@ use serde_json::{json, Value};
 
 use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
-    RepeatSafety, StepContext, StepError, StepKind, StepOutput,
+    OutboundUrl, RepeatSafety, StepContext, StepError, StepKind, StepOutput,
 };
 use crate::runtime::http::HttpCall;
+use crate::runtime::outbound;
 use crate::runtime::retry::{send_with_retries, RetryPolicy, RetryStrategy};
 
 /// Default attempt timeout, seconds.
@@ -89,6 +96,22 @@ pub struct Config {
     /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30).
     #[serde(default = "default_max_delay")]
     pub max_retry_delay_s: f64,
+    /// Let the URL's host come from run data: the trigger input or a step's output
+    /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
+    /// refused at validation: whoever can send this workflow an event would choose where
+    /// Fluxo connects, including services only this machine can reach (SSRF: admin ports,
+    /// databases, the cloud metadata service). With it on, the host is checked after DNS
+    /// resolution, at every redirect: loopback, private (RFC 1918, RFC 4193), link-local,
+    /// CGNAT, unspecified, multicast and cloud-metadata addresses are refused
+    /// (`url_not_allowed`) unless listed in settings `outbound_allow`. Hosts written here or
+    /// taken from `env.*` are the author's choice and are never checked.
+    #[serde(default)]
+    pub allow_input_host: bool,
+    /// The largest response body read, in **bytes** (default 10485760 = 10 MiB, at most
+    /// 104857600). A larger answer fails the step with `response_too_large`; reading stops at
+    /// the cap.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
     /// Simulated answer for dry runs: `{"status": 200, "body": {...}}` (default 200 `{}`).
     #[serde(default)]
     pub dry_run: Option<Value>,
@@ -128,6 +151,35 @@ pub(crate) fn default_base() -> u64 {
 }
 pub(crate) fn default_max_delay() -> f64 {
     DEFAULT_MAX_RETRY_DELAY_S
+}
+pub(crate) fn default_max_response_bytes() -> u64 {
+    outbound::DEFAULT_MAX_RESPONSE_BYTES
+}
+
+/// Problems of `max_response_bytes`: 1 byte to [`outbound::MAX_MAX_RESPONSE_BYTES`].
+pub(crate) fn check_max_response_bytes(v: u64) -> Vec<ConfigProblem> {
+    if (1..=outbound::MAX_MAX_RESPONSE_BYTES).contains(&v) {
+        return Vec::new();
+    }
+    vec![ConfigProblem {
+        path: "max_response_bytes".into(),
+        message: format!(
+            "must be between 1 and {} bytes (100 MiB)",
+            outbound::MAX_MAX_RESPONSE_BYTES
+        ),
+    }]
+}
+
+/// Whether the live transport must check the host of the URL in config field `field`: the
+/// step allows hosts from run data and this URL's host, as written, is one (when the template
+/// as written is unknown, it is checked).
+pub(crate) fn check_host(cx: &StepContext<'_>, field: &str, allow_input_host: bool) -> bool {
+    allow_input_host
+        && cx
+            .raw_config()
+            .and_then(|raw| raw.get(field))
+            .and_then(Value::as_str)
+            .is_none_or(|t| outbound::host_source(t).is_data())
 }
 
 /// Build the retry policy from the shared retry fields; seconds become milliseconds.
@@ -261,8 +313,19 @@ impl StepKind for HttpRequest {
             Ok(c) => {
                 let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
                 p.extend(check_url(&c.url));
+                p.extend(check_max_response_bytes(c.max_response_bytes));
                 p
             }
+        }
+    }
+    fn outbound_urls(&self, config: &Value) -> Vec<OutboundUrl> {
+        match serde_json::from_value::<Config>(config.clone()) {
+            Ok(c) => vec![OutboundUrl {
+                field: "url",
+                template: c.url,
+                allow_input_host: c.allow_input_host,
+            }],
+            Err(_) => Vec::new(),
         }
     }
     fn unrendered_fields(&self) -> &'static [&'static str] {
@@ -271,11 +334,12 @@ impl StepKind for HttpRequest {
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
         let c: Config = parse_rendered(config)?;
         let call = HttpCall {
-            method: c.method.as_str().to_string(),
-            url: url_text(&c.url)?,
             headers: text_pairs(&c.headers, "headers")?,
             query: text_pairs(&c.query, "query")?,
             body: c.body,
+            check_host: check_host(cx, "url", c.allow_input_host),
+            max_response_bytes: c.max_response_bytes,
+            ..HttpCall::new(c.method.as_str(), url_text(&c.url)?)
         };
         let policy = policy(
             c.timeout_s,

@@ -83,6 +83,18 @@ impl RepeatSafety {
     }
 }
 
+/// A URL a step sends requests to, as written (for the outbound rules of SPEC §5, applied
+/// by validation, the linter and the live transport: [`crate::runtime::outbound`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundUrl {
+    /// The config field holding it (`url`, `find_url`, `create_url`).
+    pub field: &'static str,
+    /// The URL template as written.
+    pub template: String,
+    /// The step lets this URL's host come from run data (`allow_input_host`).
+    pub allow_input_host: bool,
+}
+
 /// A config problem: `path` is relative to the step's `config` (`retries`, `routes[1].when`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigProblem {
@@ -94,7 +106,8 @@ pub struct ConfigProblem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepError {
     /// `template_error`, `empty_key`, `config`, `http_status`, `timeout`, `connection`,
-    /// `deadline_exceeded`, `store`.
+    /// `deadline_exceeded`, `store`; the outbound rules' `url_not_allowed`,
+    /// `redirect_not_followed`, `response_too_large` ([`crate::runtime::outbound`]).
     pub code: &'static str,
     pub message: String,
     pub http_status: Option<u16>,
@@ -273,6 +286,12 @@ pub trait StepKind: Send + Sync + 'static {
     /// answer. Default: safe (pure steps, and kinds whose effect is idempotent).
     fn repeat_safety(&self, _config: &Value) -> RepeatSafety {
         RepeatSafety::Safe
+    }
+    /// The URLs this step sends to, as written in `config` (kinds that send HTTP). Validation
+    /// refuses one whose host is rendered from run data unless it allows it, and the linter
+    /// flags those that do (SPEC §5). Default: none.
+    fn outbound_urls(&self, _config: &Value) -> Vec<OutboundUrl> {
+        Vec::new()
     }
     /// A resumed run is about to reuse this step's recorded `output` (with `config` as it
     /// was rendered then) instead of executing it: answer whether the reuse still holds in the

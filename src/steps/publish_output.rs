@@ -4,7 +4,8 @@
 //! `idempotency_key` empty → one key per run lineage (`<root_run_id>.<step_id>`, stable across
 //! that run's retries and its resumes: a resumed call sends the first attempt's key); templated → from business data (stable across re-runs and replays, so the
 //! receiver dedupes them too). Same retry fields and defaults as `http_request`.
-//! Output: `{status, idempotency_key, attempts}`.
+//! Output: `{status, idempotency_key, attempts}`. The outbound rules of `http_request` apply
+//! (`allow_input_host`, one-origin redirects, `max_response_bytes`).
 
 use std::collections::BTreeMap;
 
@@ -14,12 +15,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http_request::{
-    check_retry_fields, check_url, default_base, default_max_delay, default_retries,
-    default_timeout, policy, text_pairs, url_text,
+    check_host, check_max_response_bytes, check_retry_fields, check_url, default_base,
+    default_max_delay, default_max_response_bytes, default_retries, default_timeout, policy,
+    text_pairs, url_text,
 };
 use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
-    StepContext, StepError, StepKind, StepOutput,
+    OutboundUrl, StepContext, StepError, StepKind, StepOutput,
 };
 use crate::runtime::http::HttpCall;
 use crate::runtime::retry::{send_with_retries, RetryStrategy};
@@ -56,6 +58,22 @@ pub struct Config {
     /// Cap of any single wait in **seconds** (default 30).
     #[serde(default = "default_max_delay")]
     pub max_retry_delay_s: f64,
+    /// Let the URL's host come from run data: the trigger input or a step's output
+    /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
+    /// refused at validation: whoever can send this workflow an event would choose where
+    /// Fluxo connects, including services only this machine can reach (SSRF: admin ports,
+    /// databases, the cloud metadata service). With it on, the host is checked after DNS
+    /// resolution, at every redirect: loopback, private (RFC 1918, RFC 4193), link-local,
+    /// CGNAT, unspecified, multicast and cloud-metadata addresses are refused
+    /// (`url_not_allowed`) unless listed in settings `outbound_allow`. Hosts written here or
+    /// taken from `env.*` are the author's choice and are never checked.
+    #[serde(default)]
+    pub allow_input_host: bool,
+    /// The largest response body read, in **bytes** (default 10485760 = 10 MiB, at most
+    /// 104857600). A larger answer fails the step with `response_too_large`; reading stops at
+    /// the cap (the body is read, not kept: the output has the status only).
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
     /// Simulated answer for dry runs (default 200 `{}`).
     #[serde(default)]
     pub dry_run: Option<Value>,
@@ -88,8 +106,19 @@ impl StepKind for PublishOutput {
             Ok(c) => {
                 let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
                 p.extend(check_url(&c.url));
+                p.extend(check_max_response_bytes(c.max_response_bytes));
                 p
             }
+        }
+    }
+    fn outbound_urls(&self, config: &Value) -> Vec<OutboundUrl> {
+        match serde_json::from_value::<Config>(config.clone()) {
+            Ok(c) => vec![OutboundUrl {
+                field: "url",
+                template: c.url,
+                allow_input_host: c.allow_input_host,
+            }],
+            Err(_) => Vec::new(),
         }
     }
     fn unrendered_fields(&self) -> &'static [&'static str] {
@@ -133,11 +162,11 @@ impl StepKind for PublishOutput {
             }),
         };
         let call = HttpCall {
-            method: "POST".into(),
-            url: url_text(&c.url)?,
             headers,
-            query: Vec::new(),
             body: Some(body),
+            check_host: check_host(cx, "url", c.allow_input_host),
+            max_response_bytes: c.max_response_bytes,
+            ..HttpCall::new("POST", url_text(&c.url)?)
         };
         let policy = policy(
             c.timeout_s,

@@ -13,21 +13,53 @@
 //!   with `settings.sender_retries` the multiplication is spelled out.
 //! * `lint_claim_ttl_short`: a Memory claim whose `ttl_s` is shorter than the webhook trigger's
 //!   dedupe window: a redelivery after the claim expires passes both guards' gap.
+//! * `lint_input_host`: a URL whose host is rendered from run data, allowed by the step's
+//!   `allow_input_host`: the sender of an event chooses where Fluxo connects (only non-public
+//!   addresses are refused; see [`crate::runtime::outbound`]).
 
 use serde_json::Value;
 
 use super::model::{Workflow, PORT_ERROR};
 use super::Problem;
+use crate::runtime::outbound::{host_source, HostSource};
 use crate::runtime::retry::{RetryPolicy, RetryStrategy};
 use crate::steps::{
     error_handler, http_request, memory, publish_output, webhook_trigger, Registry,
 };
 
 /// Lint a workflow that validated without errors.
-pub fn lint(wf: &Workflow, _registry: &Registry) -> Vec<Problem> {
+pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
     let mut out = Vec::new();
+    for (i, s) in wf.steps.iter().enumerate() {
+        let Some(kind) = registry.get(&s.kind) else {
+            continue;
+        };
+        for u in kind.outbound_urls(&s.config) {
+            if let (HostSource::Data(vars), true) = (host_source(&u.template), u.allow_input_host) {
+                out.push(Problem::warning(
+                    "lint_input_host",
+                    format!("steps[{i}].config.{}", u.field),
+                    Some(&s.id),
+                    format!(
+                        "the host of `{}` is rendered from run data ({}) and allow_input_host is \
+                         on: whoever sends an event chooses where Fluxo connects; only non-public \
+                         addresses not in settings outbound_allow are refused. Prefer a host you \
+                         write or take from env.*, and let the event choose the path.",
+                        u.template,
+                        vars.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
     let n = wf.steps.len();
-    let idx = |id: &str| wf.steps.iter().position(|s| s.id == id);
+    let index: std::collections::HashMap<&str, usize> = wf
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let idx = |id: &str| index.get(id).copied();
     // Predecessors over every edge (error edges included).
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
     for e in &wf.edges {

@@ -36,7 +36,7 @@ pub struct Problem {
     pub severity: Severity,
     /// Stable machine code: `json_syntax`, `unknown_field`, `unknown_kind`, `bad_config`,
     /// `duplicate_id`, `unknown_step`, `unknown_port`, `cycle`, `trigger_count`,
-    /// `unreachable`, `template_syntax`, …; lint codes start with `lint_`.
+    /// `unreachable`, `template_syntax`, `input_host`, …; lint codes start with `lint_`.
     pub code: String,
     pub message: String,
     /// The step concerned, if any.

@@ -12,15 +12,40 @@
 //!
 //! Every template of a workflow is compiled once when the workflow is compiled and rendered by
 //! name afterwards, so a run pays no parsing cost.
+//!
+//! Runaway templates (SPEC §5):
+//! * every render has a **fuel** budget of [`FUEL_PER_RENDER`] minijinja instructions; a
+//!   template that runs out fails with "template ran out of fuel" (a nested `range` loop does;
+//!   a loop over a 10,000-item payload uses about 150,000);
+//! * a value a template **builds** is at most [`MAX_RENDERED_BYTES`] (1 MiB): text output is
+//!   cut off as it is written, a whole-value result is measured as JSON. A value passed through
+//!   unchanged by a plain path (`{{ steps.fetch.output.body }}`) is not capped again: it was
+//!   bounded where it came in (the webhook body limit, `max_response_bytes`);
+//! * templates that can loop or compute ([`Templates::is_costly`]) are rendered off the async
+//!   threads, inside the run deadline (see the executor).
+//!
+//! Not metered: the size of intermediate values inside one render (minijinja caps `"x" * n`
+//! at 100 MB and `range` at 100,000 items, but a loop doubling a string grows it 2^n).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
+use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value as MjValue};
 use serde_json::Value;
 
 /// The variable the whole-value wrapper template assigns.
 const VALUE_VAR: &str = "__fluxo_value";
+
+/// Fuel of one render, in minijinja instructions (most cost 1). About 0.25 s of a debug build
+/// and 20 ms of a release build: no template that shapes data comes near it, a nested loop
+/// over `range` does.
+pub const FUEL_PER_RENDER: u64 = 1_000_000;
+
+/// The largest value a template may build, in bytes (text output, or a whole value as JSON).
+pub const MAX_RENDERED_BYTES: usize = 1024 * 1024;
 
 /// A template that failed to render.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,9 +105,11 @@ pub fn whole_value_expr(s: &str) -> Option<&str> {
     Some(inner.trim())
 }
 
-/// The compiled templates of one workflow.
+/// The compiled templates of one workflow. Cloning is cheap (the compiled set is shared), so a
+/// render can move to a blocking thread.
+#[derive(Clone)]
 pub struct Templates {
-    env: Environment<'static>,
+    env: Arc<Environment<'static>>,
 }
 
 impl fmt::Debug for Templates {
@@ -108,9 +135,11 @@ fn wrap_expr(expr: &str) -> String {
 }
 
 impl Templates {
-    /// An empty set with Fluxo's rules: strict undefined, `null` prints as "", no HTML escaping.
+    /// An empty set with Fluxo's rules: strict undefined, `null` prints as "", no HTML
+    /// escaping, [`FUEL_PER_RENDER`] per render.
     pub fn new() -> Self {
         let mut env = Environment::new();
+        env.set_fuel(Some(FUEL_PER_RENDER));
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
@@ -120,7 +149,12 @@ impl Templates {
             }
             minijinja::escape_formatter(out, state, value)
         });
-        Templates { env }
+        Templates { env: Arc::new(env) }
+    }
+
+    /// The environment, to add templates (copied first if a clone shares it).
+    fn env_mut(&mut self) -> &mut Environment<'static> {
+        Arc::make_mut(&mut self.env)
     }
 
     /// Compile a config string (no-op for plain text). Idempotent.
@@ -135,7 +169,7 @@ impl Templates {
                 if self.env.get_template(&name).is_ok() {
                     return Ok(());
                 }
-                self.env
+                self.env_mut()
                     .add_template_owned(name, source.to_string())
                     .map_err(|e| TemplateSyntaxError {
                         source: source.to_string(),
@@ -164,7 +198,7 @@ impl Templates {
                 source: expr.to_string(),
                 message: short_message(&e),
             })?;
-        self.env
+        self.env_mut()
             .add_template_owned(name, wrap_expr(expr))
             .map_err(|e| TemplateSyntaxError {
                 source: expr.to_string(),
@@ -191,14 +225,34 @@ impl Templates {
             Some(expr) => self.eval_value(expr, ctx, field),
             None => {
                 let name = text_name(s);
+                let mut out = CappedWriter::default();
                 let rendered = match self.env.get_template(&name) {
-                    Ok(t) => t.render(ctx),
-                    Err(_) => self.env.template_from_str(s).and_then(|t| t.render(ctx)),
+                    Ok(t) => t.render_captured_to(ctx, &mut out).map(drop),
+                    Err(_) => self
+                        .env
+                        .template_from_str(s)
+                        .and_then(|t| t.render_captured_to(ctx, &mut out).map(drop)),
                 };
-                rendered
-                    .map(Value::String)
-                    .map_err(|e| render_error(&e, s, field))
+                match rendered {
+                    Ok(()) => Ok(Value::String(String::from_utf8(out.buf).unwrap_or_else(
+                        |e| String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                    ))),
+                    Err(_) if out.over => Err(too_large(field)),
+                    Err(e) => Err(render_error(&e, s, field)),
+                }
             }
+        }
+    }
+
+    /// Whether rendering `v` (a config value, templates at any depth) may loop or compute:
+    /// any template but plain paths (`{{ input.a.b }}`, `deal-{{ input.id }}`). Such values
+    /// are rendered off the async threads; plain paths cost a lookup.
+    pub fn is_costly(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => is_costly_template(s),
+            Value::Array(a) => a.iter().any(|x| self.is_costly(x)),
+            Value::Object(m) => m.values().any(|x| self.is_costly(x)),
+            _ => false,
         }
     }
 
@@ -221,11 +275,23 @@ impl Templates {
                 message: "missing value".into(),
             });
         }
-        mj_to_json(&v).map_err(|message| TemplateError {
+        // A plain path passes data through unchanged: bounded where it came in.
+        let capped = !is_plain_path(expr);
+        if capped && v.as_str().is_some_and(|s| s.len() > MAX_RENDERED_BYTES) {
+            return Err(too_large(field));
+        }
+        let json = mj_to_json(&v).map_err(|message| TemplateError {
             missing: None,
             field: field.to_string(),
             message,
-        })
+        })?;
+        if capped && (json.is_array() || json.is_object()) {
+            let mut w = CappedWriter::counting();
+            if serde_json::to_writer(&mut w, &json).is_err() && w.over {
+                return Err(too_large(field));
+            }
+        }
+        Ok(json)
     }
 
     /// Evaluate a router condition: truthiness of the expression; a missing path is `false`.
@@ -269,12 +335,33 @@ impl Templates {
         ctx: &MjValue,
         path: &str,
     ) -> Result<Value, TemplateError> {
+        self.render_value_until(v, ctx, path, None)
+    }
+
+    /// [`Templates::render_value`] that stops before the next template once `cancel` is set
+    /// (the caller stopped waiting: the run deadline passed).
+    pub fn render_value_until(
+        &self,
+        v: &Value,
+        ctx: &MjValue,
+        path: &str,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Value, TemplateError> {
         Ok(match v {
-            Value::String(s) => self.render_str(s, ctx, path)?,
+            Value::String(s) => {
+                if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                    return Err(TemplateError {
+                        missing: None,
+                        field: path.to_string(),
+                        message: "rendering was stopped".into(),
+                    });
+                }
+                self.render_str(s, ctx, path)?
+            }
             Value::Array(a) => Value::Array(
                 a.iter()
                     .enumerate()
-                    .map(|(i, x)| self.render_value(x, ctx, &format!("{path}[{i}]")))
+                    .map(|(i, x)| self.render_value_until(x, ctx, &format!("{path}[{i}]"), cancel))
                     .collect::<Result<_, _>>()?,
             ),
             Value::Object(m) => {
@@ -285,7 +372,7 @@ impl Templates {
                     } else {
                         format!("{path}.{k}")
                     };
-                    out.insert(k.clone(), self.render_value(x, ctx, &p)?);
+                    out.insert(k.clone(), self.render_value_until(x, ctx, &p, cancel)?);
                 }
                 Value::Object(out)
             }
@@ -302,8 +389,143 @@ fn mj_to_json(v: &MjValue) -> Result<Value, String> {
     serde_json::to_value(v).map_err(|e| format!("value cannot be represented as JSON: {e}"))
 }
 
+/// An `io::Write` that keeps at most [`MAX_RENDERED_BYTES`] and fails past them (`over`).
+#[derive(Default)]
+struct CappedWriter {
+    buf: Vec<u8>,
+    len: usize,
+    /// Count only (measuring a JSON value's size).
+    count_only: bool,
+    over: bool,
+}
+
+impl CappedWriter {
+    fn counting() -> Self {
+        CappedWriter {
+            count_only: true,
+            ..Default::default()
+        }
+    }
+}
+
+impl std::io::Write for CappedWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.len + b.len() > MAX_RENDERED_BYTES {
+            self.over = true;
+            return Err(std::io::Error::other("rendered value too large"));
+        }
+        self.len += b.len();
+        if !self.count_only {
+            self.buf.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn too_large(field: &str) -> TemplateError {
+    TemplateError {
+        missing: None,
+        field: field.to_string(),
+        message: format!(
+            "the template built a value larger than {MAX_RENDERED_BYTES} bytes (1 MiB), the \
+             limit for one value; pass large data through unchanged with a plain path such as \
+             {{{{ steps.fetch.output.body }}}}"
+        ),
+    }
+}
+
+/// `input.a.b`, `steps.x.output["k"]`, `input.items[0]`: a lookup and nothing else.
+pub fn is_plain_path(expr: &str) -> bool {
+    let b = expr.trim().as_bytes();
+    let ident = |i: &mut usize| {
+        let start = *i;
+        if *i < b.len() && (b[*i].is_ascii_alphabetic() || b[*i] == b'_') {
+            *i += 1;
+            while *i < b.len() && (b[*i].is_ascii_alphanumeric() || b[*i] == b'_') {
+                *i += 1;
+            }
+        }
+        *i > start
+    };
+    let mut i = 0;
+    if !ident(&mut i) {
+        return false;
+    }
+    while i < b.len() {
+        match b[i] {
+            b'.' => {
+                i += 1;
+                if !ident(&mut i) {
+                    return false;
+                }
+            }
+            b'[' => {
+                i += 1;
+                match b.get(i) {
+                    Some(q @ (b'"' | b'\'')) => {
+                        let q = *q;
+                        i += 1;
+                        while i < b.len() && b[i] != q && b[i] != b'\\' {
+                            i += 1;
+                        }
+                        if b.get(i) != Some(&q) {
+                            return false;
+                        }
+                        i += 1;
+                    }
+                    Some(d) if d.is_ascii_digit() => {
+                        while i < b.len() && b[i].is_ascii_digit() {
+                            i += 1;
+                        }
+                    }
+                    _ => return false,
+                }
+                if b.get(i) != Some(&b']') {
+                    return false;
+                }
+                i += 1;
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Whether a config string may loop or compute when rendered: any `{% %}` tag, or a
+/// `{{ }}` block that is not a plain path.
+fn is_costly_template(s: &str) -> bool {
+    if !is_template(s) {
+        return false;
+    }
+    if s.contains("{%") {
+        return true;
+    }
+    let mut rest = s;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            return true;
+        };
+        let inner = after[..close].trim_start_matches('-').trim_end_matches('-');
+        if !is_plain_path(inner) {
+            return true;
+        }
+        rest = &after[close + 2..];
+    }
+    false
+}
+
 /// The first line of a minijinja error, without the debug dump.
 fn short_message(e: &minijinja::Error) -> String {
+    if e.kind() == ErrorKind::OutOfFuel {
+        return format!(
+            "template ran out of fuel: it took more than {FUEL_PER_RENDER} steps (a loop too \
+             large, or one that never ends)"
+        );
+    }
     let mut msg = e.kind().to_string();
     if let Some(d) = e.detail() {
         msg.push_str(": ");
@@ -377,14 +599,33 @@ fn path_around(source: &str, range: std::ops::Range<usize>) -> Option<String> {
 /// The names templates see (SPEC §2): `input`, `steps.<id>.output`, `run`, `error`, `env`.
 ///
 /// Kept as minijinja values (reference-counted), so building the context of each step is a
-/// handful of pointer copies.
-#[derive(Debug, Clone)]
+/// handful of pointer copies. The step outputs live in one store shared by every context of
+/// the run ([`StepOutputs`]); a context is a snapshot of it (a sequence number), so creating
+/// one costs O(1) however many steps ran, and a walk of N steps is linear (it used to clone
+/// every output for every step: O(N²), 20–27 s for a 10,000-step chain).
+#[derive(Debug)]
 pub struct Scope {
     input: MjValue,
-    steps: BTreeMap<String, MjValue>,
+    steps: Arc<StepOutputs>,
     run: MjValue,
     error: Option<MjValue>,
     env: MjValue,
+}
+
+impl Clone for Scope {
+    /// A deep copy: outputs set on the clone are not seen by the original, nor the reverse.
+    fn clone(&self) -> Self {
+        let inner = self.steps.read().clone();
+        Scope {
+            input: self.input.clone(),
+            steps: Arc::new(StepOutputs {
+                inner: RwLock::new(inner),
+            }),
+            run: self.run.clone(),
+            error: self.error.clone(),
+            env: self.env.clone(),
+        }
+    }
 }
 
 impl Scope {
@@ -392,25 +633,22 @@ impl Scope {
     pub fn new(input: &Value, run: &Value, env: &BTreeMap<String, String>) -> Self {
         Scope {
             input: MjValue::from_serialize(input),
-            steps: BTreeMap::new(),
+            steps: Arc::new(StepOutputs::default()),
             run: MjValue::from_serialize(run),
             error: None,
             env: MjValue::from_serialize(env),
         }
     }
 
-    /// Record a finished step's output as `steps.<id>.output`.
+    /// Record a finished step's output as `steps.<id>.output` (replacing an earlier one for
+    /// contexts made from now on; contexts made before keep what they saw).
     pub fn set_output(&mut self, step_id: &str, output: &Value) {
-        let mut m = BTreeMap::new();
-        m.insert("output", MjValue::from_serialize(output));
-        self.steps.insert(step_id.to_string(), MjValue::from(m));
+        self.steps.set(step_id, MjValue::from_serialize(output));
     }
 
     /// Record the trigger's output, which is the input: shares the already converted value.
     pub fn set_output_to_input(&mut self, step_id: &str) {
-        let mut m = BTreeMap::new();
-        m.insert("output", self.input.clone());
-        self.steps.insert(step_id.to_string(), MjValue::from(m));
+        self.steps.set(step_id, self.input.clone());
     }
 
     /// Set `error` (in and after an error handler).
@@ -423,17 +661,105 @@ impl Scope {
         self.error = None;
     }
 
-    /// The context object to render with.
+    /// The context object to render with: `input`, `steps`, `run`, `env` and, in error
+    /// branches, `error`. O(1): `steps` is a snapshot view of the shared outputs.
     pub fn context(&self) -> MjValue {
+        let steps = StepsView {
+            outputs: self.steps.clone(),
+            upto: self.steps.read().seq,
+        };
         let mut m: BTreeMap<&str, MjValue> = BTreeMap::new();
         m.insert("input", self.input.clone());
-        m.insert("steps", MjValue::from(self.steps.clone()));
+        m.insert("steps", MjValue::from_object(steps));
         m.insert("run", self.run.clone());
         m.insert("env", self.env.clone());
         if let Some(e) = &self.error {
             m.insert("error", e.clone());
         }
         MjValue::from(m)
+    }
+}
+
+/// The outputs of the steps of one run, append-only: each `set` is a new version with the
+/// next sequence number, so a [`StepsView`] taken at sequence `n` sees exactly the versions
+/// set before it.
+#[derive(Debug, Default)]
+struct StepOutputs {
+    inner: RwLock<OutputsInner>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct OutputsInner {
+    /// Step id → its versions `(seq, steps.<id> value)`, in increasing `seq`.
+    by_id: HashMap<String, Vec<(u64, MjValue)>>,
+    /// The next sequence number.
+    seq: u64,
+}
+
+impl StepOutputs {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, OutputsInner> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, step_id: &str, output: MjValue) {
+        let mut entry = BTreeMap::new();
+        entry.insert("output", output);
+        let value = MjValue::from(entry);
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let seq = inner.seq;
+        inner.seq += 1;
+        match inner.by_id.get_mut(step_id) {
+            Some(versions) => versions.push((seq, value)),
+            None => {
+                inner.by_id.insert(step_id.to_string(), vec![(seq, value)]);
+            }
+        }
+    }
+}
+
+/// `steps` as one context sees it: the outputs set before the context was made. A map (ids
+/// in sorted order when enumerated, as `{{ steps | tojson }}` or a default publish body do).
+#[derive(Debug)]
+struct StepsView {
+    outputs: Arc<StepOutputs>,
+    upto: u64,
+}
+
+impl StepsView {
+    fn lookup(inner: &OutputsInner, id: &str, upto: u64) -> Option<MjValue> {
+        inner
+            .by_id
+            .get(id)?
+            .iter()
+            .rev()
+            .find(|(seq, _)| *seq < upto)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+impl Object for StepsView {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &MjValue) -> Option<MjValue> {
+        Self::lookup(&self.outputs.read(), key.as_str()?, self.upto)
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let inner = self.outputs.read();
+        let mut ids: Vec<&String> = inner
+            .by_id
+            .iter()
+            .filter(|(_, versions)| versions.first().is_some_and(|(seq, _)| *seq < self.upto))
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort();
+        Enumerator::Values(
+            ids.into_iter()
+                .map(|id| MjValue::from(id.as_str()))
+                .collect(),
+        )
     }
 }
 
@@ -476,5 +802,125 @@ mod tests {
             render("n={{ input.n }}", json!({"n": 5})).unwrap(),
             json!("n=5")
         );
+    }
+
+    #[test]
+    fn a_context_is_a_snapshot_of_the_outputs_set_before_it() {
+        let mut t = Templates::new();
+        t.add("{{ steps.a.output }}").unwrap();
+        t.add("{{ steps | list }}").unwrap();
+        let mut scope = Scope::new(&json!({}), &json!({}), &BTreeMap::new());
+        let before = scope.context();
+        scope.set_output("b", &json!(2));
+        scope.set_output("a", &json!(1));
+        let first = scope.context();
+        scope.set_output("a", &json!("again"));
+        let second = scope.context();
+        let get = |ctx: &MjValue| t.render_str("{{ steps.a.output }}", ctx, "f");
+        assert!(get(&before).is_err(), "a context never sees later outputs");
+        assert_eq!(get(&first).unwrap(), json!(1));
+        assert_eq!(get(&second).unwrap(), json!("again"));
+        // Enumerated in id order, as the BTreeMap it replaces did.
+        assert_eq!(
+            t.render_str("{{ steps | list }}", &second, "f").unwrap(),
+            json!(["a", "b"])
+        );
+        assert_eq!(
+            t.render_str("{{ steps | list }}", &before, "f").unwrap(),
+            json!([])
+        );
+        // A clone is independent.
+        let mut copy = scope.clone();
+        copy.set_output("c", &json!(3));
+        assert!(t
+            .render_str("{{ steps.c.output }}", &scope.context(), "f")
+            .is_err());
+    }
+
+    #[test]
+    fn a_runaway_loop_runs_out_of_fuel_and_a_normal_one_does_not() {
+        let nested = "{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}";
+        let e = render(nested, json!({})).unwrap_err();
+        assert!(e.to_string().contains("template ran out of fuel"), "{e}");
+        // One full range and a loop over a 10,000-item payload stay well inside the budget.
+        assert!(render("{% for i in range(100000) %}{% endfor %}ok", json!({})).is_ok());
+        let items: Vec<Value> = (0..10_000)
+            .map(|i| json!({"sku": format!("s{i}")}))
+            .collect();
+        let out = render(
+            "{% for x in input.items %}{{ x.sku }},{% endfor %}",
+            json!({"items": items}),
+        )
+        .unwrap();
+        assert!(out.as_str().unwrap().ends_with("s9999,"));
+    }
+
+    #[test]
+    fn built_values_are_capped_and_plain_paths_are_not() {
+        // Doubling a string: 2^21 bytes > 1 MiB of text.
+        let doubling = "{% set ns = namespace(s='x') %}{% for i in range(21) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
+        let e = render(doubling, json!({})).unwrap_err();
+        assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+        assert_eq!(e.field, "f");
+        // Just under the cap is fine.
+        let ok = "{% set ns = namespace(s='x') %}{% for i in range(19) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
+        assert_eq!(
+            render(ok, json!({})).unwrap().as_str().unwrap().len(),
+            1 << 19
+        );
+        // Whole values built by an expression: a string, an array.
+        let e = render("{{ 'x' * 2000000 }}", json!({})).unwrap_err();
+        assert!(e.to_string().contains("larger than"), "{e}");
+        assert!(
+            render("{{ range(100000) | list }}{{ '' }}", json!({})).is_ok(),
+            "the text of a 100,000-item list is under 1 MiB"
+        );
+        let e = render(
+            "{{ [input.s, input.s] }}",
+            json!({"s": "y".repeat(600_000)}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("larger than"), "{e}");
+        // A plain path passes data through unchanged, however large.
+        let big = "z".repeat(3 << 20);
+        assert_eq!(
+            render("{{ input.s }}", json!({"s": big.clone()})).unwrap(),
+            json!(big)
+        );
+        assert_eq!(
+            render("{{ input['s'] }}", json!({"s": big.clone()})).unwrap(),
+            json!(big)
+        );
+    }
+
+    #[test]
+    fn plain_paths_and_costly_templates() {
+        for p in [
+            "input",
+            "input.a.b",
+            "steps.x.output[\"k y\"]",
+            "input.items[0].sku",
+            " input._a ",
+        ] {
+            assert!(is_plain_path(p), "{p}");
+        }
+        for p in [
+            "input.a + 1",
+            "input.a | default(1)",
+            "input[x]",
+            "f()",
+            "input.",
+            "1",
+            "input['a]",
+        ] {
+            assert!(!is_plain_path(p), "{p}");
+        }
+        let t = Templates::new();
+        assert!(!t.is_costly(
+            &json!({"a": "plain", "b": "deal-{{ input.id }}", "c": ["{{ steps.s.output }}"]})
+        ));
+        assert!(t.is_costly(&json!({"a": ["{{ input.n + 1 }}"]})));
+        assert!(t.is_costly(&json!("{% if input.a %}x{% endif %}")));
+        assert!(t.is_costly(&json!("{{ input.a }}{{ input.b | upper }}")));
     }
 }

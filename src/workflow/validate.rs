@@ -4,7 +4,8 @@
 //! Checked: JSON syntax (line and column), unknown fields (top level, steps, edges, configs),
 //! ids, unknown kinds, each kind's config, template and expression syntax, duplicate ids,
 //! edges to unknown steps or ports, edges into a trigger, exactly one trigger, cycles and
-//! unreachable steps.
+//! unreachable steps, and URLs whose host is rendered from run data without the step's
+//! `allow_input_host` (`input_host`, SPEC §5: see [`crate::runtime::outbound`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -15,6 +16,7 @@ use serde_json::Value;
 use super::model::{Edge, Settings, StepDef, Workflow};
 use super::template::Templates;
 use super::{lint, Compiled, Problem, Severity};
+use crate::runtime::outbound::{host_source, HostSource};
 use crate::steps::{Registry, StepKind};
 
 const TOP_FIELDS: &[&str] = &[
@@ -362,6 +364,29 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
                 sid,
                 p.message.clone(),
             ));
+        }
+        // Outbound URLs whose host comes from run data need the step's opt-in (SPEC §5).
+        if config_problems.is_empty() {
+            for u in kind.outbound_urls(&s.config) {
+                if let (HostSource::Data(vars), false) =
+                    (host_source(&u.template), u.allow_input_host)
+                {
+                    problems.push(Problem::error(
+                        "input_host",
+                        format!("steps[{i}].config.{}", u.field),
+                        sid,
+                        format!(
+                            "the host of `{}` is rendered from run data ({}): whoever sends this \
+                             workflow an event would choose where Fluxo connects, including \
+                             services only this machine reaches (SSRF). Write the host, or take \
+                             it from env.*; or set allow_input_host: true, and then only public \
+                             addresses (and those in settings outbound_allow) are reached",
+                            u.template,
+                            vars.join(", ")
+                        ),
+                    ));
+                }
+            }
         }
         // Templates in rendered fields; expressions where the kind says so.
         let skip = kind.unrendered_fields();

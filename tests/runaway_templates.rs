@@ -1,0 +1,189 @@
+//! Runaway templates (SPEC §5, issue 13 item 5): fuel, the size of built values, rendering off
+//! the async threads and inside the run deadline.
+//!
+//! The server tests run on a **current-thread** runtime: the server, its workers and the test
+//! share one thread, so a render on the async threads would hold `/healthz` for its whole
+//! duration. They pass only because costly templates render on the blocking pool.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::server::{Setup, TestServer};
+use common::{compile, step, workflow, Harness};
+use fluxo::run::{RunRecord, RunStatus};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// A nested `range` loop: 10^10 iterations without fuel.
+const NESTED: &str =
+    "{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}";
+
+/// Within the fuel of one render (one full `range`), but slow in bulk.
+const ONE_RANGE: &str = "{% for i in range(100000) %}{% endfor %}x";
+
+fn one_transform(id: &str, timeout_s: u64, fields: Value) -> Value {
+    workflow(
+        id,
+        json!({"run_timeout_s": timeout_s}),
+        json!([
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": fields}}
+        ]),
+        json!([{"from": "start", "to": "shape"}]),
+    )
+}
+
+/// 400 fields of [`ONE_RANGE`]: about 100 ms each in a debug build, 8 ms in release, so the
+/// step renders for far longer than a 1 s deadline either way.
+fn slow_fields() -> Value {
+    Value::Object(
+        (0..400)
+            .map(|i| (format!("f{i}"), json!(ONE_RANGE)))
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn a_nested_range_loop_fails_its_step_with_out_of_fuel() {
+    let wf = compile(&one_transform("fuel", 50, json!({"loop": NESTED})));
+    let h = Harness::new();
+    let run = h.run(&wf, json!({})).await;
+    assert_eq!(run.status, RunStatus::Failed);
+    let err = step(&run, "shape").error.clone().expect("the step failed");
+    assert_eq!(err.code, "template_error");
+    assert!(
+        err.message.contains("template ran out of fuel"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("config.fields.loop"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn a_doubled_string_past_1_mib_fails_with_a_clear_error_and_the_record_stays_small() {
+    let doubling = "{% set ns = namespace(s='x') %}{% for i in range(26) %}\
+                    {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
+    let wf = compile(&one_transform("double", 50, json!({"big": doubling})));
+    let h = Harness::new();
+    let run = h.run(&wf, json!({})).await;
+    assert_eq!(run.status, RunStatus::Failed);
+    let err = step(&run, "shape").error.clone().unwrap();
+    assert_eq!(err.code, "template_error");
+    assert!(
+        err.message.contains("larger than 1048576 bytes"),
+        "{}",
+        err.message
+    );
+    assert!(serde_json::to_vec(&run).unwrap().len() < 64 * 1024);
+}
+
+#[tokio::test]
+async fn rendering_past_the_deadline_ends_the_run_timed_out() {
+    let wf = compile(&one_transform("slow", 1, slow_fields()));
+    let h = Harness::new();
+    let t0 = Instant::now();
+    let run = h.run(&wf, json!({})).await;
+    let took = t0.elapsed();
+    assert_eq!(run.status, RunStatus::TimedOut, "{:?}", run.error);
+    let err = run.error.clone().unwrap();
+    assert_eq!(err.code, "deadline_exceeded");
+    assert_eq!(err.step, "shape");
+    assert!(err.message.contains("rendering"), "{}", err.message);
+    assert!(took < Duration::from_secs(5), "ended {took:?} after start");
+}
+
+#[tokio::test]
+async fn a_compensation_after_the_deadline_still_renders() {
+    // The slow step times out; the error branch's transform (a costly template) still runs.
+    let wf = compile(&workflow(
+        "comp",
+        json!({"run_timeout_s": 1}),
+        json!([
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": slow_fields()}},
+            {"id": "undo", "kind": "transform",
+             "config": {"fields": {"why": "{{ error.code | upper }}"}}}
+        ]),
+        json!([{"from": "start", "to": "shape"}, {"from": "shape", "port": "error", "to": "undo"}]),
+    ));
+    let h = Harness::new();
+    let run = h.run(&wf, json!({})).await;
+    assert_eq!(
+        step(&run, "undo").output,
+        Some(json!({"why": "DEADLINE_EXCEEDED"}))
+    );
+}
+
+/// Start a run of `wf` asynchronously; poll `/healthz` every 10 ms until the run is final.
+/// Answers the run and the slowest `/healthz`.
+async fn run_while_probing_healthz(s: &TestServer, wf: &str) -> (RunRecord, Duration) {
+    let a = s
+        .api(
+            Method::POST,
+            &format!("/workflows/{wf}/runs"),
+            &[("prefer", "respond-async")],
+            Some(r#"{"input": {}}"#),
+        )
+        .await;
+    assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+    let id = a.json()["id"].as_str().unwrap().to_string();
+    let mut slowest = Duration::ZERO;
+    let mut probes = 0;
+    let started = Instant::now();
+    loop {
+        let t0 = Instant::now();
+        let h = s.send(Method::GET, "/healthz", &[], None).await;
+        let took = t0.elapsed();
+        assert_eq!(h.status.as_u16(), 200);
+        slowest = slowest.max(took);
+        probes += 1;
+        if let Some(r) = s.store.get_run(&id).unwrap() {
+            if r.status.is_final() {
+                assert!(probes >= 3, "the run ended before /healthz was measured");
+                return (r, slowest);
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn over_http_a_runaway_template_never_stalls_healthz_and_never_succeeds() {
+    let s = Setup::new()
+        .workflow(one_transform(
+            "runaway",
+            2,
+            json!({"a": NESTED, "b": NESTED}),
+        ))
+        .workflow(one_transform("slow", 1, slow_fields()))
+        .start()
+        .await;
+    let (run, slowest) = run_while_probing_healthz(&s, "runaway").await;
+    assert_eq!(run.status, RunStatus::Failed, "{:?}", run.error);
+    assert!(run
+        .error
+        .as_ref()
+        .unwrap()
+        .message
+        .contains("template ran out of fuel"));
+    assert!(
+        slowest < Duration::from_millis(100),
+        "/healthz took {slowest:?}"
+    );
+
+    let (run, slowest) = run_while_probing_healthz(&s, "slow").await;
+    assert_eq!(run.status, RunStatus::TimedOut, "{:?}", run.error);
+    assert!(
+        slowest < Duration::from_millis(100),
+        "/healthz took {slowest:?}"
+    );
+}
