@@ -459,8 +459,14 @@ fn render_text(
     }
 }
 
-/// Check `X-Fluxo-Signature: t=<unix>,v1=<hex>` = HMAC-SHA256(secret, `"<t>.<body>"`) within
-/// ±5 minutes of `now_s`. Several `v1=` values are accepted (secret rotation).
+/// Check `X-Fluxo-Signature: t=<unix seconds>,v1=<hex>` = HMAC-SHA256(secret, `"<t>.<body>"`)
+/// within ±[`SIGNATURE_TOLERANCE_S`] (300 s) of `now_s` (unix seconds). Several `v1=` values are
+/// accepted (secret rotation); other `key=value` parts are ignored (future schemes).
+///
+/// Every failure is `401 invalid_signature`, never a panic: `t` must be given once, as 1–19
+/// ASCII digits (a non-negative `i64`; no sign, no spaces), and the distance to `now_s` is
+/// computed with [`i64::abs_diff`], which cannot overflow whatever both values are (a
+/// `t=-9223372036854775808` once overflowed `now_s - t`).
 pub fn verify_signature(
     headers: &HeaderMap,
     body: &[u8],
@@ -474,27 +480,38 @@ pub fn verify_signature(
             why.to_string(),
         )
     };
-    let header = headers
-        .get(SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok())
+    let mut values = headers.get_all(SIGNATURE_HEADER).iter();
+    let header = values
+        .next()
         .ok_or_else(|| unauthorized("missing X-Fluxo-Signature header"))?;
-    let mut t: Option<i64> = None;
+    if values.next().is_some() {
+        return Err(unauthorized("X-Fluxo-Signature appears more than once"));
+    }
+    let header = header.to_str().map_err(|_| {
+        unauthorized("X-Fluxo-Signature contains a character outside visible ASCII")
+    })?;
+    let mut t: Option<&str> = None;
     let mut sigs = Vec::new();
     for part in header.split(',') {
         match part.trim().split_once('=') {
-            Some(("t", v)) => t = v.parse().ok(),
-            Some(("v1", v)) => sigs.push(v.to_string()),
+            Some(("t", _)) if t.is_some() => {
+                return Err(unauthorized("X-Fluxo-Signature has more than one t="));
+            }
+            Some(("t", v)) => t = Some(v),
+            Some(("v1", v)) => sigs.push(v),
             _ => {}
         }
     }
-    let t = t.ok_or_else(|| unauthorized("X-Fluxo-Signature has no valid t=<unix seconds>"))?;
-    if (now_s - t).abs() > SIGNATURE_TOLERANCE_S {
+    let t = t
+        .and_then(parse_unix_seconds)
+        .ok_or_else(|| unauthorized("X-Fluxo-Signature has no valid t=<unix seconds>"))?;
+    if now_s.abs_diff(t) > SIGNATURE_TOLERANCE_S.unsigned_abs() {
         return Err(unauthorized(
             "X-Fluxo-Signature timestamp is outside the 5-minute tolerance",
         ));
     }
     for sig in sigs {
-        let Ok(bytes) = hex::decode(&sig) else {
+        let Ok(bytes) = hex::decode(sig) else {
             continue;
         };
         let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
@@ -507,6 +524,14 @@ pub fn verify_signature(
         }
     }
     Err(unauthorized("X-Fluxo-Signature does not match the body"))
+}
+
+/// Unix seconds as the signature's `t=` carries them: 1–19 ASCII digits that fit an `i64`.
+fn parse_unix_seconds(v: &str) -> Option<i64> {
+    if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse::<i64>().ok()
 }
 
 /// Compute a signature header value (for senders and tests).
