@@ -6,9 +6,10 @@
 
 mod common;
 
-use common::server::{hook_workflow, Setup};
+use common::server::{hook_workflow, Setup, TOKEN};
 use fluxo::clock::Clock;
 use fluxo::server::hooks::sign;
+use reqwest::Method;
 use serde_json::json;
 
 // ---------------------------------------------------------------------------------------------
@@ -57,4 +58,39 @@ async fn extreme_signature_timestamps_are_401_not_a_panic() {
         .hook_with("signed", &[("x-fluxo-signature", good.as_bytes())], body)
         .await;
     assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bearer scheme
+// ---------------------------------------------------------------------------------------------
+
+/// The auth scheme is case-insensitive (RFC 9110 §11.1): `BEARER`, `bearer` and `Bearer` with
+/// the right token pass; the token itself is exact; another scheme is 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let s = Setup::new().start().await;
+    for scheme in ["BEARER", "bearer", "Bearer", "bEaReR"] {
+        let auth = format!("{scheme} {TOKEN}");
+        let a = s
+            .send(
+                Method::GET,
+                "/api/v1/workflows",
+                &[("authorization", auth.as_bytes())],
+                None,
+            )
+            .await;
+        assert_eq!(a.status.as_u16(), 200, "{scheme}: {}", a.text);
+    }
+    let upper = format!("Bearer {}", TOKEN.to_uppercase());
+    let basic = format!("Basic {TOKEN}");
+    for auth in [upper, basic] {
+        s.send(
+            Method::GET,
+            "/api/v1/workflows",
+            &[("authorization", auth.as_bytes())],
+            None,
+        )
+        .await
+        .problem(401, "unauthorized");
+    }
 }
