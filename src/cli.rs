@@ -581,6 +581,10 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
                     )))
                 }
             };
+            if let Some(c) = &a.cursor {
+                crate::store::check_cursor(c)
+                    .map_err(|why| CliError::bad_input(format!("--cursor: `{c}`: {why}")))?;
+            }
             let q = RunQuery {
                 workflow: a.workflow,
                 status,

@@ -265,6 +265,15 @@ fn bad_input_exits_2_and_writes_nothing() {
             ],
             "--status",
         ),
+        (
+            vec![
+                "runs".into(),
+                "list".into(),
+                "--cursor".into(),
+                "garbage".into(),
+            ],
+            "--cursor",
+        ),
         (vec!["frobnicate".into()], "unrecognized subcommand"),
     ];
     for (args, needle) in cases {

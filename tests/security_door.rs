@@ -94,3 +94,55 @@ async fn the_bearer_scheme_is_case_insensitive() {
         .problem(401, "unauthorized");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Run history cursor
+// ---------------------------------------------------------------------------------------------
+
+/// A `cursor` that is neither a `next_cursor` nor a run id is `400 invalid_cursor` (it used to
+/// answer 200 with an empty list); real cursors and run ids still page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unparsable_cursor_is_400() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .start()
+        .await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let a = s.hook("wf1", Some(&format!("k{i}")), b"{}").await;
+        assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+        ids.push(a.json()["run_id"].as_str().unwrap().to_string());
+    }
+    for bad in [
+        "garbage",
+        "123:abc",
+        "abc:0190f7e4-1c2b-7d3e-8f00-1a2b3c4d5e6f",
+        "-5:0190f7e4-1c2b-7d3e-8f00-1a2b3c4d5e6f",
+        "99999999999999999999:0190f7e4-1c2b-7d3e-8f00-1a2b3c4d5e6f",
+        "0190f7e41c2b7d3e8f001a2b3c4d5e6f",
+        "%00",
+    ] {
+        let a = s
+            .api(Method::GET, &format!("/runs?cursor={bad}"), &[], None)
+            .await;
+        let doc = a.problem(400, "invalid_cursor");
+        assert!(
+            doc["detail"].as_str().unwrap().contains("`cursor`"),
+            "{doc}"
+        );
+    }
+    // A page's own cursor pages on; a run id lists what is older than that run.
+    let p1 = s.get_json("/runs?limit=1").await;
+    let c = p1["next_cursor"]
+        .as_str()
+        .expect("a next cursor")
+        .to_string();
+    let p2 = s.get_json(&format!("/runs?limit=5&cursor={c}")).await;
+    assert_eq!(p2["runs"].as_array().unwrap().len(), 2);
+    let newest = p1["runs"][0]["id"].as_str().unwrap();
+    let by_id = s.get_json(&format!("/runs?limit=5&cursor={newest}")).await;
+    assert_eq!(by_id["runs"], p2["runs"]);
+    // An empty cursor is no cursor.
+    let all = s.get_json("/runs?cursor=").await;
+    assert_eq!(all["runs"].as_array().unwrap().len(), 3);
+}

@@ -229,6 +229,37 @@ pub struct RunQuery {
     pub cursor: Option<String>,
 }
 
+/// Check a listing cursor as clients send it (`GET /api/v1/runs?cursor=`, `fluxo runs list
+/// --cursor`, the app's history): the `next_cursor` of a page, `<created_at unix ms>:<run id>`
+/// (1–19 ASCII digits, a colon, a run id), or a bare run id; a run id is a UUID in its
+/// canonical hyphenated form (36 characters), which is what the engine mints. Anything else is
+/// refused with the reason, so a mistyped cursor is an error (`400 invalid_cursor`), not a
+/// silently empty page. (The backends themselves accept any text, for tests and tools.)
+pub fn check_cursor(cursor: &str) -> Result<(), String> {
+    fn run_id(id: &str) -> bool {
+        id.len() == 36 && uuid::Uuid::try_parse(id).is_ok()
+    }
+    match cursor.split_once(':') {
+        Some((ms, id)) => {
+            let ms_ok = !ms.is_empty()
+                && ms.len() <= 19
+                && ms.bytes().all(|b| b.is_ascii_digit())
+                && ms.parse::<i64>().is_ok();
+            if !ms_ok {
+                return Err("the part before the colon is not a time in unix milliseconds".into());
+            }
+            if !run_id(id) {
+                return Err("the part after the colon is not a run id".into());
+            }
+            Ok(())
+        }
+        None if run_id(cursor) => Ok(()),
+        None => {
+            Err("it is neither a `next_cursor` (`<unix ms>:<run id>`) nor a run id".to_string())
+        }
+    }
+}
+
 /// Most run summaries one [`RunStore::list_runs`] call examines when its filters are not
 /// covered by an index (e.g. `mode` + `trigger`): past it the page is returned short (possibly
 /// empty) with a `next_cursor`, so no request scans the whole history.
