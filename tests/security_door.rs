@@ -146,3 +146,127 @@ async fn an_unparsable_cursor_is_400() {
     let all = s.get_json("/runs?cursor=").await;
     assert_eq!(all["runs"].as_array().unwrap().len(), 3);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Memory namespaces and keys
+// ---------------------------------------------------------------------------------------------
+
+/// A NUL or another control character in a namespace is `400 invalid_namespace` (it used to
+/// reach the store and come back `503` with `Retry-After`, so clients retried forever); a
+/// namespace over 128 bytes too; a key over 1024 bytes is `400 key_too_long`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_memory_names_are_400_not_503() {
+    let s = Setup::new().start().await;
+    let long_ns = "n".repeat(129);
+    let long_key = "k".repeat(1025);
+    let cases = [
+        (
+            Method::GET,
+            "/memory/a%00b".to_string(),
+            "invalid_namespace",
+        ),
+        (
+            Method::GET,
+            "/memory/a%00b/k".to_string(),
+            "invalid_namespace",
+        ),
+        (
+            Method::DELETE,
+            "/memory/a%00b/k".to_string(),
+            "invalid_namespace",
+        ),
+        (
+            Method::GET,
+            "/memory/a%0Ab/k".to_string(),
+            "invalid_namespace",
+        ),
+        (
+            Method::GET,
+            "/memory/a%7Fb".to_string(),
+            "invalid_namespace",
+        ),
+        (
+            Method::GET,
+            format!("/memory/{long_ns}"),
+            "invalid_namespace",
+        ),
+        (
+            Method::GET,
+            format!("/memory/ns/{long_key}"),
+            "key_too_long",
+        ),
+        (
+            Method::DELETE,
+            format!("/memory/ns/{long_key}"),
+            "key_too_long",
+        ),
+    ];
+    for (method, path, code) in cases {
+        let a = s.api(method.clone(), &path, &[], None).await;
+        let doc = a.problem(400, code);
+        assert!(a.header("retry-after").is_none(), "{method} {path}");
+        let detail = doc["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("namespace:") || detail.starts_with("key:"),
+            "{detail}"
+        );
+    }
+    // At the limits: fine (404, nothing there).
+    let ns = "n".repeat(128);
+    let key = "k".repeat(1024);
+    s.api(Method::GET, &format!("/memory/{ns}/{key}"), &[], None)
+        .await
+        .problem(404, "key_not_found");
+}
+
+/// A Memory key or namespace rendered from the payload is checked once rendered: a 2,000-byte
+/// key fails the step with `key_too_long`, a NUL in a rendered namespace with
+/// `invalid_namespace`, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_names_rendered_from_input_are_capped() {
+    let wf = json!({
+        "id": "claims", "name": "claims", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "seen", "kind": "memory",
+             "config": {"operation": "write", "namespace": "t-{{ input.tenant }}",
+                        "key": "{{ input.id }}", "allow_overwrite": false}}
+        ],
+        "edges": [{"from": "hook", "to": "seen"}]
+    });
+    let s = Setup::new().workflow(wf).start().await;
+    let cases = [
+        (
+            json!({"tenant": "a", "id": "x".repeat(2000)}),
+            "key_too_long",
+            "2000 bytes",
+        ),
+        (
+            json!({"tenant": "a\u{0}b", "id": "evt_1"}),
+            "invalid_namespace",
+            "control character",
+        ),
+        (
+            json!({"tenant": "a".repeat(200), "id": "evt_1"}),
+            "invalid_namespace",
+            "202 bytes",
+        ),
+    ];
+    for (body, code, says) in cases {
+        let a = s.hook("claims", None, body.to_string().as_bytes()).await;
+        assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+        let run = s.wait_final(a.json()["run_id"].as_str().unwrap()).await;
+        assert_eq!(run.status, fluxo::run::RunStatus::Failed);
+        let err = run.steps[1].error.as_ref().expect("the memory step failed");
+        assert_eq!(err.code, code, "{err:?}");
+        assert!(err.message.contains(says), "{}", err.message);
+        assert!(
+            err.message.len() < 300,
+            "the message does not echo the value"
+        );
+    }
+    assert!(
+        s.store.namespaces().unwrap().is_empty(),
+        "nothing was written"
+    );
+}

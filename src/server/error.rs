@@ -79,10 +79,21 @@ impl ApiError {
             ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
         }
     }
-    /// A store failure: logged in full, answered as a retryable 503.
+    /// A store failure: logged in full, answered as a retryable 503; an input the store
+    /// refused ([`crate::store::StoreError::Invalid`]) is the client's `400 invalid_input`
+    /// instead (a 503 with `Retry-After` would make clients send it again forever). The API
+    /// checks its inputs before the store does, with more precise codes; this is the backstop.
     pub fn store(e: crate::store::StoreError) -> Self {
+        if !e.is_transient() {
+            return Self::bad_request("invalid_input", e.to_string());
+        }
         tracing::error!(error = %e, "store failure");
         Self::unavailable("the store could not complete the request; retry later", 1)
+    }
+    /// `400` for a Memory namespace or key that breaks its rule (`invalid_namespace`,
+    /// `empty_key`, `key_too_long`), naming where it came from.
+    pub fn memory_name(where_: &str, e: crate::store::MemoryNameError) -> Self {
+        Self::bad_request(e.code(), format!("{where_}: {e}"))
     }
     /// Attach extra members.
     pub fn with_extra(mut self, extra: Value) -> Self {
