@@ -855,18 +855,35 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         println!("  warning: workflow `{id}` does not validate; it will not run until fixed");
     }
     println!("  data dir:  {}", dir.display());
-    match source {
-        auth::TokenSource::Generated => println!(
-            "  API token (generated, saved in {}/token; shown once): {token}",
-            dir.display()
-        ),
-        auth::TokenSource::File => println!("  API token: in {}/token", dir.display()),
-        auth::TokenSource::Given => println!("  API token: as given"),
-    }
+    let token_file = dir.join("token");
+    // The token is shown once, when this start generated it (as Jupyter and n8n show a new
+    // token's URL): a token read from the file or given by --token/FLUXO_TOKEN is never
+    // printed again, since stdout often ends in a log or a journal; the lines say where it is.
+    let shown = match source {
+        auth::TokenSource::Generated => {
+            println!(
+                "  API token: generated, saved in {} (mode 0600); shown this once",
+                token_file.display()
+            );
+            true
+        }
+        auth::TokenSource::File => {
+            println!("  API token: in {}", token_file.display());
+            false
+        }
+        auth::TokenSource::Given => {
+            println!("  API token: as given (--token / FLUXO_TOKEN)");
+            false
+        }
+    };
     match &ui_dir {
         // Like Jupyter's tokenised URL: the fragment never reaches the server's logs; the UI
         // keeps the token and removes it from the address bar.
-        Some(_) => println!("  browser UI: {}/#token={token}", running.url()),
+        Some(_) if shown => println!("  browser UI: {}/#token={token}", running.url()),
+        Some(_) => println!(
+            "  browser UI: {}/ (append #token=<API token>, or paste it when asked)",
+            running.url()
+        ),
         None => println!("  browser UI: not built (make ui)"),
     }
     println!("  webhooks:  POST {}/hooks/<workflow_id>", running.url());
