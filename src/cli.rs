@@ -116,6 +116,17 @@ pub struct ServeArgs {
     /// interrupted for a person to resume.
     #[arg(long, value_enum, default_value_t = RecoverArg::ResumeSafe)]
     pub recover: RecoverArg,
+    /// Seconds a client may take to send a request's headers (also the keep-alive idle
+    /// time); then the connection is closed.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_s: u64,
+    /// Seconds a request body may stall between two chunks; then 408 and the connection is
+    /// closed.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_s: u64,
+    /// Most connections open at once; more wait to be accepted.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
 }
 
 /// `--recover`.
@@ -832,6 +843,11 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         ui_dir: ui_dir.clone(),
         data_dir: Some(dir.clone()),
         recover: a.recover.into(),
+        limits: crate::server::listen::ConnLimits {
+            header_read_timeout: std::time::Duration::from_secs(a.header_timeout_s),
+            body_read_timeout: std::time::Duration::from_secs(a.body_timeout_s),
+            max_connections: a.max_connections,
+        },
     };
     let listener = tokio::net::TcpListener::bind(a.addr)
         .await

@@ -6,11 +6,33 @@
 
 mod common;
 
-use common::server::{hook_workflow, Setup, TOKEN};
+use std::time::{Duration, Instant};
+
+use common::server::{hook_workflow, Setup, TestServer, TOKEN};
 use fluxo::clock::Clock;
 use fluxo::server::hooks::sign;
 use reqwest::Method;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A new connection to the server with `bytes` sent on it.
+async fn connect_and_send(s: &TestServer, bytes: &[u8]) -> TcpStream {
+    let mut c = TcpStream::connect(s.running().addr).await.unwrap();
+    c.write_all(bytes).await.unwrap();
+    c
+}
+
+/// Everything the server sends until it closes the connection; panics if it is still open
+/// after `within`.
+async fn read_until_closed(c: &mut TcpStream, within: Duration) -> String {
+    let mut out = Vec::new();
+    tokio::time::timeout(within, c.read_to_end(&mut out))
+        .await
+        .expect("the server closed the connection in time")
+        .ok();
+    String::from_utf8_lossy(&out).into_owned()
+}
 
 // ---------------------------------------------------------------------------------------------
 // Signatures: checked arithmetic
@@ -269,4 +291,111 @@ async fn memory_names_rendered_from_input_are_capped() {
         s.store.namespaces().unwrap().is_empty(),
         "nothing was written"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slow clients
+// ---------------------------------------------------------------------------------------------
+
+fn short_timeouts(o: &mut fluxo::server::ServerOptions) {
+    o.limits.header_read_timeout = Duration::from_millis(300);
+    o.limits.body_read_timeout = Duration::from_millis(300);
+}
+
+/// Clients that never finish their headers (40 at once, as the probe's 300 did), or send
+/// nothing at all, are disconnected after the header read timeout, without an answer; the
+/// server keeps answering others meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_headers_are_dropped() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .options(short_timeouts)
+        .start()
+        .await;
+    let host = s.running().addr.to_string();
+    let started = Instant::now();
+    let mut conns = Vec::new();
+    for i in 0..40 {
+        let partial = if i % 2 == 0 {
+            format!("POST /hooks/wf1 HTTP/1.1\r\nHost: {host}\r\nContent-Ty")
+        } else {
+            String::new()
+        };
+        conns.push(connect_and_send(&s, partial.as_bytes()).await);
+    }
+    let health = s.send(Method::GET, "/healthz", &[], None).await;
+    assert_eq!(health.status.as_u16(), 200);
+    for c in &mut conns {
+        let got = read_until_closed(c, Duration::from_secs(10)).await;
+        assert!(
+            !got.contains("202"),
+            "a half-sent request was served: {got}"
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "not before the timeout"
+    );
+    assert!(s.runs_of("wf1").is_empty());
+}
+
+/// A body that stops arriving is answered `408 request_timeout` with `Connection: close`, the
+/// connection is closed, and no run starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_bodies_are_dropped() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .options(short_timeouts)
+        .start()
+        .await;
+    let host = s.running().addr.to_string();
+    let head = format!(
+        "POST /hooks/wf1 HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Idempotency-Key: slow-1\r\nContent-Length: 100\r\n\r\n{{\"id\": \"slo"
+    );
+    let mut c = connect_and_send(&s, head.as_bytes()).await;
+    let got = read_until_closed(&mut c, Duration::from_secs(10)).await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(
+        got.to_ascii_lowercase().contains("connection: close"),
+        "{got}"
+    );
+    assert!(got.contains("request_timeout"), "{got}");
+    assert!(s.runs_of("wf1").is_empty());
+    // The key was not burnt: the whole delivery is accepted.
+    let a = s.hook("wf1", Some("slow-1"), b"{}").await;
+    assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+}
+
+/// Connections are bounded: with `max_connections = 1` and one slow client connected, the
+/// next request waits to be accepted (it is not served), and is served once the slow client
+/// goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_bounded() {
+    let s = Setup::new()
+        .options(|o| o.limits.max_connections = 1)
+        .start()
+        .await;
+    let host = s.running().addr.to_string();
+    let slow = connect_and_send(
+        &s,
+        format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\n").as_bytes(),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let url = format!("{}/healthz", s.url);
+    let client = s.client.clone();
+    let waiting = tokio::spawn(async move { client.get(url).send().await.map(|r| r.status()) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a second connection was served while the bound was reached"
+    );
+    drop(slow);
+    let status = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("served once the slot is free")
+        .unwrap()
+        .expect("answered");
+    assert_eq!(status.as_u16(), 200);
 }

@@ -47,6 +47,9 @@ pub struct ApiError {
     pub extra: Option<Value>,
     /// `Retry-After` seconds, for 503/429.
     pub retry_after_s: Option<u64>,
+    /// Answer with `Connection: close` (the request was not read to its end, e.g. a stalled
+    /// body: the connection cannot carry another request).
+    pub close: bool,
 }
 
 impl ApiError {
@@ -58,6 +61,7 @@ impl ApiError {
             detail: detail.into(),
             extra: None,
             retry_after_s: None,
+            close: false,
         }
     }
     /// 400.
@@ -94,6 +98,11 @@ impl ApiError {
     /// `empty_key`, `key_too_long`), naming where it came from.
     pub fn memory_name(where_: &str, e: crate::store::MemoryNameError) -> Self {
         Self::bad_request(e.code(), format!("{where_}: {e}"))
+    }
+    /// Close the connection after this answer (`Connection: close`).
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
     }
     /// Attach extra members.
     pub fn with_extra(mut self, extra: Value) -> Self {
@@ -138,6 +147,10 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.close {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if let Some(s) = self.retry_after_s {
             if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);

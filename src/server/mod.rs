@@ -8,6 +8,8 @@
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
 //! * [`queue`]: the worker pool and crash recovery.
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
+//! * [`listen`]: the connection layer: HTTP/1.1 with header and body read timeouts and a
+//!   bound on open connections.
 //! * [`openapi`]: the OpenAPI 3.1 document, built from the same routes as the router.
 
 // Handlers return `ApiResult<T>`; `ApiError` is large (a problem document in the making) but
@@ -19,6 +21,7 @@ pub mod auth;
 pub mod error;
 pub mod hooks;
 pub mod idempotency;
+pub mod listen;
 pub mod openapi;
 pub mod queue;
 pub mod runs;
@@ -36,6 +39,7 @@ use tokio::sync::watch;
 use tower_http::request_id::{
     MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
 };
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -64,6 +68,8 @@ pub struct ServerOptions {
     /// What start-up does with runs a dead process left `running` (`--recover`; default:
     /// resume those whose in-flight step is safe to repeat).
     pub recover: crate::runtime::RecoverPolicy,
+    /// Slow-client timeouts and the connection bound ([`listen::ConnLimits`]).
+    pub limits: listen::ConnLimits,
 }
 
 impl Default for ServerOptions {
@@ -75,6 +81,7 @@ impl Default for ServerOptions {
             ui_dir: None,
             data_dir: None,
             recover: crate::runtime::RecoverPolicy::default(),
+            limits: listen::ConnLimits::default(),
         }
     }
 }
@@ -218,6 +225,11 @@ pub fn router(state: AppState) -> Router {
     let mut app = public
         .nest("/api/v1", api)
         .layer(DefaultBodyLimit::max(limit))
+        // A body that stalls longer than this between two chunks ends its request (408, see
+        // `runs::body_bytes`); the header timeout and the connection bound are in `listen`.
+        .layer(RequestBodyTimeoutLayer::new(
+            state.options().limits.body_read_timeout,
+        ))
         // Read bottom-up (the last layer is the outermost): take the client's `X-Request-Id`
         // or make one (UUID v4), open the request's span with it, echo it on the answer (tower-http's layers: no boxing
         // per request, unlike a `from_fn` middleware, which cost ~14% of duplicate throughput).
@@ -310,14 +322,10 @@ pub async fn start(
     );
     let maintenance = queue::spawn_maintenance(state.clone(), shutdown_rx.clone());
     let app = router(state.clone());
-    let mut rx = shutdown_rx.clone();
+    let limits = options.limits;
+    let rx = shutdown_rx.clone();
     let task = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = rx.wait_for(|s| *s).await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "server stopped with an error");
-        }
+        listen::serve(listener, app, limits, rx).await;
         for w in workers {
             let _ = w.await;
         }

@@ -49,11 +49,20 @@ pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult
     parse_json(&bytes)
 }
 
-/// A request body within `limit` bytes: over it `413 payload_too_large`, unreadable `400
+/// A request body within `limit` bytes: over it `413 payload_too_large`; a body that stalled
+/// past the body read timeout ([`super::listen::ConnLimits::body_read_timeout`]) `408
+/// request_timeout` (RFC 9110 §15.5.9; the connection is closed); otherwise unreadable `400
 /// bad_body`.
 pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
     body.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if timed_out(&rej) {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body stalled: no data came within the body read timeout",
+            )
+            .closing()
+        } else if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
@@ -63,6 +72,18 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResul
             ApiError::bad_request("bad_body", rej.body_text())
         }
     })
+}
+
+/// Whether a body failed because tower-http's body timeout fired (anywhere in its sources).
+fn timed_out(rej: &BytesRejection) -> bool {
+    let mut e: Option<&(dyn std::error::Error + 'static)> = Some(rej);
+    while let Some(err) = e {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        e = err.source();
+    }
+    false
 }
 
 /// JSON, or `400 invalid_json` naming the line and column.
