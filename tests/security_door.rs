@@ -399,3 +399,188 @@ async fn connections_are_bounded() {
         .expect("answered");
     assert_eq!(status.as_u16(), 200);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Host allowlist (DNS rebinding)
+// ---------------------------------------------------------------------------------------------
+
+/// Every route (API, webhooks, the UI, unknown paths) refuses a `Host` that is not one of the
+/// server's names with `421 misdirected_request`; the bound address, `localhost`, `127.0.0.1`
+/// and `[::1]` with the bound port pass; a missing or doubled `Host` is `400 invalid_host`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_that_are_not_ours_are_421_on_every_route() {
+    let ui = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ui.path().join("index.html"),
+        "<!doctype html><title>Fluxo</title>",
+    )
+    .unwrap();
+    let ui_dir = ui.path().to_path_buf();
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .options(move |o| o.ui_dir = Some(ui_dir))
+        .start()
+        .await;
+    let port = s.running().addr.port();
+    let auth = format!("Bearer {TOKEN}");
+    let get = |path: &'static str, host: String| {
+        let auth = auth.clone();
+        let s = &s;
+        async move {
+            s.send(
+                Method::GET,
+                path,
+                &[
+                    ("host", host.as_bytes()),
+                    ("authorization", auth.as_bytes()),
+                ],
+                None,
+            )
+            .await
+        }
+    };
+    for host in [
+        format!("evil.example:{port}"),
+        "evil.example".to_string(),
+        "localhost".to_string(),
+        format!("localhost:{}", port.wrapping_add(1)),
+        format!("127.0.0.2:{port}"),
+        format!("10.0.0.1:{port}"),
+        format!("localhost.evil.example:{port}"),
+    ] {
+        for path in [
+            "/api/v1/workflows",
+            "/healthz",
+            "/",
+            "/index.html",
+            "/nope/nothing",
+        ] {
+            let a = get(path, host.clone()).await;
+            let doc = a.problem(421, "misdirected_request");
+            assert!(
+                doc["detail"].as_str().unwrap().contains("allowed_hosts"),
+                "{doc}"
+            );
+        }
+        let a = s
+            .hook_with(
+                "wf1",
+                &[("host", host.as_bytes()), ("idempotency-key", b"h1")],
+                b"{}",
+            )
+            .await;
+        a.problem(421, "misdirected_request");
+    }
+    assert!(
+        s.runs_of("wf1").is_empty(),
+        "a refused delivery starts nothing"
+    );
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST.:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        assert_eq!(
+            get("/api/v1/workflows", host.clone()).await.status.as_u16(),
+            200,
+            "{host}"
+        );
+        assert_eq!(get("/", host.clone()).await.status.as_u16(), 200, "{host}");
+    }
+    // RFC 9112 §3.2: no Host, two Hosts or a malformed one → 400.
+    let bad_requests = [
+        "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n".to_string(),
+        format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"),
+        "GET /healthz HTTP/1.1\r\nHost: user@127.0.0.1\r\nConnection: close\r\n\r\n".to_string(),
+    ];
+    for req in bad_requests {
+        let mut c = connect_and_send(&s, req.as_bytes()).await;
+        let got = read_until_closed(&mut c, Duration::from_secs(10)).await;
+        assert!(got.starts_with("HTTP/1.1 400"), "{req:?}: {got}");
+        assert!(got.contains("invalid_host"), "{got}");
+    }
+    // The request-target's authority wins over Host (RFC 9112 §3.2.2).
+    let req = format!(
+        "GET http://evil.example:{port}/healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    );
+    let mut c = connect_and_send(&s, req.as_bytes()).await;
+    let got = read_until_closed(&mut c, Duration::from_secs(10)).await;
+    assert!(got.starts_with("HTTP/1.1 421"), "{got}");
+}
+
+/// Names in the settings' `allowed_hosts` are answered (a bare name on any port, `name:port`
+/// on that port only), from the moment the settings are saved; a bad entry is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_hosts_from_the_settings() {
+    let s = Setup::new().start().await;
+    let health = |host: &'static str| {
+        let s = &s;
+        async move {
+            s.send(Method::GET, "/healthz", &[("host", host.as_bytes())], None)
+                .await
+                .status
+                .as_u16()
+        }
+    };
+    assert_eq!(health("fluxo.example.com").await, 421);
+    let put = s
+        .api(
+            Method::PUT,
+            "/settings",
+            &[],
+            Some(r#"{"env": {}, "allowed_hosts": ["Fluxo.Example.com", "tunnel.example:443"]}"#),
+        )
+        .await;
+    assert_eq!(put.status.as_u16(), 200, "{}", put.text);
+    assert_eq!(
+        put.json()["settings"]["allowed_hosts"],
+        json!(["Fluxo.Example.com", "tunnel.example:443"])
+    );
+    assert_eq!(health("fluxo.example.com").await, 200);
+    assert_eq!(health("fluxo.example.com:8443").await, 200);
+    assert_eq!(health("tunnel.example:443").await, 200);
+    assert_eq!(health("tunnel.example").await, 421);
+    assert_eq!(health("evil.example").await, 421);
+    let bad = s
+        .api(
+            Method::PUT,
+            "/settings",
+            &[],
+            Some(r#"{"env": {}, "allowed_hosts": ["ok.example", "https://fluxo.example.com/"]}"#),
+        )
+        .await;
+    let doc = bad.problem(400, "invalid_settings");
+    assert!(
+        doc["detail"].as_str().unwrap().contains("allowed_hosts[1]"),
+        "{doc}"
+    );
+    assert_eq!(
+        health("fluxo.example.com").await,
+        200,
+        "the refused save changed nothing"
+    );
+}
+
+/// The OpenAPI document says so: every operation may answer 421.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_documents_421() {
+    let s = Setup::new().start().await;
+    let doc: serde_json::Value = s
+        .send(Method::GET, "/api/v1/openapi.json", &[], None)
+        .await
+        .json();
+    let mut n = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            assert!(
+                op["responses"]["421"]["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("misdirected_request")),
+                "{method} {path}"
+            );
+            n += 1;
+        }
+    }
+    assert!(n > 20);
+}

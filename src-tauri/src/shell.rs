@@ -113,7 +113,7 @@ mod tests {
     async fn post(addr: std::net::SocketAddr, path: &str, key: &str, body: &str) -> String {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
              Idempotency-Key: {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );

@@ -7,6 +7,7 @@
 //! * [`api`]: workflows CRUD, validate, dry-run, memory, step kinds, events (SSE), health.
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
 //! * [`queue`]: the worker pool and crash recovery.
+//! * [`door`]: what every request must show before a handler runs (the `Host` allowlist).
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
 //! * [`listen`]: the connection layer: HTTP/1.1 with header and body read timeouts and a
 //!   bound on open connections.
@@ -18,6 +19,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod door;
 pub mod error;
 pub mod hooks;
 pub mod idempotency;
@@ -91,6 +93,8 @@ impl Default for ServerOptions {
 pub struct AppState(Arc<Inner>);
 
 struct Inner {
+    /// The bound address (the listener's).
+    addr: SocketAddr,
     engine: Engine,
     workflows: WorkflowDir,
     token: RwLock<String>,
@@ -104,6 +108,8 @@ struct Inner {
     pending_claims: hooks::PendingClaims,
     /// Durable webhook claims seen lately (answers repeats without a store read).
     recent_claims: hooks::RecentClaims,
+    /// The hosts this server answers to: its bound address and the settings' `allowed_hosts`.
+    hosts: RwLock<door::HostRules>,
 }
 
 impl AppState {
@@ -166,8 +172,25 @@ impl AppState {
             s.save(dir)?;
         }
         self.0.engine.set_settings_env(s.env.clone());
+        {
+            let mut hosts = self.0.hosts.write().unwrap_or_else(|e| e.into_inner());
+            *hosts = door::HostRules::new(self.0.addr, &s.allowed_hosts);
+        }
         *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
         Ok(())
+    }
+    /// The address the server is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.0.addr
+    }
+    /// `Ok` if the request's `Host` is one of this server's names, else the problem to answer
+    /// (`400 invalid_host`, `421 misdirected_request`; see [`door`]).
+    pub fn check_host<B>(&self, req: &axum::http::Request<B>) -> Result<(), error::ApiError> {
+        self.0
+            .hosts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .check(req)
     }
     /// The retention policy in force: settings over the command-line defaults.
     pub fn retention(&self) -> Retention {
@@ -203,7 +226,8 @@ pub fn public_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(api::openapi))
 }
 
-/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`. Every
+/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`, all
+/// behind the `Host` check ([`door`]). Every
 /// route comes from [`public_routes`] and [`api_routes`], the source of the OpenAPI document
 /// too ([`openapi`]).
 pub fn router(state: AppState) -> Router {
@@ -242,7 +266,10 @@ pub fn router(state: AppState) -> Router {
                 .fallback(tower_http::services::ServeFile::new(dir.join("index.html"))),
         );
     }
-    app.with_state(state)
+    // Outermost, after the fallback: every request (API, webhooks, the UI, unknown paths)
+    // shows a Host this server answers to (a DNS-rebinding defence, see `door`).
+    app.layer(door::HostCheckLayer::new(state.clone()))
+        .with_state(state)
 }
 
 /// The span of a request: its id (`X-Request-Id`, the client's or a generated one), method and
@@ -299,7 +326,9 @@ pub async fn start(
         None => crate::settings::AppSettings::default(),
     };
     engine.set_settings_env(settings.env.clone());
+    let hosts = door::HostRules::new(addr, &settings.allowed_hosts);
     let state = AppState(Arc::new(Inner {
+        addr,
         engine,
         workflows,
         token: RwLock::new(token),
@@ -310,6 +339,7 @@ pub async fn start(
         instance_id: uuid::Uuid::new_v4().to_string(),
         pending_claims: hooks::PendingClaims::default(),
         recent_claims: hooks::RecentClaims::default(),
+        hosts: RwLock::new(hosts),
     }));
     queue::recover(&state)
         .await

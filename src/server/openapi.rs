@@ -69,7 +69,32 @@ pub fn openapi() -> OpenApi {
     doc.merge(super::public_routes().into_openapi());
     let mut doc = doc.nest("/api/v1", api);
     optional_bodies(&mut doc);
+    host_checked(&mut doc);
     doc
+}
+
+/// Every route is behind the `Host` check ([`super::door`]): each operation may answer `421
+/// misdirected_request`.
+fn host_checked(api: &mut OpenApi) {
+    let misdirected = ResponseBuilder::new()
+        .description(
+            "`misdirected_request`: the `Host` is not one of this server's names (its bound \
+             address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' \
+             `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed \
+             `Host` is `400 invalid_host`.)",
+        )
+        .content(
+            PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build();
+    for op in operations_mut(api) {
+        op.responses
+            .responses
+            .insert("421".into(), misdirected.clone().into());
+    }
 }
 
 /// Every operation of a document.
@@ -145,7 +170,9 @@ fn require_token(api: &mut OpenApi) {
             (the token is in `<data-dir>/token`); webhook routes may require an HMAC signature \
             per workflow. Errors are RFC 9457 problem details (`application/problem+json`) \
             with an extra `code` member. Bodies over the limit (default 1 MiB) get `413 \
-            payload_too_large`. Times are RFC 3339 UTC strings unless a name says otherwise \
+            payload_too_large`. Every route answers only to the server's own names (`Host`: \
+            its bound address, `localhost`, `127.0.0.1`, `[::1]` with its port, or the \
+            settings' `allowed_hosts`), else `421 misdirected_request`. Times are RFC 3339 UTC strings unless a name says otherwise \
             (`*_ms`: milliseconds, `*_s`: seconds).",
         license(name = "MIT", identifier = "MIT"),
     ),
