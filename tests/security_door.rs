@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::server::{hook_workflow, Setup, TestServer, TOKEN};
+use common::server::{hook_workflow, Answer, Setup, TestServer, TOKEN};
 use fluxo::clock::Clock;
 use fluxo::server::hooks::sign;
 use reqwest::Method;
@@ -583,4 +583,252 @@ async fn every_operation_documents_421() {
         }
     }
     assert!(n > 20);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The webhook door: cross-site requests and JSON only
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /hooks/{wf}` with exactly these headers (no Content-Type added) and body.
+async fn post_hook(s: &TestServer, wf: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut req = s
+        .client
+        .post(format!("{}/hooks/{wf}", s.url))
+        .body(body.to_vec());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.expect("the server answers");
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.unwrap_or_default();
+    Answer {
+        status,
+        headers,
+        text,
+    }
+}
+
+/// What Chromium sends for `fetch("http://127.0.0.1:8787/hooks/…", {mode: "no-cors", method:
+/// "POST", body})` from a page on another site (and, but for `Sec-Fetch-Mode: navigate`, for a
+/// cross-site form with `enctype=text/plain`).
+const BROWSER_CROSS_SITE: &[(&str, &str)] = &[
+    ("origin", "https://evil.example"),
+    ("referer", "https://evil.example/"),
+    ("sec-fetch-site", "cross-site"),
+    ("sec-fetch-mode", "no-cors"),
+    ("sec-fetch-dest", "empty"),
+    ("content-type", "text/plain;charset=UTF-8"),
+    ("idempotency-key", "evt_future_1"),
+];
+
+/// The probe of issue 13: another site's page posts to a seeded webhook through the user's
+/// browser. It is refused with `403 cross_site_request`, starts no run and claims no key (the
+/// real event is accepted later); the same holds with a JSON type, without Fetch Metadata
+/// (older browsers: Origin alone), and for `same-site` pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_cross_site_post_is_refused_and_starts_no_run() {
+    let s = Setup::new()
+        .workflow(hook_workflow(
+            "invoice-paid-once",
+            json!({"dedupe_key": "{{ input.id }}"}),
+        ))
+        .start()
+        .await;
+    let body = br#"{"id": "evt_future_1", "type": "invoice.paid"}"#;
+    let a = post_hook(&s, "invoice-paid-once", BROWSER_CROSS_SITE, body).await;
+    let doc = a.problem(403, "cross_site_request");
+    let detail = doc["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("Sec-Fetch-Site") && detail.contains("allowed_origins"),
+        "{detail}"
+    );
+    assert!(a.header("access-control-allow-origin").is_none());
+
+    let variants: Vec<Vec<(&str, &str)>> = vec![
+        // The same with a JSON type (a CORS request: the preflight is never granted, and
+        // the door refuses it anyway).
+        BROWSER_CROSS_SITE
+            .iter()
+            .map(|&(k, v)| {
+                if k == "content-type" {
+                    (k, "application/json")
+                } else {
+                    (k, v)
+                }
+            })
+            .collect(),
+        // An older browser: Origin only.
+        vec![
+            ("origin", "https://evil.example"),
+            ("content-type", "application/json"),
+        ],
+        // A sibling site.
+        vec![
+            ("origin", "https://other.localhost"),
+            ("sec-fetch-site", "same-site"),
+            ("content-type", "application/json"),
+        ],
+        // Sandboxed iframes and data: URLs send `Origin: null`.
+        vec![("origin", "null"), ("content-type", "application/json")],
+        // No Origin, but Fetch Metadata says cross-site.
+        vec![
+            ("sec-fetch-site", "cross-site"),
+            ("content-type", "application/json"),
+        ],
+    ];
+    for h in &variants {
+        post_hook(&s, "invoice-paid-once", h, body)
+            .await
+            .problem(403, "cross_site_request");
+    }
+    assert!(s.runs_of("invoice-paid-once").is_empty(), "no run started");
+    assert!(
+        s.store
+            .get_claim("invoice-paid-once", "evt_future_1", s.clock.now_ms())
+            .unwrap()
+            .is_none(),
+        "no key claimed"
+    );
+    // The real delivery (a server: no Origin, no Sec-Fetch-*) is accepted as new.
+    let real = post_hook(
+        &s,
+        "invoice-paid-once",
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    assert_eq!(real.status.as_u16(), 202, "{}", real.text);
+    assert_eq!(s.runs_of("invoice-paid-once").len(), 1);
+
+    // A CORS preflight gets no CORS grant: the browser never sends the real request.
+    let pre = s
+        .client
+        .request(
+            Method::OPTIONS,
+            format!("{}/hooks/invoice-paid-once", s.url),
+        )
+        .header("origin", "https://evil.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+    assert!(!pre.status().is_success(), "{}", pre.status());
+    assert!(pre
+        .headers()
+        .keys()
+        .all(|k| !k.as_str().starts_with("access-control-")));
+}
+
+/// Origins on the trigger's `allowed_origins` may post from a browser (compared as origins:
+/// case and default ports do not matter); this server's own pages (same origin) may too;
+/// others may not. A bad entry is a validation problem naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_origins_let_a_listed_site_post() {
+    let s = Setup::new()
+        .workflow(hook_workflow(
+            "form",
+            json!({"allowed_origins": ["https://app.example.com", "http://localhost:5173"]}),
+        ))
+        .start()
+        .await;
+    let own = format!("http://{}", s.running().addr);
+    let ok: Vec<Vec<(&str, &str)>> = vec![
+        vec![
+            ("origin", "https://app.example.com"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+        vec![
+            ("origin", "https://APP.example.com:443"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+        vec![
+            ("origin", "http://localhost:5173"),
+            ("sec-fetch-site", "same-site"),
+        ],
+        vec![("origin", own.as_str()), ("sec-fetch-site", "same-origin")],
+        vec![("sec-fetch-site", "none")],
+    ];
+    for h in &ok {
+        let mut h = h.clone();
+        h.push(("content-type", "application/json"));
+        let a = post_hook(&s, "form", &h, b"{}").await;
+        assert_eq!(a.status.as_u16(), 202, "{h:?}: {}", a.text);
+    }
+    for origin in [
+        "https://app.example.com:8443",
+        "http://app.example.com",
+        "https://evil.example",
+    ] {
+        post_hook(
+            &s,
+            "form",
+            &[
+                ("origin", origin),
+                ("sec-fetch-site", "cross-site"),
+                ("content-type", "application/json"),
+            ],
+            b"{}",
+        )
+        .await
+        .problem(403, "cross_site_request");
+    }
+    assert_eq!(s.runs_of("form").len(), ok.len());
+
+    let bad = hook_workflow(
+        "bad",
+        json!({"allowed_origins": ["https://app.example.com/"]}),
+    );
+    let v = s
+        .api(
+            Method::POST,
+            "/workflows/validate",
+            &[],
+            Some(&bad.to_string()),
+        )
+        .await;
+    let text = v.text.clone();
+    assert!(
+        text.contains("allowed_origins[0]") && text.contains("no path"),
+        "{text}"
+    );
+}
+
+/// Webhooks take JSON only: no `Content-Type`, `text/plain`, a form type or a lookalike is
+/// `415 unsupported_media_type` and starts nothing; `application/json` in any case, with
+/// parameters, and `+json` types pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_take_json_only() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .start()
+        .await;
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("text/plain;charset=UTF-8"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        Some("application/jsonp"),
+        Some("application/octet-stream"),
+    ] {
+        let h: Vec<(&str, &str)> = ct.map(|c| vec![("content-type", c)]).unwrap_or_default();
+        let a = post_hook(&s, "wf1", &h, b"{}").await;
+        let doc = a.problem(415, "unsupported_media_type");
+        assert!(
+            doc["detail"].as_str().unwrap().contains("application/json"),
+            "{doc}"
+        );
+    }
+    assert!(s.runs_of("wf1").is_empty());
+    for ct in [
+        "application/json",
+        "Application/JSON; charset=utf-8",
+        "application/cloudevents+json",
+        "application/vnd.github+json",
+    ] {
+        let a = post_hook(&s, "wf1", &[("content-type", ct)], b"{}").await;
+        assert_eq!(a.status.as_u16(), 202, "{ct}: {}", a.text);
+    }
 }

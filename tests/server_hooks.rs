@@ -155,6 +155,7 @@ async fn a_sender_that_disconnects_mid_claim_still_gets_its_run() {
     let request = impatient
         .post(format!("{}/hooks/wf1", s.url))
         .header("idempotency-key", "evt-d1")
+        .header("content-type", "application/json")
         .body(invoice_paid())
         .send();
     let sender = tokio::spawn(request);

@@ -19,11 +19,28 @@
 //! formed one that is none of the above is `421 misdirected_request` (RFC 9110 §15.5.20: this
 //! server will not produce an authoritative answer for that host). A `Host` without a port
 //! means port 80 (RFC 9110 §4.2.1, `http`'s default).
+//!
+//! **Webhook routes** (`POST /hooks/{workflow_id}`, see [`super::hooks`]) also check, once the
+//! workflow is known:
+//!
+//! * [`check_cross_site`]: a request a browser sends on another site's behalf is `403
+//!   cross_site_request`, unless its `Origin` is on the trigger's `allowed_origins`. A page
+//!   can make a browser `POST` anywhere (a form, `fetch(url, {mode: "no-cors"})`) without
+//!   reading the answer; that is enough to start a run. Browsers say where a request comes
+//!   from: `Sec-Fetch-Site` (W3C Fetch Metadata Request Headers: `cross-site`, `same-site`,
+//!   `same-origin`, `none` = typed by the user) and `Origin` (RFC 6454 §7; the Fetch Standard
+//!   sends it on every `POST`). Servers that send webhooks send neither, and are let through.
+//! * [`check_media_type`]: the body is JSON (`Content-Type: application/json`, or a `+json`
+//!   type such as `application/cloudevents+json`; parameters allowed), else `415
+//!   unsupported_media_type`. Browsers send other sites' forms and `no-cors` requests only as
+//!   `text/plain`, `multipart/form-data` or `application/x-www-form-urlencoded` (the Fetch
+//!   Standard's CORS-safelisted types); a JSON type from another site needs a CORS preflight,
+//!   which this server never grants (it sends no CORS headers at all).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::task::{Context, Poll};
 
-use axum::http::{header, Request, StatusCode};
+use axum::http::{header, HeaderMap, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::{Either, Ready};
 
@@ -194,6 +211,229 @@ where
                 tracing::debug!(error = %problem, "request refused at the door");
                 Either::Left(futures_util::future::ready(Ok(problem.into_response())))
             }
+        }
+    }
+}
+
+/// The JSON-only rule of webhook routes: exactly one `Content-Type`, whose media type (RFC 9110
+/// §8.3.1: `type "/" subtype *( OWS ";" OWS parameter )`, case-insensitive) is
+/// `application/json` or has the `+json` structured syntax suffix (RFC 6839 §3.1), parameters
+/// (e.g. `charset=utf-8`) ignored. Else `415 unsupported_media_type` (RFC 9110 §15.5.16).
+pub fn check_media_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let refuse = |why: String| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "webhooks take a JSON body: send `Content-Type: application/json` (or a +json \
+                 type); {why}"
+            ),
+        )
+    };
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let Some(v) = values.next() else {
+        return Err(refuse("this request has no Content-Type".into()));
+    };
+    if values.next().is_some() {
+        return Err(refuse("this request has more than one Content-Type".into()));
+    }
+    let text = v
+        .to_str()
+        .map_err(|_| refuse("its Content-Type is not visible ASCII".into()))?;
+    let essence = text.split(';').next().unwrap_or("").trim();
+    let is_token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    let json = match essence.split_once('/') {
+        Some((t, sub)) if is_token(t) && is_token(sub) => {
+            let sub = sub.to_ascii_lowercase();
+            (t.eq_ignore_ascii_case("application") && sub == "json")
+                || (sub.len() > "+json".len() && sub.ends_with("+json"))
+        }
+        _ => false,
+    };
+    if json {
+        Ok(())
+    } else {
+        Err(refuse(format!("this one is `{}`", clip(text))))
+    }
+}
+
+/// The cross-site rule of webhook routes (see the module doc), in order:
+///
+/// 1. an `Origin` on `allowed` (the trigger's `allowed_origins`, compared as origins) passes;
+/// 2. a `Sec-Fetch-Site` other than `none` or `same-origin` (`cross-site`, `same-site`, or
+///    anything unknown) is refused;
+/// 3. an `Origin` that is neither listed nor this server's own (`http://<Host>`: a page this
+///    server served, such as its UI) is refused, `null` included;
+/// 4. anything else passes: no `Origin` and no `Sec-Fetch-Site` is a server-to-server sender.
+///
+/// Refusals are `403 cross_site_request` naming the header and the way to allow it.
+pub fn check_cross_site(
+    headers: &HeaderMap,
+    allowed: &[crate::steps::webhook_trigger::WebOrigin],
+) -> Result<(), ApiError> {
+    use crate::steps::webhook_trigger::WebOrigin;
+    let refuse = |why: String| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "cross_site_request",
+            format!(
+                "{why}: a browser sent this on behalf of another site's page. If that page \
+                 may start this workflow, list its origin in the webhook trigger's \
+                 allowed_origins"
+            ),
+        )
+    };
+    let one = |name: header::HeaderName| -> Result<Option<&str>, ApiError> {
+        let mut values = headers.get_all(&name).iter();
+        let Some(v) = values.next() else {
+            return Ok(None);
+        };
+        if values.next().is_some() {
+            return Err(refuse(format!(
+                "the request has more than one {name} header"
+            )));
+        }
+        v.to_str()
+            .map(Some)
+            .map_err(|_| refuse(format!("its {name} header is not visible ASCII")))
+    };
+    let origin = one(header::ORIGIN)?;
+    let site = one(header::HeaderName::from_static("sec-fetch-site"))?;
+    let parsed = origin.map(WebOrigin::parse);
+    if let Some(Ok(o)) = &parsed {
+        if allowed.contains(o) {
+            return Ok(());
+        }
+    }
+    if let Some(site) = site {
+        if !site.eq_ignore_ascii_case("none") && !site.eq_ignore_ascii_case("same-origin") {
+            return Err(refuse(format!(
+                "Sec-Fetch-Site is `{}`{}",
+                clip(site),
+                origin
+                    .map(|o| format!(" and Origin `{}` is not allowed", clip(o)))
+                    .unwrap_or_default()
+            )));
+        }
+    }
+    if let Some(origin) = origin {
+        let own = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| WebOrigin::parse(&format!("http://{h}")).ok());
+        let is_own = matches!((&parsed, &own), (Some(Ok(o)), Some(own)) if o == own);
+        if !is_own {
+            return Err(refuse(format!("Origin `{}` is not allowed", clip(origin))));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::steps::webhook_trigger::WebOrigin;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn media_types() {
+        for ok in [
+            "application/json",
+            "APPLICATION/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=UTF-8",
+            "application/cloudevents+json",
+            "application/vnd.github+json ; x=1",
+            "application/problem+JSON",
+        ] {
+            assert!(
+                check_media_type(&headers(&[("content-type", ok)])).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "text/plain",
+            "text/plain;charset=UTF-8",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonp",
+            "application/+json",
+            "json",
+            "application/json/x",
+            "",
+        ] {
+            let e = check_media_type(&headers(&[("content-type", bad)])).unwrap_err();
+            assert_eq!(e.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{bad}");
+        }
+        assert!(check_media_type(&HeaderMap::new()).is_err());
+        let two = headers(&[
+            ("content-type", "application/json"),
+            ("content-type", "text/plain"),
+        ]);
+        assert!(check_media_type(&two).is_err());
+    }
+
+    #[test]
+    fn cross_site() {
+        let allowed = [WebOrigin::parse("https://app.example.com").unwrap()];
+        let host = ("host", "127.0.0.1:8787");
+        let pass: &[&[(&'static str, &str)]] = &[
+            &[],
+            &[host],
+            &[
+                ("sec-fetch-site", "same-origin"),
+                ("origin", "http://127.0.0.1:8787"),
+                host,
+            ],
+            &[("sec-fetch-site", "none")],
+            &[("origin", "http://127.0.0.1:8787"), host],
+            &[
+                ("origin", "https://app.example.com"),
+                ("sec-fetch-site", "cross-site"),
+            ],
+            &[
+                ("origin", "https://APP.example.com:443"),
+                ("sec-fetch-site", "cross-site"),
+            ],
+        ];
+        for h in pass {
+            assert!(check_cross_site(&headers(h), &allowed).is_ok(), "{h:?}");
+        }
+        let refuse: &[&[(&'static str, &str)]] = &[
+            &[("sec-fetch-site", "cross-site")],
+            &[
+                ("sec-fetch-site", "same-site"),
+                ("origin", "https://www.example.com"),
+            ],
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("origin", "https://evil.example"),
+            ],
+            &[("sec-fetch-site", "whatever")],
+            &[("origin", "https://evil.example"), host],
+            &[("origin", "null"), host],
+            &[("origin", "http://127.0.0.1:8787")],
+            &[("origin", "http://app.example.com")],
+            &[
+                ("origin", "https://app.example.com"),
+                ("origin", "https://evil.example"),
+            ],
+        ];
+        for h in refuse {
+            let e = check_cross_site(&headers(h), &allowed).unwrap_err();
+            assert_eq!(e.status, StatusCode::FORBIDDEN, "{h:?}");
+            assert_eq!(e.code, "cross_site_request");
         }
     }
 }

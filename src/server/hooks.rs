@@ -1,11 +1,16 @@
 //! `POST /hooks/{workflow_id}`: the webhook trigger with dedupe at the door (SPEC §5).
 //!
+//! 0. Every route: the `Host` must be one of the server's names (421, [`super::door`]).
 //! 1. The workflow must exist, validate and start with a `webhook_trigger`.
-//! 2. Body limit (413), optional HMAC signature (401), JSON body (400).
-//! 3. Key: `Idempotency-Key` (bare or RFC 8941 quoted), else `X-Fluxo-Event-Id`, else the
+//! 2. The door ([`super::door`]): no request a browser sends on another site's behalf unless
+//!    its origin is on the trigger's `allowed_origins` (403 `cross_site_request`), and a JSON
+//!    media type (415 `unsupported_media_type`).
+//! 3. Optional HMAC signature (401), JSON body (400). (The body limit, 413, and the body read
+//!    timeout, 408, apply while the body is read, before any of this.)
+//! 4. Key: `Idempotency-Key` (bare or RFC 8941 quoted), else `X-Fluxo-Event-Id`, else the
 //!    trigger's `dedupe_key` template over the body, else no dedupe. A malformed key is
 //!    `400 invalid_idempotency_key`, never a silent run without dedupe.
-//! 4. The claim (window from the first delivery, never extended) and the queued run are
+//! 5. The claim (window from the first delivery, never extended) and the queued run are
 //!    written in one transaction, made durable by the group commit, then `202
 //!    {"run_id", "duplicate": false}`. A repeat within the window is `200 {"run_id":
 //!    <original>, "duplicate": true}` and writes nothing. If queuing fails nothing stays
@@ -21,6 +26,7 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
+use super::door;
 use super::error::{ApiError, ApiResult};
 use super::runs::{body_bytes, parse_json};
 use super::AppState;
@@ -69,6 +75,13 @@ pub async fn webhook(
             format!("workflow `{workflow_id}`: bad trigger config"),
         )
     })?;
+    let allowed_origins: Vec<webhook_trigger::WebOrigin> = config
+        .allowed_origins
+        .iter()
+        .filter_map(|o| webhook_trigger::WebOrigin::parse(o).ok())
+        .collect();
+    door::check_cross_site(&headers, &allowed_origins)?;
+    door::check_media_type(&headers)?;
     let now = state.clock().now_ms();
 
     if let Some(secret_tmpl) = &config.signing_secret {

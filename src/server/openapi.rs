@@ -232,7 +232,12 @@ mod webhook_doc {
             window (`dedupe_window_s`, default 24 h, measured from the first claim and never \
             extended) answers `200` with the original run id and starts nothing. If queuing \
             fails nothing stays claimed: `503` with `Retry-After`, so a retry is accepted. \
-            No bearer token: the trigger may require an HMAC signature instead.",
+            No bearer token: the trigger may require an HMAC signature instead. The door: \
+            the body must be JSON (`Content-Type: application/json` or a `+json` type, else \
+            `415`), and a request a browser sends on another site's behalf (`Sec-Fetch-Site` \
+            other than `none`/`same-origin`, or an `Origin` that is not the trigger's \
+            `allowed_origins` nor this server's own) is refused with `403`. No CORS headers \
+            are ever sent.",
         params(
             ("workflow_id" = String, Path, description = "The workflow to start."),
             ("Idempotency-Key" = Option<String>, Header,
@@ -264,6 +269,10 @@ mod webhook_doc {
             (status = 401, description = "`invalid_signature`: the trigger requires \
                 `X-Fluxo-Signature` and it is missing, stale (over 5 minutes) or wrong.",
                 body = Problem, content_type = "application/problem+json"),
+            (status = 403, description = "`cross_site_request`: a browser sent this on \
+                behalf of another site's page (`Sec-Fetch-Site: cross-site` or `same-site`, \
+                or an `Origin` not on the trigger's `allowed_origins`).",
+                body = Problem, content_type = "application/problem+json"),
             (status = 404, description = "`workflow_not_found`, or `no_webhook_trigger` (the \
                 workflow starts with another trigger).",
                 body = Problem, content_type = "application/problem+json"),
@@ -272,6 +281,12 @@ mod webhook_doc {
                 body = Problem, content_type = "application/problem+json"),
             (status = 413, description = "`payload_too_large`: the body is over the limit \
                 (default 1 MiB).", body = Problem, content_type = "application/problem+json"),
+            (status = 408, description = "`request_timeout`: the body stalled longer than \
+                the body read timeout (default 30 s) between two chunks; the connection is \
+                closed.", body = Problem, content_type = "application/problem+json"),
+            (status = 415, description = "`unsupported_media_type`: the `Content-Type` is \
+                missing or not JSON (`application/json` or a `+json` type).",
+                body = Problem, content_type = "application/problem+json"),
             (status = 500, description = "`signing_secret_unavailable`: the trigger's \
                 `signing_secret` template cannot be resolved.",
                 body = Problem, content_type = "application/problem+json"),

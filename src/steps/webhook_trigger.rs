@@ -30,6 +30,15 @@ pub struct Config {
     /// HMAC-SHA256 secret for `X-Fluxo-Signature` (an `{{ env.NAME }}` template is allowed).
     #[serde(default)]
     pub signing_secret: Option<String>,
+    /// Web origins whose pages may deliver to this webhook from a browser, e.g.
+    /// `https://app.example.com` (scheme, host and port as a browser's `Origin` header writes
+    /// them: no path, no trailing slash). Empty (the default): every request a browser sends
+    /// on another site's behalf is refused with 403 `cross_site_request`, that is one whose
+    /// `Sec-Fetch-Site` is not `none` or `same-origin` (W3C Fetch Metadata) or whose `Origin`
+    /// (RFC 6454) is not listed here. Servers that send webhooks (Stripe, GitHub, curl) send
+    /// neither header and are not affected.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
     /// Example payload offered in the editor's Dry Run panel.
     #[serde(default)]
     pub sample_input: Option<Value>,
@@ -45,8 +54,43 @@ impl Default for Config {
             dedupe_window_s: DEFAULT_DEDUPE_WINDOW_S,
             dedupe_key: None,
             signing_secret: None,
+            allowed_origins: Vec::new(),
             sample_input: None,
         }
+    }
+}
+
+/// A web origin (RFC 6454 §4): `http` or `https`, a host and a port (the scheme's default
+/// when none is written), compared as a browser serialises them in `Origin`: scheme and host
+/// case-insensitively, `https://a.example` equal to `https://a.example:443`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebOrigin {
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// Host (and port, always set: the scheme's default when none was written).
+    pub host: crate::settings::HostPort,
+}
+
+impl WebOrigin {
+    /// Parse `scheme://host[:port]`. `null` (an opaque origin), `*`, a path, a query or user
+    /// info are refused with the reason.
+    pub fn parse(s: &str) -> Result<WebOrigin, String> {
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or("it has no scheme (`https://…`)")?;
+        let (scheme, default_port) = if scheme.eq_ignore_ascii_case("https") {
+            ("https", 443)
+        } else if scheme.eq_ignore_ascii_case("http") {
+            ("http", 80)
+        } else {
+            return Err(format!("the scheme `{scheme}` is not http or https"));
+        };
+        if rest.contains(['/', '?', '#']) {
+            return Err("an origin has no path, query or fragment (no trailing `/` either)".into());
+        }
+        let mut host = crate::settings::HostPort::parse(rest)?;
+        host.port = Some(host.port.unwrap_or(default_port));
+        Ok(WebOrigin { scheme, host })
     }
 }
 
@@ -139,6 +183,17 @@ impl StepKind for WebhookTrigger {
                         message: "must be at least 1 second".into(),
                     });
                 }
+                for (i, o) in c.allowed_origins.iter().enumerate() {
+                    if let Err(why) = WebOrigin::parse(o) {
+                        problems.push(ConfigProblem {
+                            path: format!("allowed_origins[{i}]"),
+                            message: format!(
+                                "`{o}` is not a web origin: {why} (write it as the browser's \
+                                 Origin header does, e.g. https://app.example.com)"
+                            ),
+                        });
+                    }
+                }
                 if c.dedupe_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
                     problems.push(ConfigProblem {
                         path: "dedupe_key".into(),
@@ -152,7 +207,12 @@ impl StepKind for WebhookTrigger {
     }
     /// The trigger's templates are rendered by the server against the request, not per run.
     fn unrendered_fields(&self) -> &'static [&'static str] {
-        &["dedupe_key", "signing_secret", "sample_input"]
+        &[
+            "dedupe_key",
+            "signing_secret",
+            "allowed_origins",
+            "sample_input",
+        ]
     }
     async fn run(&self, cx: &StepContext<'_>, _config: Value) -> Result<StepOutput, StepError> {
         Ok(StepOutput::out(cx.input.clone()))
@@ -162,6 +222,39 @@ impl StepKind for WebhookTrigger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origins() {
+        let o = |s: &str| WebOrigin::parse(s);
+        assert_eq!(
+            o("https://App.Example.com"),
+            o("https://app.example.com:443")
+        );
+        assert_eq!(o("http://127.0.0.1:8787").unwrap().host.port, Some(8787));
+        assert_ne!(o("http://a.example"), o("https://a.example"));
+        assert!(o("http://[::1]:3000").is_ok());
+        for bad in [
+            "null",
+            "*",
+            "app.example.com",
+            "ftp://a.example",
+            "https://a.example/",
+            "https://a.example/x",
+            "https://user@a.example",
+            "https://",
+        ] {
+            assert!(o(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn allowed_origins_are_checked() {
+        let p = WebhookTrigger.check(&serde_json::json!({
+            "allowed_origins": ["https://ok.example", "https://bad.example/"]
+        }));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].path, "allowed_origins[1]");
+    }
 
     #[test]
     fn key_forms() {
