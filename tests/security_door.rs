@@ -832,3 +832,104 @@ async fn webhooks_take_json_only() {
         assert_eq!(a.status.as_u16(), 202, "{ct}: {}", a.text);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Signed deliveries take their key from the signed body
+// ---------------------------------------------------------------------------------------------
+
+/// The probe of issue 13: a captured signed delivery, replayed within the 5-minute tolerance
+/// with `Idempotency-Key: evt_victim_9` (or `X-Fluxo-Event-Id`), does not take that key: its
+/// key is its own body's `id`, so the replay is a duplicate of the captured event, and the
+/// real `evt_victim_9` is later accepted as new (202). A signed body without an `id` (the
+/// default `dedupe_key`) is `400 invalid_idempotency_key`, whatever key header it carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_signature_cannot_claim_another_events_key() {
+    let s = Setup::new()
+        .workflow(hook_workflow(
+            "signed",
+            json!({"signing_secret": "{{ env.HOOK_SECRET }}"}),
+        ))
+        .env("HOOK_SECRET", "s3cret")
+        .start()
+        .await;
+    let now = s.clock.now_ms() / 1000;
+    let captured = br#"{"id":"evt_captured_1","type":"invoice.paid"}"#;
+    let sig = sign("s3cret", now, captured);
+    let first = s
+        .hook_with("signed", &[("x-fluxo-signature", sig.as_bytes())], captured)
+        .await;
+    assert_eq!(first.status.as_u16(), 202, "{}", first.text);
+    let first_run = first.json()["run_id"].as_str().unwrap().to_string();
+
+    // The attacker replays it 4 minutes later with the victim's key in a header.
+    s.advance(Duration::from_secs(240));
+    for header in ["idempotency-key", "x-fluxo-event-id"] {
+        let replay = s
+            .hook_with(
+                "signed",
+                &[
+                    ("x-fluxo-signature", sig.as_bytes()),
+                    (header, b"evt_victim_9"),
+                ],
+                captured,
+            )
+            .await;
+        assert_eq!(replay.status.as_u16(), 200, "{header}: {}", replay.text);
+        assert_eq!(replay.json()["duplicate"], true);
+        assert_eq!(replay.json()["run_id"], first_run.as_str());
+    }
+    // A malformed key header is ignored too (it is not signed, so it is not read).
+    let replay = s
+        .hook_with(
+            "signed",
+            &[
+                ("x-fluxo-signature", sig.as_bytes()),
+                ("idempotency-key", b"\"bad"),
+            ],
+            captured,
+        )
+        .await;
+    assert_eq!(replay.status.as_u16(), 200, "{}", replay.text);
+    assert!(
+        s.store
+            .get_claim("signed", "evt_victim_9", s.clock.now_ms())
+            .unwrap()
+            .is_none(),
+        "the victim's key was not claimed"
+    );
+    assert_eq!(s.runs_of("signed"), vec![first_run.clone()]);
+
+    // The real evt_victim_9 arrives: new, 202.
+    let victim = br#"{"id":"evt_victim_9","type":"invoice.paid"}"#;
+    let now = s.clock.now_ms() / 1000;
+    let real = s
+        .hook_with(
+            "signed",
+            &[("x-fluxo-signature", sign("s3cret", now, victim).as_bytes())],
+            victim,
+        )
+        .await;
+    assert_eq!(real.status.as_u16(), 202, "{}", real.text);
+    assert_eq!(real.json()["duplicate"], false);
+    let run = s.wait_final(real.json()["run_id"].as_str().unwrap()).await;
+    assert_eq!(run.idempotency_key.as_deref(), Some("evt_victim_9"));
+
+    // No id in the signed body: refused, naming the rule; a key header does not stand in.
+    let no_id = br#"{"type":"ping"}"#;
+    let a = s
+        .hook_with(
+            "signed",
+            &[
+                ("x-fluxo-signature", sign("s3cret", now, no_id).as_bytes()),
+                ("idempotency-key", b"evt_x"),
+            ],
+            no_id,
+        )
+        .await;
+    let doc = a.problem(400, "invalid_idempotency_key");
+    let detail = doc["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("signed body") && detail.contains("input.id"),
+        "{detail}"
+    );
+}

@@ -9,7 +9,10 @@
 //!    timeout, 408, apply while the body is read, before any of this.)
 //! 4. Key: `Idempotency-Key` (bare or RFC 8941 quoted), else `X-Fluxo-Event-Id`, else the
 //!    trigger's `dedupe_key` template over the body, else no dedupe. A malformed key is
-//!    `400 invalid_idempotency_key`, never a silent run without dedupe.
+//!    `400 invalid_idempotency_key`, never a silent run without dedupe. With a
+//!    `signing_secret` the key headers are ignored: the key is the `dedupe_key` (default
+//!    `{{ input.id }}`) over the signed body, so a captured signed delivery replayed with
+//!    `Idempotency-Key: <another event>` cannot claim that event's key.
 //! 5. The claim (window from the first delivery, never extended) and the queued run are
 //!    written in one transaction, made durable by the group commit, then `202
 //!    {"run_id", "duplicate": false}`. A repeat within the window is `200 {"run_id":
@@ -97,8 +100,11 @@ pub async fn webhook(
     }
 
     // A key from a header is known before the body is read: a repeat of a live claim is
-    // answered at once (a plain read: no body parsing, no transaction, no run built).
-    let header_key = header_key(&headers)?;
+    // answered at once (a plain read: no body parsing, no transaction, no run built). A signed
+    // delivery's key comes from its signed body only: the signature does not cover headers,
+    // so a captured delivery replayed with another key header must not claim that key.
+    let signed = config.signing_secret.is_some();
+    let header_key = if signed { None } else { header_key(&headers)? };
     if let Some(k) = &header_key {
         if let Some(resp) = known_duplicate(&state, &workflow_id, k, now).await? {
             return Ok(resp);
@@ -400,13 +406,17 @@ pub fn key_header(
         .map_err(|e| invalid(e.to_string()))
 }
 
-/// The delivery's key: header, else event-id header, else the trigger's template.
+/// The delivery's key: header, else event-id header, else the trigger's template; for a
+/// trigger with a `signing_secret`, the template only (see [`template_key`]).
 pub fn delivery_key(
     headers: &HeaderMap,
     config: &webhook_trigger::Config,
     input: &Value,
     env: &std::collections::BTreeMap<String, String>,
 ) -> ApiResult<Option<String>> {
+    if config.signing_secret.is_some() {
+        return template_key(config, input, env);
+    }
     match header_key(headers)? {
         Some(k) => Ok(Some(k)),
         None => template_key(config, input, env),
@@ -427,25 +437,41 @@ pub fn header_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
 }
 
 /// The key from the trigger's `dedupe_key` template over the body, if it has one; a body it
-/// cannot render a valid key from is `400 invalid_idempotency_key`.
+/// cannot render a valid key from is `400 invalid_idempotency_key`. A trigger with a
+/// `signing_secret` always has one: its `dedupe_key`, else
+/// [`webhook_trigger::SIGNED_DEDUPE_KEY`] (`{{ input.id }}`), since key headers are not
+/// signed and are ignored on signed deliveries.
 pub fn template_key(
     config: &webhook_trigger::Config,
     input: &Value,
     env: &std::collections::BTreeMap<String, String>,
 ) -> ApiResult<Option<String>> {
-    let Some(tmpl) = &config.dedupe_key else {
+    let signed = config.signing_secret.is_some();
+    let Some(tmpl) = config
+        .dedupe_key
+        .as_deref()
+        .or(signed.then_some(webhook_trigger::SIGNED_DEDUPE_KEY))
+    else {
         return Ok(None);
+    };
+    let why_template = if signed {
+        "a signed delivery takes its key from the signed body (key headers are ignored), and \
+         the trigger's dedupe_key"
+    } else {
+        "no Idempotency-Key header, and the trigger's dedupe_key"
     };
     let mut t = Templates::new();
     t.add(tmpl)
         .map_err(|e| ApiError::conflict("workflow_invalid", format!("dedupe_key: {e}")))?;
     let scope = Scope::new(input, &Value::Null, env);
-    let v = t.render_str(tmpl, &scope.context(), "dedupe_key").map_err(|e| {
-        ApiError::bad_request(
-            "invalid_idempotency_key",
-            format!("no Idempotency-Key header, and the trigger's dedupe_key `{tmpl}` failed on this body: {e}"),
-        )
-    })?;
+    let v = t
+        .render_str(tmpl, &scope.context(), "dedupe_key")
+        .map_err(|e| {
+            ApiError::bad_request(
+                "invalid_idempotency_key",
+                format!("{why_template} `{tmpl}` failed on this body: {e}"),
+            )
+        })?;
     let key = key_text(&v, "dedupe_key").map_err(|e| {
         ApiError::bad_request(
             "invalid_idempotency_key",

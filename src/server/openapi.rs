@@ -243,10 +243,12 @@ mod webhook_doc {
             ("Idempotency-Key" = Option<String>, Header,
                 description = "The delivery's dedupe key: 1–255 chars of visible ASCII, bare \
                     or as an RFC 8941 quoted string (`\"abc\"`). Given twice or malformed: \
-                    `400 invalid_idempotency_key`."),
+                    `400 invalid_idempotency_key`. Ignored when the trigger has a \
+                    `signing_secret`: the key is then the `dedupe_key` (default \
+                    `{{ input.id }}`) over the signed body."),
             ("X-Fluxo-Event-Id" = Option<String>, Header,
                 description = "The sender's event id, the dedupe key when there is no \
-                    `Idempotency-Key` (same rules)."),
+                    `Idempotency-Key` (same rules; ignored on signed deliveries too)."),
             ("X-Fluxo-Signature" = Option<String>, Header,
                 description = "Required when the trigger has a `signing_secret`: \
                     `t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`, within 5 \

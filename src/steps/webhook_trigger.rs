@@ -15,6 +15,10 @@ use super::{
 /// Default dedupe window: 24 h, in seconds.
 pub const DEFAULT_DEDUPE_WINDOW_S: u64 = 86_400;
 
+/// The key template of a signed delivery when the trigger sets no `dedupe_key`: the event's
+/// own id in the signed body.
+pub const SIGNED_DEDUPE_KEY: &str = "{{ input.id }}";
+
 /// Webhook trigger config.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -24,10 +28,14 @@ pub struct Config {
     #[serde(default = "default_window")]
     pub dedupe_window_s: u64,
     /// Template over the body used as the key when no `Idempotency-Key` or `X-Fluxo-Event-Id`
-    /// header comes, e.g. `{{ input.id }}`.
+    /// header comes, e.g. `{{ input.id }}`. With a `signing_secret` it is always the key
+    /// (default `{{ input.id }}`; key headers are ignored), since only the body is signed.
     #[serde(default)]
     pub dedupe_key: Option<String>,
-    /// HMAC-SHA256 secret for `X-Fluxo-Signature` (an `{{ env.NAME }}` template is allowed).
+    /// HMAC-SHA256 secret for `X-Fluxo-Signature: t=<unix s>,v1=<hex HMAC of "<t>.<body>">`
+    /// (5-minute tolerance); an `{{ env.NAME }}` template is allowed. When set, unsigned
+    /// deliveries are refused (401) and the dedupe key comes from the signed body (see
+    /// `dedupe_key`), never from `Idempotency-Key` or `X-Fluxo-Event-Id`.
     #[serde(default)]
     pub signing_secret: Option<String>,
     /// Web origins whose pages may deliver to this webhook from a browser, e.g.
@@ -160,9 +168,10 @@ impl StepKind for WebhookTrigger {
             kind: "webhook_trigger",
             title: "Webhook trigger",
             category: Category::Trigger,
-            description: "Entry point for POST /hooks/{workflow_id}. Dedupes deliveries by \
-                          Idempotency-Key, X-Fluxo-Event-Id or the dedupe_key template within the \
-                          dedupe window.",
+            description: "Entry point for POST /hooks/{workflow_id} (JSON bodies; browsers \
+                          only from allowed_origins). Dedupes deliveries by Idempotency-Key, \
+                          X-Fluxo-Event-Id or the dedupe_key template within the dedupe \
+                          window; signed deliveries by the dedupe_key over the signed body only.",
             trigger: true,
             output: "the request body",
             dynamic_ports: false,
