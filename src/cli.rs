@@ -858,6 +858,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         .filter(|e| e.compiled.is_none())
         .map(|e| e.id.clone())
         .collect();
+    let unsigned = crate::steps::webhook_trigger::unsigned_webhooks(&workflows);
     let running = server::start(listener, engine, workflows, token.clone(), options)
         .await
         .map_err(|e| CliError::bad_input(format!("cannot start: {e}")))?;
@@ -869,6 +870,12 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     );
     for id in &invalid {
         println!("  warning: workflow `{id}` does not validate; it will not run until fixed");
+    }
+    // Beyond loopback, unsigned webhooks are open to the network: say so.
+    if !a.addr.ip().is_loopback() {
+        if let Some(n) = crate::steps::webhook_trigger::unsigned_notice(&unsigned, &running.url()) {
+            println!("  warning: {n}");
+        }
     }
     println!("  data dir:  {}", dir.display());
     let token_file = dir.join("token");

@@ -359,6 +359,11 @@ fn validate_reports_lint_warnings_with_step_ids() {
 
 /// `fluxo serve` until it printed its start-up lines (up to `webhooks:`), then stopped.
 fn serve_banner(data: &Path, extra: &[&str]) -> String {
+    serve_banner_on(data, "127.0.0.1:0", extra)
+}
+
+/// [`serve_banner`] on another address; the workflows are in `<data>/../wf`.
+fn serve_banner_on(data: &Path, addr: &str, extra: &[&str]) -> String {
     use std::io::BufRead;
     let root = data.parent().unwrap();
     let workflows = root.join("wf");
@@ -369,7 +374,7 @@ fn serve_banner(data: &Path, extra: &[&str]) -> String {
     let mut child = Command::new(BIN)
         .arg("--data-dir")
         .arg(data)
-        .args(["serve", "--addr", "127.0.0.1:0", "--workflows"])
+        .args(["serve", "--addr", addr, "--workflows"])
         .arg(&workflows)
         .arg("--ui")
         .arg(&ui)
@@ -435,4 +440,26 @@ fn serve_prints_the_token_only_when_it_generated_it() {
     assert!(!given.contains("given-secret-token-123"), "{given}");
     assert!(!given.contains(&token), "{given}");
     assert!(given.contains("as given"), "{given}");
+}
+
+/// Listening beyond loopback, `fluxo serve` names the webhooks that take unsigned deliveries
+/// and how to require a signature; on loopback it does not.
+#[test]
+fn serve_warns_of_unsigned_webhooks_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(dir.path().join("wf")).unwrap();
+    std::fs::copy(
+        "workflows/invoice-paid-once.json",
+        dir.path().join("wf/invoice-paid-once.json"),
+    )
+    .unwrap();
+    let open = serve_banner_on(&data, "0.0.0.0:0", &[]);
+    assert!(
+        open.contains("warning: these webhook workflows have no signing secret: invoice-paid-once"),
+        "{open}"
+    );
+    assert!(open.contains("signing_secret"), "{open}");
+    let local = serve_banner(&data, &[]);
+    assert!(!local.contains("no signing secret"), "{local}");
 }

@@ -102,6 +102,45 @@ impl WebOrigin {
     }
 }
 
+/// Ids of the workflows in `dir` that start with a `webhook_trigger` without a
+/// `signing_secret`: anyone who can reach the listener can start them (browsers on other
+/// sites cannot: see `server::door`). Sorted. What the desktop app's first-run notice and
+/// `fluxo serve`'s banner name.
+pub fn unsigned_webhooks(dir: &crate::workflow::dir::WorkflowDir) -> Vec<String> {
+    let mut ids: Vec<String> = dir
+        .list()
+        .iter()
+        .filter(|e| {
+            e.compiled.as_ref().is_some_and(|wf| {
+                let t = wf.trigger();
+                t.kind == "webhook_trigger"
+                    && parse_config::<Config>(&t.config).is_ok_and(|c| c.signing_secret.is_none())
+            })
+        })
+        .map(|e| e.id.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The plain statement the desktop app makes after seeding the templates (in its log and in
+/// `app_info.notices`), and `fluxo serve` when it listens beyond loopback: which webhooks take
+/// unsigned deliveries, who can reach them, and how to require a signature. `None` when every
+/// webhook is signed.
+pub fn unsigned_notice(ids: &[String], listener_url: &str) -> Option<String> {
+    if ids.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "these webhook workflows have no signing secret: {}. Any program that can reach \
+         {listener_url} can start them (web pages on other sites cannot: the listener refuses \
+         cross-site and non-JSON requests and Host names that are not its own). To accept \
+         signed deliveries only, set the trigger's signing_secret to {{{{ env.NAME }}}} and \
+         NAME in Settings; senders then sign each delivery with X-Fluxo-Signature.",
+        ids.join(", ")
+    ))
+}
+
 /// Why a delivery's key was refused (answered `400 invalid_idempotency_key`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
@@ -231,6 +270,19 @@ impl StepKind for WebhookTrigger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_notice_names_the_workflows_and_the_remedy() {
+        assert_eq!(unsigned_notice(&[], "http://127.0.0.1:8787"), None);
+        let n = unsigned_notice(
+            &["a-hook".to_string(), "b-hook".to_string()],
+            "http://127.0.0.1:8787",
+        )
+        .unwrap();
+        assert!(n.contains("a-hook, b-hook"), "{n}");
+        assert!(n.contains("http://127.0.0.1:8787"), "{n}");
+        assert!(n.contains("signing_secret to {{ env.NAME }}"), "{n}");
+    }
 
     #[test]
     fn origins() {
