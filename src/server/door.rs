@@ -264,10 +264,11 @@ pub fn check_media_type(headers: &HeaderMap) -> Result<(), ApiError> {
 /// The cross-site rule of webhook routes (see the module doc), in order:
 ///
 /// 1. an `Origin` on `allowed` (the trigger's `allowed_origins`, compared as origins) passes;
-/// 2. a `Sec-Fetch-Site` other than `none` or `same-origin` (`cross-site`, `same-site`, or
-///    anything unknown) is refused;
-/// 3. an `Origin` that is neither listed nor this server's own (`http://<Host>`: a page this
-///    server served, such as its UI) is refused, `null` included;
+/// 2. `Sec-Fetch-Site: same-origin` passes (the browser attests that the page is this
+///    server's own, e.g. its UI, also behind an HTTPS proxy); any other value but `none`
+///    (`cross-site`, `same-site`, or unknown) is refused;
+/// 3. an `Origin` that is neither listed nor this server's own (`http://<Host>`) is refused,
+///    `null` included (browsers without Fetch Metadata send `Origin` alone);
 /// 4. anything else passes: no `Origin` and no `Sec-Fetch-Site` is a server-to-server sender.
 ///
 /// Refusals are `403 cross_site_request` naming the header and the way to allow it.
@@ -310,7 +311,10 @@ pub fn check_cross_site(
         }
     }
     if let Some(site) = site {
-        if !site.eq_ignore_ascii_case("none") && !site.eq_ignore_ascii_case("same-origin") {
+        if site.eq_ignore_ascii_case("same-origin") {
+            return Ok(());
+        }
+        if !site.eq_ignore_ascii_case("none") {
             return Err(refuse(format!(
                 "Sec-Fetch-Site is `{}`{}",
                 clip(site),
@@ -406,6 +410,11 @@ mod tests {
                 ("origin", "https://APP.example.com:443"),
                 ("sec-fetch-site", "cross-site"),
             ],
+            &[
+                ("sec-fetch-site", "same-origin"),
+                ("origin", "https://fluxo.example.com"),
+                ("host", "fluxo.example.com"),
+            ],
         ];
         for h in pass {
             assert!(check_cross_site(&headers(h), &allowed).is_ok(), "{h:?}");
@@ -424,6 +433,11 @@ mod tests {
             &[("origin", "https://evil.example"), host],
             &[("origin", "null"), host],
             &[("origin", "http://127.0.0.1:8787")],
+            &[
+                ("sec-fetch-site", "none"),
+                ("origin", "https://evil.example"),
+                host,
+            ],
             &[("origin", "http://app.example.com")],
             &[
                 ("origin", "https://app.example.com"),
