@@ -63,6 +63,13 @@ serve: build
 sandbox: build
 	./target/debug/fluxo sandbox --addr 127.0.0.1:8788
 
+## Property tests (tests/fuzz_props.rs: workflow JSON, templates, webhook key/signature headers
+## and bodies) with many more cases than CI runs, in release mode. FUZZ_CASES=N to change.
+.PHONY: fuzz
+FUZZ_CASES ?= 20000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p fluxo --release --locked --test fuzz_props
+
 bench:
 	$(CARGO) bench --bench engine
 

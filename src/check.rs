@@ -9,6 +9,7 @@
 //! | same event twice | the event again | no record more; the redelivery succeeds |
 //! | new event | a variant with new ids (below) | the run succeeds and writes new records, at most as many per collection as the first delivery |
 //! | timeout after write on `R`, then redelivery | per write route `R`: the sandbox writes, then withholds the answer once; then the event again | exactly the first delivery's records; the redelivery succeeds |
+//! | engine killed during `R` | per write route `R`: the sandbox writes, then withholds the answer while the engine "dies" (the run's task is dropped; its stored record is what a crash leaves); crash recovery runs on that record as a restart does | the run is resumed automatically and succeeds; exactly the first delivery's records (a write without an `Idempotency-Key` is left `interrupted` for a person: the row fails) |
 //! | forced failure on `R` | per write route `R`: every call answers 500 before writing | the run does not succeed, and every Memory claim it took is released (compensation) |
 //! | replay of the failed run | the fault cleared, [`Engine::replay`] of that run | it succeeds; exactly the first delivery's records |
 //!
@@ -59,7 +60,7 @@ use crate::sandbox::{
     Fault, FaultRuleSpec, Outcome, Sandbox, SandboxConfig, SandboxHandle, SandboxState,
 };
 use crate::steps::Registry;
-use crate::store::{MemoryStore, SledConfig, SledStore, Store};
+use crate::store::{MemoryStore, RunStore, SledConfig, SledStore, Store};
 use crate::workflow::{self, Compiled, Problem, Severity, Workflow};
 
 /// Suffix the variant appends to text ids.
@@ -259,6 +260,7 @@ struct Ctx<'a> {
 struct Lane {
     engine: Engine,
     store: Arc<SledStore>,
+    http: Arc<CheckHttp>,
 }
 
 /// Records per collection (collections with none left out).
@@ -276,17 +278,24 @@ impl Ctx<'_> {
         config.cache_capacity_bytes = 8 * 1024 * 1024;
         config.flush_every_ms = None;
         let store = Arc::new(SledStore::open(&config).map_err(|e| e.to_string())?);
+        let http = Arc::new(CheckHttp {
+            live: LiveHttp::new(),
+            sandbox: self.state().clone(),
+            base: self.sandbox.url(),
+            crash_on_hold: Default::default(),
+            crashed: Default::default(),
+        });
         let engine = Engine::new(
             store.clone() as Arc<dyn Store>,
             Arc::new(CheckClock::default()) as Arc<dyn Clock>,
         )
-        .with_http(Arc::new(CheckHttp {
-            live: LiveHttp::new(),
-            sandbox: self.state().clone(),
-            base: self.sandbox.url(),
-        }));
+        .with_http(http.clone());
         engine.set_env(self.env.clone());
-        Ok(Lane { engine, store })
+        Ok(Lane {
+            engine,
+            store,
+            http,
+        })
     }
 
     async fn deliver(&self, lane: &Lane, event: &Value) -> Result<RunRecord, String> {
@@ -344,6 +353,74 @@ impl Ctx<'_> {
                 times,
             })
             .map(|_| ())
+    }
+
+    /// Deliver `event` with `route` writing and then withholding its answer, "kill" the engine
+    /// there (the run's task is dropped; its stored record is what a crash leaves), then run
+    /// crash recovery on that record as a restart does. Answers what was seen and whether the
+    /// run was resumed to success with exactly the first delivery's records.
+    async fn crash_during(
+        &self,
+        lane: &Lane,
+        route: &str,
+        event: &Value,
+        baseline: &Counts,
+    ) -> Result<(String, bool), String> {
+        self.add_fault(route, Fault::TimeoutAfterWrite, Some(1))?;
+        lane.http.crash_on_hold.store(true, Ordering::SeqCst);
+        let run = lane.engine.new_run(
+            self.wf,
+            RunRequest::new(event.clone(), self.trigger, Mode::Live),
+        );
+        let id = run.id.clone();
+        let crashed = {
+            // Dropping the run's future mid-call is the kill: nothing after that point runs.
+            let exec = lane.engine.execute(self.wf, run);
+            tokio::pin!(exec);
+            tokio::select! {
+                _ = lane.http.crashed.notified() => true,
+                _ = &mut exec => false,
+            }
+        };
+        lane.http.crash_on_hold.store(false, Ordering::SeqCst);
+        self.state().clear_faults();
+        if !crashed {
+            return Err(format!(
+                "the fault never struck: this delivery did not call {route}"
+            ));
+        }
+        let left = lane
+            .store
+            .get_run(&id)
+            .map_err(|e| e.to_string())?
+            .ok_or("the run left no record")?;
+        let outcome = match lane
+            .engine
+            .recover_running(left, crate::runtime::RecoverPolicy::ResumeSafe)
+            .await
+        {
+            crate::runtime::Recovery::Interrupted(r) => {
+                let why = r.error.map(|e| e.message).unwrap_or_default();
+                return Ok((format!("left interrupted for a person: {why}"), false));
+            }
+            crate::runtime::Recovery::Resumed {
+                original,
+                resume,
+                workflow,
+            } => {
+                lane.store.put_run(&original).map_err(|e| e.to_string())?;
+                lane.engine
+                    .execute(&workflow, *resume)
+                    .await
+                    .map_err(|e| format!("the resume could not be stored: {e}"))
+            }
+        };
+        let after = self.counts();
+        let baseline_ok = after == *baseline;
+        Ok((
+            format!("resumed: {}; {}", summary(&outcome), fmt_counts(&after)),
+            succeeded(&outcome) && baseline_ok,
+        ))
     }
 
     async fn run_all(
@@ -478,6 +555,24 @@ impl Ctx<'_> {
                 seen,
                 hit && after == baseline && succeeded(&b),
             ));
+        }
+
+        // The engine dies during the write, per write route; restarted, recovery resumes the
+        // run (or leaves it to a person, which fails the row).
+        for route in &routes {
+            let name = format!("engine killed during {route} (after the write), restart");
+            let expected = format!("resumed automatically; {n} in all");
+            let seen = match self.lane() {
+                Ok(lane) => match self.crash_during(&lane, route, event, &baseline).await {
+                    Ok((seen, pass)) => {
+                        rows.push(row(name, expected, seen, pass));
+                        continue;
+                    }
+                    Err(e) => e,
+                },
+                Err(e) => format!("could not open a store: {e}"),
+            };
+            rows.push(row(name, expected, seen, false));
         }
 
         // Forced failure, per write route; then the replay of the failed run.
@@ -894,6 +989,10 @@ struct CheckHttp {
     live: LiveHttp,
     sandbox: SandboxState,
     base: String,
+    /// A withheld answer "kills the engine": the call never returns and `crashed` fires (the
+    /// crash-during-write rows), instead of being reported as a timeout.
+    crash_on_hold: std::sync::atomic::AtomicBool,
+    crashed: tokio::sync::Notify,
 }
 
 impl CheckHttp {
@@ -938,7 +1037,13 @@ impl HttpTransport for CheckHttp {
         };
         tokio::select! {
             answer = &mut send => answer,
-            _ = withheld => Err(TransportError::Timeout),
+            _ = withheld => {
+                if self.crash_on_hold.load(Ordering::SeqCst) {
+                    self.crashed.notify_one();
+                    std::future::pending::<()>().await;
+                }
+                Err(TransportError::Timeout)
+            }
         }
     }
 }

@@ -327,7 +327,8 @@ pub fn open_store(flag: Option<PathBuf>) -> Result<Arc<SledStore>, CliError> {
 /// [`open_store`] with a page cache of `cache_mb` MiB.
 pub fn open_store_with(flag: Option<PathBuf>, cache_mb: u64) -> Result<Arc<SledStore>, CliError> {
     let dir = resolve_data_dir(flag)?;
-    std::fs::create_dir_all(&dir).map_err(|e| {
+    // Owner-only (0700): it holds the store, the settings' secrets and the API token.
+    crate::secrets::secure_dir(&dir).map_err(|e| {
         CliError::bad_input(format!("cannot create data dir {}: {e}", dir.display()))
     })?;
     let mut config = SledConfig::new(dir.join("store"));
@@ -790,6 +791,9 @@ pub fn entry_json(e: &crate::store::MemoryEntry) -> Value {
     );
     if let Some(x) = e.expires_at {
         m.insert("expires_at", Value::String(crate::clock::rfc3339(x)));
+    }
+    if let Some(o) = &e.owner {
+        m.insert("owner", serde_json::to_value(o).unwrap_or(Value::Null));
     }
     serde_json::to_value(m).unwrap_or(Value::Null)
 }

@@ -19,6 +19,8 @@
 //! * [`server`]: `fluxo serve`: webhooks with dedupe at the door, the REST API, SSE.
 //! * [`sandbox`]: `fluxo sandbox`, a local destination honouring `Idempotency-Key`.
 //! * [`settings`]: app settings in the data dir (env variables, retention, listener).
+//! * [`secrets`]: what is secret, the mask (`••••1234`) applied to run records, owner-only
+//!   file modes for the data dir.
 //! * [`samples`]: workflow templates and real payloads compiled into the binary.
 //! * [`check`]: `fluxo check`: the replay test of a workflow against the sandbox (same event
 //!   twice, timeout after write, new event, forced failure with compensation, replay).
@@ -30,6 +32,7 @@ pub mod run;
 pub mod runtime;
 pub mod samples;
 pub mod sandbox;
+pub mod secrets;
 pub mod server;
 pub mod settings;
 pub mod steps;

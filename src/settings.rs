@@ -4,8 +4,13 @@
 //!
 //! Values set here override the command-line defaults (`--retention-runs`, …); env variables
 //! set here win over `FLUXO_ENV_*` process variables of the same name.
+//!
+//! Secret env values (see [`crate::secrets`]: a name with `KEY`, `TOKEN`, `SECRET`, …, or one
+//! listed in `secret_env`) are shown masked by [`AppSettings::masked`] and come back as that
+//! mask when the UI saves the form unchanged: [`AppSettings::resolve_masked`] keeps the stored
+//! value then. The file is written with mode 0600 in a 0700 data dir.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +27,11 @@ pub struct AppSettings {
     /// Variables visible to templates as `env.NAME` (names `[A-Z_][A-Z0-9_]*`).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Env variables that are secret although their names do not say so (e.g.
+    /// `SLACK_WEBHOOK_URL`); names with `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `AUTH`, … are
+    /// secret anyway. Secret values are masked in run records and never shown by the API.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub secret_env: BTreeSet<String>,
     /// Keep the newest N finished runs per workflow (default: the server's flag, 10,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_runs: Option<usize>,
@@ -135,6 +145,13 @@ impl std::fmt::Display for HostPort {
 pub enum SettingsError {
     #[error("env variable name `{0}` must match [A-Z_][A-Z0-9_]* (it is used as env.{0})")]
     BadEnvName(String),
+    #[error("secret_env: `{0}` must match [A-Z_][A-Z0-9_]* (an env variable name)")]
+    BadSecretName(String),
+    #[error(
+        "env.{0}: `{1}` is the masked placeholder of a secret, but no stored value of {0} has \
+         that mask; type the value again"
+    )]
+    MaskedValue(String, String),
     #[error("retention_runs must be at least 1")]
     BadRetentionRuns,
     #[error("retention_days must be at least 1")]
@@ -159,18 +176,21 @@ pub enum SettingsError {
 impl AppSettings {
     /// Check every field.
     pub fn validate(&self) -> Result<(), SettingsError> {
-        for name in self.env.keys() {
-            let ok = !name.is_empty()
+        let ok = |name: &str| {
+            !name.is_empty()
                 && name
                     .chars()
                     .next()
                     .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
                 && name
                     .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-            if !ok {
-                return Err(SettingsError::BadEnvName(name.clone()));
-            }
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        };
+        if let Some(name) = self.env.keys().find(|n| !ok(n)) {
+            return Err(SettingsError::BadEnvName(name.clone()));
+        }
+        if let Some(name) = self.secret_env.iter().find(|n| !ok(n)) {
+            return Err(SettingsError::BadSecretName(name.clone()));
         }
         if self.retention_runs == Some(0) {
             return Err(SettingsError::BadRetentionRuns);
@@ -193,6 +213,52 @@ impl AppSettings {
         Ok(())
     }
 
+    /// Whether env variable `name` is secret ([`crate::secrets::is_secret_env`] with
+    /// `secret_env`).
+    pub fn is_secret(&self, name: &str) -> bool {
+        crate::secrets::is_secret_env(name, &self.secret_env)
+    }
+
+    /// The names of the env variables that are secret, sorted.
+    pub fn secret_names(&self) -> Vec<String> {
+        self.env
+            .keys()
+            .filter(|n| self.is_secret(n))
+            .cloned()
+            .collect()
+    }
+
+    /// These settings as the API shows them: every secret env value replaced by its mask
+    /// ([`crate::secrets::mask`], `••••1234`).
+    pub fn masked(&self) -> AppSettings {
+        let mut s = self.clone();
+        for (name, value) in s.env.iter_mut() {
+            if crate::secrets::is_secret_env(name, &self.secret_env) {
+                *value = crate::secrets::mask(value);
+            }
+        }
+        s
+    }
+
+    /// Settings sent back by a client that was shown [`AppSettings::masked`]: an env value
+    /// that is a mask (`••••…`) keeps the value stored in `current` under the same name when
+    /// its mask is exactly that; any other mask is refused ([`SettingsError::MaskedValue`]),
+    /// so a placeholder is never saved as a value.
+    pub fn resolve_masked(mut self, current: &AppSettings) -> Result<AppSettings, SettingsError> {
+        for (name, value) in self.env.iter_mut() {
+            if !crate::secrets::is_masked(value) {
+                continue;
+            }
+            match current.env.get(name) {
+                Some(stored) if crate::secrets::mask(stored) == *value => {
+                    *value = stored.clone();
+                }
+                _ => return Err(SettingsError::MaskedValue(name.clone(), value.clone())),
+            }
+        }
+        Ok(self)
+    }
+
     /// The retention policy: these settings over `defaults`.
     pub fn retention(&self, defaults: Retention) -> Retention {
         Retention {
@@ -204,9 +270,14 @@ impl AppSettings {
         }
     }
 
-    /// Load `<dir>/settings.json`; a missing file is the defaults.
+    /// Load `<dir>/settings.json`; a missing file is the defaults. A file that group or
+    /// others can read (an older version's 0644) is tightened to 0600 first, with a log line.
     pub fn load(dir: &Path) -> Result<Self, SettingsError> {
         let path = dir.join(FILE);
+        crate::secrets::secure_file(&path).map_err(|e| SettingsError::BadFile {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
@@ -225,14 +296,15 @@ impl AppSettings {
         Ok(s)
     }
 
-    /// Save atomically to `<dir>/settings.json`.
+    /// Save atomically to `<dir>/settings.json`, mode 0600 (it holds secrets), in `dir` made
+    /// 0700 ([`crate::secrets::secure_dir`]).
     pub fn save(&self, dir: &Path) -> Result<(), SettingsError> {
         self.validate()?;
         let path = dir.join(FILE);
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
-        std::fs::create_dir_all(dir)
-            .and_then(|_| crate::workflow::dir::write_atomic(&path, text.as_bytes()))
+        crate::secrets::secure_dir(dir)
+            .and_then(|_| crate::workflow::dir::write_atomic_mode(&path, text.as_bytes(), 0o600))
             .map_err(|source| SettingsError::Io {
                 path: path.display().to_string(),
                 source,

@@ -227,7 +227,20 @@ fn cli_json_report_and_bad_input() {
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["passed"], true);
     assert_eq!(r["workflow_id"], "invoice-paid-once");
-    assert_eq!(r["checks"].as_array().unwrap().len(), 6);
+    let checks = r["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 7);
+    let killed = checks
+        .iter()
+        .find(|c| c["check"] == "engine killed during POST /deals (after the write), restart")
+        .expect("the crash row");
+    assert_eq!(killed["verdict"], "pass", "{killed}");
+    assert!(
+        killed["seen"]
+            .as_str()
+            .unwrap()
+            .starts_with("resumed: succeeded"),
+        "{killed}"
+    );
 
     // An id path the event does not have.
     let o = fluxo(&[
@@ -420,7 +433,11 @@ fn cli_fails_the_unsafe_variant_with_a_clear_row() {
     assert!(stdout.contains("FAIL"), "{stdout}");
     assert!(stdout.contains("2 deals; redelivery succeeded"), "{stdout}");
     assert!(
-        stdout.contains("2 of 6 checks failed: invoice-paid-once is not safe to re-run"),
+        stdout.contains("left interrupted for a person: step create:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("3 of 7 checks failed: invoice-paid-once is not safe to re-run"),
         "{stdout}"
     );
 }

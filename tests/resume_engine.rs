@@ -3,7 +3,8 @@
 //! * C11: conflict and lock answers (409, 423) are not transient: one request each, the step
 //!   error carries the status; 408 and 503 are (four requests); `retry_once` on the 409 step
 //!   makes exactly two requests in all. What counts as transient is also what a resume
-//!   preview warns about (`not_transient`).
+//!   preview warns about (`not_transient`). A 5xx the destination replays as the stored
+//!   result of the key (`Idempotent-Replayed: true`) is not transient either.
 //! * A Memory claim is its lineage's own: a resumed claim step that finds its own claim
 //!   answers `written: true, reclaimed: true`; any other run, a replay included, gets
 //!   `exists` with `claimed_by`.
@@ -86,6 +87,24 @@ async fn c11_retry_once_on_a_conflict_makes_two_requests_in_all() {
     assert_eq!(preview.warnings[0].code, "not_transient", "{preview:?}");
     assert!(preview.warnings[0].message.contains("409"));
     assert_eq!(mock.count(), 2, "a preview sends nothing");
+}
+
+#[tokio::test]
+async fn a_replayed_stored_5xx_is_not_retried() {
+    // Stripe replays the stored result of a keyed request, a 500 included: retrying it (or
+    // resuming into it) cannot change the answer.
+    let mock = Mock::always(Action::status(500).header("Idempotent-Replayed", "true")).await;
+    let wf = compile(&call_workflow(&mock.url(), 3, None));
+    let h = Harness::new();
+    let run = h.run(&wf, json!({"id": "J-3"})).await;
+    assert_eq!(mock.count(), 1, "{}", dump(&run));
+    let e = run.error.unwrap();
+    assert_eq!(e.http_status, Some(500));
+    assert!(
+        e.message.contains("Idempotent-Replayed: true"),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test]

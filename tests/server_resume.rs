@@ -170,6 +170,11 @@ async fn resume_from_the_failed_step_executes_nothing_before_it() {
         "the reused lookup's output"
     );
 
+    // The compensation had released the claim; the resumed lineage holds it again, so a
+    // later redelivery is stopped by it.
+    let claim = w.s.get_json("/memory/invoices/INV-1").await;
+    assert_eq!(claim["owner"]["run_id"], id, "{claim}");
+
     let original = w.s.get_json(&format!("/runs/{id}")).await;
     assert_eq!(original["resumed_by"], json!([resumed["id"]]));
     assert_eq!(
@@ -182,6 +187,30 @@ async fn resume_from_the_failed_step_executes_nothing_before_it() {
     assert_eq!(status, 409, "{again}");
     assert_eq!(again["code"], "already_resumed");
     assert_eq!(again["resumed_by"], resumed["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_does_not_take_a_claim_another_run_took_meanwhile() {
+    let w = world(true, vec![Action::status(500)]).await;
+    let failed = start_run(&w.s, "INV-8").await;
+    let id = failed["id"].as_str().unwrap();
+    // The claim was released by the compensation; a redelivery took it and created the deal.
+    let other = start_run(&w.s, "INV-8").await;
+    assert_eq!(other["status"], "succeeded");
+    assert_eq!(w.crm.count(), 2);
+
+    let (status, resumed) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["status"], "succeeded", "{resumed}");
+    let seen = step(&resumed, "seen");
+    assert!(
+        seen.get("reused_from").is_none(),
+        "the claim executed again: {seen}"
+    );
+    assert_eq!(seen["output"]["written"], false);
+    assert_eq!(seen["output"]["claimed_by"], other["id"]);
+    assert_eq!(step(&resumed, "route")["ports"], json!(["skip"]));
+    assert_eq!(w.crm.count(), 2, "no second deal");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,6 +417,29 @@ async fn resuming_a_resume_keeps_the_lineage_and_its_claim() {
     let (_, second) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
     assert_eq!(second["status"], "failed", "{second}");
     let second_id = second["id"].as_str().unwrap();
+    // The first run was resumed already: a second resume of it would run beside the chain.
+    let (status, p) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (409, Some("already_resumed")),
+        "{p}"
+    );
+    assert_eq!(p["resumed_by"], second_id, "the newest run of the chain");
+    assert!(
+        p["detail"].as_str().unwrap().contains("resume that one"),
+        "{p}"
+    );
+    // The history lists the chain's links.
+    let listed = w.s.get_json("/runs?workflow=wf").await;
+    let first_summary = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(first_summary["resumed_by"], json!([second_id]));
+    assert_eq!(first_summary["root_run_id"], id);
     let (_, third) = post(&w.s, &format!("/runs/{second_id}/resume"), json!({})).await;
     assert_eq!(third["status"], "succeeded", "{third}");
     assert_eq!(third["root_run_id"], id);

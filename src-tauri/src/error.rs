@@ -1,4 +1,5 @@
-//! The one error type that crosses the IPC boundary: `{code, message, problems?}`, the same
+//! The one error type that crosses the IPC boundary: `{code, message, problems?, …}` (with the
+//! problem's other extra members, e.g. `resumed_by`), the same
 //! stable codes as the HTTP API's problem+json (`workflow_not_found`, `workflow_invalid`, …).
 //! The UI's `TauriApi` turns it into its `ApiError`.
 
@@ -16,6 +17,9 @@ pub struct IpcError {
     /// Validation problems, when the error is about a workflow's content.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problems: Option<Value>,
+    /// The problem's other extra members (e.g. `resumed_by` of `already_resumed`).
+    #[serde(flatten, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, Value>,
 }
 
 /// What every command answers.
@@ -27,6 +31,7 @@ impl IpcError {
             code: code.into(),
             message: message.into(),
             problems: None,
+            extra: serde_json::Map::new(),
         }
     }
 
@@ -41,10 +46,15 @@ impl IpcError {
 /// browser UI see the same answers (`problems` kept, HTTP status dropped).
 impl From<ApiError> for IpcError {
     fn from(e: ApiError) -> Self {
+        let mut extra = match e.extra {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
         IpcError {
             code: e.code.to_string(),
             message: e.detail,
-            problems: e.extra.and_then(|x| x.get("problems").cloned()),
+            problems: extra.remove("problems"),
+            extra,
         }
     }
 }
@@ -77,6 +87,13 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&e).unwrap(),
             json!({"code": "workflow_invalid", "message": "fix it", "problems": [{"code": "x"}]})
+        );
+        let e: IpcError = ApiError::conflict("already_resumed", "resumed by r2")
+            .with_extra(json!({"resumed_by": "r2"}))
+            .into();
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"code": "already_resumed", "message": "resumed by r2", "resumed_by": "r2"})
         );
         let e: IpcError = ApiError::not_found("run_not_found", "no run `r`").into();
         assert_eq!(

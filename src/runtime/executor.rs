@@ -20,15 +20,15 @@ use tokio::sync::broadcast;
 
 use super::effects::Effects;
 use super::http::{HttpTransport, LiveHttp};
-use super::preview::{self, RunPreview};
-use super::resume::{self, ResumeError};
+use super::resume;
 use crate::clock::Clock;
 use crate::run::{
     new_run_id, Attempt, ErrorInfo, Mode, RunRecord, RunStatus, StepRecord, StepStatus, Timestamp,
     Trigger,
 };
+use crate::secrets::Masker;
 use crate::steps::error_handler::{self, HandlerMode};
-use crate::steps::{parse_rendered, Registry, RepeatSafety, StepContext, StepError, StepOutput};
+use crate::steps::{parse_rendered, Registry, StepContext, StepError, StepOutput};
 use crate::store::{Store, StoreError};
 use crate::workflow::model::{PORT_ERROR, PORT_OUT};
 use crate::workflow::template::Scope;
@@ -70,43 +70,6 @@ impl RunRequest {
             input_edited: false,
         }
     }
-}
-
-/// Why a resume cannot start.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ResumeFailure {
-    /// Nothing to resume, or a bad `from_step`.
-    #[error(transparent)]
-    Plan(ResumeError),
-    /// The recorded definition no longer validates (e.g. a step kind was removed).
-    #[error("the run's recorded definition no longer validates")]
-    SnapshotInvalid(Vec<crate::workflow::Problem>),
-    /// The store failed while checking the run's earlier resumes.
-    #[error(transparent)]
-    Store(StoreError),
-}
-
-/// What crash recovery does with a run a dead process left `running` (`--recover`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RecoverPolicy {
-    /// Resume it when its in-flight step is safe to repeat, else mark it `interrupted`.
-    #[default]
-    ResumeSafe,
-    /// Mark every such run `interrupted`; a person resumes it.
-    None,
-}
-
-/// The outcome of [`Engine::recover_running`].
-#[derive(Debug)]
-pub enum Recovery {
-    /// The original (now `interrupted`, naming its resume) and its queued resume.
-    Resumed {
-        original: RunRecord,
-        resume: Box<RunRecord>,
-        workflow: Arc<Compiled>,
-    },
-    /// The original, `interrupted`, with the reason it was not resumed.
-    Interrupted(RunRecord),
 }
 
 /// Which definition a replay runs.
@@ -203,6 +166,23 @@ impl Engine {
         let mut layers = self.env.write().unwrap_or_else(|e| e.into_inner());
         layers.settings = vars;
         layers.merge();
+    }
+
+    /// Names of env variables that are secret although their names do not say so (the
+    /// settings' `secret_env`; see [`crate::secrets::is_secret_env`]). Replaces earlier names.
+    pub fn set_secret_env(&self, names: std::collections::BTreeSet<String>) {
+        let mut layers = self.env.write().unwrap_or_else(|e| e.into_inner());
+        layers.secret_names = names;
+        layers.merge();
+    }
+
+    /// The masker of the env in force: what run records hide (see [`crate::secrets`]).
+    pub fn masker(&self) -> Arc<Masker> {
+        self.env
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .masker
+            .clone()
     }
 
     /// The variables templates see as `env`.
@@ -306,173 +286,6 @@ impl Engine {
         self.execute(wf, run).await
     }
 
-    /// Resume `original` (SPEC §4 "Resume"): checks the plan ([`resume::plan`]) and answers
-    /// the definition to run (compiled from `original.snapshot`), the new queued run (not
-    /// stored: trigger `resume`, linked by `resume_of`, in the original's lineage and mode,
-    /// with its input and idempotency key) and the original with the new run added to its
-    /// `resumed_by`. Store both in one batch, then execute (see [`Engine::execute`]).
-    pub fn resume_run(
-        &self,
-        original: &RunRecord,
-        from_step: Option<&str>,
-    ) -> Result<(Arc<Compiled>, RunRecord, RunRecord), ResumeFailure> {
-        let wf = self.compile_snapshot(original)?;
-        resume::plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
-        for id in original.resumed_by.iter().rev() {
-            let status = match self.store.get_run(id) {
-                Ok(Some(r)) => r.status,
-                Ok(None) => continue,
-                Err(e) => return Err(ResumeFailure::Store(e)),
-            };
-            if !resume::is_resumable(status) {
-                return Err(ResumeFailure::Plan(ResumeError::AlreadyResumed {
-                    message: format!(
-                        "run `{}` was already resumed by run `{id}`, which {}",
-                        original.id,
-                        if status == RunStatus::Succeeded {
-                            "succeeded".to_string()
-                        } else {
-                            format!("is {status}: wait for it")
-                        }
-                    ),
-                    by: id.clone(),
-                }));
-            }
-        }
-        let mut req = RunRequest::new(original.input.clone(), Trigger::Resume, original.mode);
-        req.resume_of = Some(original.id.clone());
-        req.resume_from = from_step.map(String::from);
-        req.root_run_id = Some(original.root().to_string());
-        req.idempotency_key = original.idempotency_key.clone();
-        req.input_edited = original.input_edited;
-        let mut run = self.new_run(&wf, req);
-        run.replay_of = original.replay_of.clone();
-        let mut orig = original.clone();
-        orig.resumed_by.push(run.id.clone());
-        Ok((wf, run, orig))
-    }
-
-    /// Crash recovery of a run left `running` by a dead process (SPEC §4 "Crash recovery").
-    /// With [`RecoverPolicy::ResumeSafe`], unless the run was in a step that is not safe to
-    /// repeat ([`crate::steps::StepKind::repeat_safety`]: such a step is recorded `running`
-    /// durably before it starts, so its record says whether it was in flight), answers
-    /// [`Recovery::Resumed`]: the original marked `interrupted` and naming its resume, and the
-    /// queued resume (it repeats the step in flight, and any safe step whose record the crash
-    /// lost). Otherwise [`Recovery::Interrupted`]: the original `interrupted` with a reason a
-    /// person can act on. Nothing is stored: write the records in one batch, then queue the
-    /// resume.
-    pub async fn recover_running(&self, run: RunRecord, policy: RecoverPolicy) -> Recovery {
-        let mut orig = run;
-        orig.status = RunStatus::Interrupted;
-        orig.finished_at = Some(Timestamp(self.clock.now_ms()));
-        let interrupted = |mut orig: RunRecord, step: String, message: String| {
-            orig.error = Some(ErrorInfo {
-                code: "interrupted".into(),
-                message,
-                step,
-                attempts: 0,
-                http_status: None,
-            });
-            Recovery::Interrupted(orig)
-        };
-        if policy == RecoverPolicy::None {
-            let step = orig
-                .steps
-                .last()
-                .map(|s| s.step_id.clone())
-                .unwrap_or_default();
-            return interrupted(
-                orig,
-                step,
-                "the process stopped while this run was running and automatic recovery is off \
-                 (--recover none): check the destination, then resume it"
-                    .into(),
-            );
-        }
-        // The step in flight when the process died: one recorded `running` (a step that is
-        // not safe to repeat is recorded so, durably, before it starts), else the first step
-        // the resume executes (every step before the record's end is safe to repeat, or it
-        // would have left such a record).
-        let marked = orig
-            .steps
-            .iter()
-            .find(|s| s.status == StepStatus::Running)
-            .cloned();
-        if let Some(rec) = &marked {
-            let safety = self.compile_snapshot(&orig).ok().and_then(|wf| {
-                Some(
-                    wf.kind(wf.index_of(&rec.step_id)?)
-                        .repeat_safety(&rec.resolved_config),
-                )
-            });
-            if let Some(RepeatSafety::Unsafe(reason)) = safety {
-                let step = rec.step_id.clone();
-                let message = format!("step {step}: {reason}; check it, then resume");
-                return interrupted(orig, step, message);
-            }
-        }
-        let preview = match self.preview_resume(&orig, None).await {
-            Ok(p) => p,
-            Err(e) => {
-                let step = orig
-                    .steps
-                    .last()
-                    .map(|s| s.step_id.clone())
-                    .unwrap_or_default();
-                return interrupted(
-                    orig,
-                    step,
-                    format!("the process stopped while this run was running, and it cannot be resumed: {e}"),
-                );
-            }
-        };
-        let in_flight = marked
-            .map(|r| r.step_id)
-            .or_else(|| {
-                preview
-                    .run
-                    .steps
-                    .iter()
-                    .find(|s| s.reused_from.is_none())
-                    .map(|s| s.step_id.clone())
-            })
-            .unwrap_or_default();
-        match self.resume_run(&orig, None) {
-            Ok((wf, resume, mut orig)) => {
-                orig.error = Some(ErrorInfo {
-                    code: "interrupted".into(),
-                    message: format!(
-                        "the process stopped while this run was running{}; it was resumed \
-                         automatically as run {} (repeating that step is safe)",
-                        if in_flight.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (step {in_flight} in flight)")
-                        },
-                        resume.id
-                    ),
-                    step: in_flight,
-                    attempts: 0,
-                    http_status: None,
-                });
-                Recovery::Resumed {
-                    original: orig,
-                    resume: Box::new(resume),
-                    workflow: wf,
-                }
-            }
-            Err(e) => interrupted(orig, in_flight, format!("it cannot be resumed: {e}")),
-        }
-    }
-
-    /// Compile the definition a run recorded (`snapshot`), for a resume or an original-version
-    /// replay.
-    pub fn compile_snapshot(&self, run: &RunRecord) -> Result<Arc<Compiled>, ResumeFailure> {
-        let (c, problems) = crate::workflow::check_value(&run.snapshot, &self.registry);
-        c.map(Arc::new)
-            .ok_or(ResumeFailure::SnapshotInvalid(problems))
-    }
-
     /// Execute a (queued) run to its end, storing progress as it goes. Progress writes that
     /// fail are logged; the final write's failure is returned. A run with `resume_of` reuses
     /// the records of the run it resumes ([`resume::plan`]); `wf` must then be compiled from
@@ -489,47 +302,6 @@ impl Engine {
             Ok(r) => r,
             // Unreachable: an unstored walk writes nothing that could fail.
             Err(_) => run,
-        }
-    }
-
-    /// Preview a resume of `original` (see [`Engine::resume_run`] and [`preview`]).
-    pub async fn preview_resume(
-        &self,
-        original: &RunRecord,
-        from_step: Option<&str>,
-    ) -> Result<RunPreview, ResumeFailure> {
-        let (wf, run, _) = self.resume_run(original, from_step)?;
-        let plan = resume::plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
-        let dry = self.preview(&wf, run).await;
-        let calls = preview::planned_calls(&wf, &dry, original);
-        Ok(RunPreview {
-            warnings: preview::resume_warnings(original, &calls),
-            reused: plan.reused_ids(original),
-            from_step: plan.from_step,
-            calls,
-            run: dry,
-            resume_instead: false,
-        })
-    }
-
-    /// Preview a replay of `original` over `wf` (see [`Engine::replay_run`] and [`preview`]).
-    pub async fn preview_replay(
-        &self,
-        original: &RunRecord,
-        wf: &Compiled,
-        edited_input: Option<Value>,
-    ) -> RunPreview {
-        let (run, _) = self.replay_run(original, wf, Mode::Dry, edited_input);
-        let dry = self.preview(wf, run).await;
-        let warnings = preview::replay_warnings(original, &dry);
-        let calls = preview::planned_calls(wf, &dry, original);
-        RunPreview {
-            resume_instead: !warnings.is_empty(),
-            warnings,
-            reused: Vec::new(),
-            from_step: None,
-            calls,
-            run: dry,
         }
     }
 
@@ -554,6 +326,7 @@ impl Engine {
             Mode::Dry => Effects::dry(self.store.clone()),
         };
         let env = self.env();
+        let mask = (*self.masker()).clone();
         let run_meta = json!({
             "id": run.id,
             "workflow_id": run.workflow_id,
@@ -599,6 +372,8 @@ impl Engine {
             running_durable: run.mode == Mode::Dry,
             reuse,
             persist,
+            mask,
+            handler_config: None,
         };
         match plan_error {
             Some(e) => walk.fatal = Some(e),
@@ -617,6 +392,7 @@ impl Engine {
         };
         run.status = status;
         run.error = error;
+        walk.mask.run_outcome(&mut run);
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
         if !persist {
@@ -690,22 +466,31 @@ struct EnvLayers {
     embedder: BTreeMap<String, String>,
     settings: BTreeMap<String, String>,
     merged: BTreeMap<String, String>,
+    /// Secret by the settings' word ([`Engine::set_secret_env`]).
+    secret_names: std::collections::BTreeSet<String>,
+    /// Masks the secret values of `merged`.
+    masker: Arc<Masker>,
 }
 
 impl EnvLayers {
     fn new() -> Self {
         let process = env_from_process();
-        EnvLayers {
-            merged: process.clone(),
+        let mut layers = EnvLayers {
+            merged: BTreeMap::new(),
             process,
             embedder: BTreeMap::new(),
             settings: BTreeMap::new(),
-        }
+            secret_names: Default::default(),
+            masker: Default::default(),
+        };
+        layers.merge();
+        layers
     }
     fn merge(&mut self) {
         let mut m = self.process.clone();
         m.extend(self.embedder.clone());
         m.extend(self.settings.clone());
+        self.masker = Arc::new(Masker::new(&m, &self.secret_names));
         self.merged = m;
     }
 }
@@ -757,6 +542,11 @@ struct Walk<'a> {
     reuse: BTreeMap<String, StepRecord>,
     /// Store progress and announce events (false for a preview).
     persist: bool,
+    /// Masks each step record as it is made (secrets are never stored or shown); learns the
+    /// secrets the run reveals.
+    mask: Masker,
+    /// The last error handler's resolved config before masking (its mode and fallback).
+    handler_config: Option<Value>,
 }
 
 impl Walk<'_> {
@@ -775,8 +565,16 @@ impl Walk<'_> {
             if frame.error.is_none() {
                 let id = &self.wf.workflow.steps[frame.step].id;
                 if let Some(rec) = self.reuse.remove(id) {
-                    self.reuse_step(run, frame.step, rec, &mut stack);
-                    continue;
+                    if self.confirm_reuse(run, frame.step, &rec).await {
+                        self.reuse_step(run, frame.step, rec, &mut stack);
+                        continue;
+                    }
+                    // It executes again, and so does everything after it.
+                    for (i, below) in self.wf.downstream(frame.step).into_iter().enumerate() {
+                        if below {
+                            self.reuse.remove(&self.wf.workflow.steps[i].id);
+                        }
+                    }
                 }
             }
             if frame.error.is_none() && self.engine.clock.now_ms() >= self.deadline_ms {
@@ -805,6 +603,44 @@ impl Walk<'_> {
                     let result = self.exec_step(run, frame.step, true).await;
                     self.follow(run, frame.step, result, frame.error, &mut stack);
                 }
+            }
+        }
+    }
+
+    /// Ask the step's kind whether reusing `rec` still holds
+    /// ([`crate::steps::StepKind::confirm_reuse`]);
+    /// on an error the step executes again (and meets the error itself).
+    async fn confirm_reuse(&self, run: &RunRecord, step: usize, rec: &StepRecord) -> bool {
+        let Some(output) = &rec.output else {
+            return true;
+        };
+        let def = &self.wf.workflow.steps[step];
+        let ctx = self.scope.context();
+        let cx = StepContext::new(
+            &def.id,
+            &run.id,
+            &run.workflow_id,
+            run.mode,
+            &run.input,
+            &self.effects,
+            self.engine.clock.as_ref(),
+            self.deadline_ms,
+            false,
+            &self.wf.templates,
+            &ctx,
+        )
+        .with_root_run_id(run.root());
+        match self
+            .wf
+            .kind(step)
+            .confirm_reuse(&cx, &rec.resolved_config, output)
+            .await
+        {
+            Ok(holds) => holds,
+            Err(e) => {
+                tracing::warn!(run_id = %run.id, step = %def.id, error = %e.message,
+                    "could not confirm a reused step; executing it again");
+                false
             }
         }
     }
@@ -878,10 +714,7 @@ impl Walk<'_> {
             self.fatal = Some(info);
             return;
         }
-        let resolved = run
-            .step(&self.wf.workflow.steps[handler].id)
-            .map(|r| r.resolved_config.clone())
-            .unwrap_or(Value::Null);
+        let resolved = self.handler_config.take().unwrap_or(Value::Null);
         let config: error_handler::Config = match parse_rendered(resolved) {
             Ok(c) => c,
             Err(e) => {
@@ -911,7 +744,9 @@ impl Walk<'_> {
                 let failed_id = self.wf.workflow.steps[failed].id.clone();
                 if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == failed_id) {
                     rec.status = StepStatus::Fallback;
-                    rec.output = Some(value.clone());
+                    let mut recorded = value.clone();
+                    self.mask.value(&mut recorded);
+                    rec.output = Some(recorded);
                     rec.ports = vec![PORT_OUT.to_string()];
                 }
                 self.scope.set_output(&failed_id, &value);
@@ -997,7 +832,9 @@ impl Walk<'_> {
             // in flight (and asks a person), and that a later one never started.
             let marker = run.mode == Mode::Live && !kind.repeat_safety(&resolved).is_safe();
             if marker {
-                mark_in_flight(run, def, &kind, started, &resolved);
+                let mut masked = resolved.clone();
+                self.mask.value(&mut masked);
+                mark_in_flight(run, def, &kind, started, &masked);
             }
             // Before the first side effect: a crash from here on must leave the run `running`
             // (then recovered on restart), never `queued` (executed again from scratch).
@@ -1083,6 +920,9 @@ impl Walk<'_> {
             }
         }
         let error_out = error.clone();
+        if kind.descriptor().kind == "error_handler" {
+            self.handler_config = Some(resolved.clone());
+        }
         match run.steps.iter_mut().find(|s| s.step_id == def.id) {
             Some(rec) => {
                 rec.status = status;
@@ -1109,6 +949,14 @@ impl Walk<'_> {
                 reused_from: None,
             }),
         }
+        if let Some(rec) = run.steps.iter_mut().find(|s| s.step_id == def.id) {
+            let is_trigger = step == self.wf.trigger_index();
+            self.mask.step_record(rec, is_trigger);
+        }
+        let error_out = error_out.map(|mut e| {
+            self.mask.error(&mut e);
+            e
+        });
         let status_str = match status {
             StepStatus::Succeeded => "succeeded",
             _ => "failed",

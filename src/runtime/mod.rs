@@ -8,6 +8,5 @@ pub mod preview;
 pub mod resume;
 pub mod retry;
 
-pub use executor::{
-    Engine, RecoverPolicy, Recovery, ResumeFailure, RunEvent, RunRequest, VersionChoice,
-};
+pub use executor::{Engine, RunEvent, RunRequest, VersionChoice};
+pub use resume::{RecoverPolicy, Recovery, ResumeFailure};

@@ -11,7 +11,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::run::{RunRecord, StepStatus};
+use super::executor::Engine;
+use super::resume::ResumeFailure;
+use crate::run::{Mode, RunRecord, StepStatus};
 use crate::runtime::retry::is_retryable_status;
 use crate::steps::RepeatSafety;
 use crate::workflow::Compiled;
@@ -58,6 +60,10 @@ pub struct PreviewWarning {
 pub struct RunPreview {
     /// The dry run of what the action would do (not stored; `mode: dry`).
     pub run: RunRecord,
+    /// The mode the action itself would run in: a resume keeps the original's (a dry run is
+    /// resumed dry); absent for a replay, whose mode the request chooses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::run::Mode>,
     /// For a resume: the step it executes from (absent: the first step without a record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_step: Option<String>,
@@ -183,4 +189,50 @@ pub fn replay_warnings(original: &RunRecord, dry: &RunRecord) -> Vec<PreviewWarn
             )
         })
         .collect()
+}
+
+impl Engine {
+    /// Preview a resume of `original` (see [`Engine::resume_run`] and [`Engine::preview`]).
+    pub async fn preview_resume(
+        &self,
+        original: &RunRecord,
+        from_step: Option<&str>,
+    ) -> Result<RunPreview, ResumeFailure> {
+        let (wf, run, _) = self.resume_run(original, from_step)?;
+        let plan =
+            crate::runtime::resume::plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
+        let dry = self.preview(&wf, run).await;
+        let calls = planned_calls(&wf, &dry, original);
+        Ok(RunPreview {
+            warnings: resume_warnings(original, &calls),
+            reused: plan.reused_ids(original),
+            from_step: plan.from_step,
+            calls,
+            run: dry,
+            mode: Some(original.mode),
+            resume_instead: false,
+        })
+    }
+
+    /// Preview a replay of `original` over `wf` (see [`Engine::replay_run`] and [`Engine::preview`]).
+    pub async fn preview_replay(
+        &self,
+        original: &RunRecord,
+        wf: &Compiled,
+        edited_input: Option<Value>,
+    ) -> RunPreview {
+        let (run, _) = self.replay_run(original, wf, Mode::Dry, edited_input);
+        let dry = self.preview(wf, run).await;
+        let warnings = replay_warnings(original, &dry);
+        let calls = planned_calls(wf, &dry, original);
+        RunPreview {
+            resume_instead: !warnings.is_empty(),
+            warnings,
+            reused: Vec::new(),
+            from_step: None,
+            calls,
+            run: dry,
+            mode: None,
+        }
+    }
 }

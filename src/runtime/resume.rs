@@ -12,10 +12,17 @@
 //!
 //! The plan is a pure function of the original record and its compiled snapshot, so a queued
 //! resume computes it again when a worker takes it.
+//!
+//! Here too: [`Engine::resume_run`] (the use case every adapter calls) and crash recovery's
+//! rule, [`Engine::recover_running`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use crate::run::{RunRecord, RunStatus, StepRecord, StepStatus};
+use super::executor::{Engine, RunRequest};
+use crate::run::{ErrorInfo, RunRecord, RunStatus, StepRecord, StepStatus, Timestamp, Trigger};
+use crate::steps::RepeatSafety;
+use crate::store::StoreError;
 use crate::workflow::model::PORT_ERROR;
 use crate::workflow::Compiled;
 
@@ -28,8 +35,9 @@ pub enum ResumeError {
     /// `from_step` is not a step the run can resume from: `400 invalid_from_step`.
     #[error("{0}")]
     InvalidFromStep(String),
-    /// A resume of the run is queued, running or succeeded: `409 already_resumed` (resuming
-    /// again would repeat what that resume did; resume the newest run of the lineage).
+    /// The run was resumed already: `409 already_resumed`, `by` naming the newest run of its
+    /// chain (resume that one if it failed: one resume per run keeps a lineage a chain, so
+    /// no two of its runs act at once).
     #[error("{message}")]
     AlreadyResumed { message: String, by: String },
 }
@@ -170,4 +178,221 @@ pub fn plan(
         from_step: from,
         reuse,
     })
+}
+
+/// Why a resume cannot start.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ResumeFailure {
+    /// Nothing to resume, or a bad `from_step`.
+    #[error(transparent)]
+    Plan(ResumeError),
+    /// The recorded definition no longer validates (e.g. a step kind was removed).
+    #[error("the run's recorded definition no longer validates")]
+    SnapshotInvalid(Vec<crate::workflow::Problem>),
+    /// The store failed while checking the run's earlier resumes.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// What crash recovery does with a run a dead process left `running` (`--recover`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoverPolicy {
+    /// Resume it when its in-flight step is safe to repeat, else mark it `interrupted`.
+    #[default]
+    ResumeSafe,
+    /// Mark every such run `interrupted`; a person resumes it.
+    None,
+}
+
+/// The outcome of [`Engine::recover_running`].
+#[derive(Debug)]
+pub enum Recovery {
+    /// The original (now `interrupted`, naming its resume) and its queued resume.
+    Resumed {
+        original: RunRecord,
+        resume: Box<RunRecord>,
+        workflow: Arc<Compiled>,
+    },
+    /// The original, `interrupted`, with the reason it was not resumed.
+    Interrupted(RunRecord),
+}
+
+impl Engine {
+    /// Resume `original` (SPEC §4 "Resume"): checks the plan ([`plan`]) and answers
+    /// the definition to run (compiled from `original.snapshot`), the new queued run (not
+    /// stored: trigger `resume`, linked by `resume_of`, in the original's lineage and mode,
+    /// with its input and idempotency key) and the original with the new run added to its
+    /// `resumed_by`. Store both in one batch, then execute (see [`Engine::execute`]).
+    pub fn resume_run(
+        &self,
+        original: &RunRecord,
+        from_step: Option<&str>,
+    ) -> Result<(Arc<Compiled>, RunRecord, RunRecord), ResumeFailure> {
+        let wf = self.compile_snapshot(original)?;
+        plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
+        // One resume per run: a chain, never a fan (two resumes of one run would both own the
+        // lineage's claims and repeat the same calls at once). Point at the chain's newest run.
+        if let Some(first) = original.resumed_by.last() {
+            let mut newest = first.clone();
+            let mut status = None;
+            for _ in 0..10_000 {
+                match self
+                    .store()
+                    .get_run(&newest)
+                    .map_err(ResumeFailure::Store)?
+                {
+                    Some(r) => {
+                        status = Some(r.status);
+                        match r.resumed_by.last() {
+                            Some(next) => newest = next.clone(),
+                            None => break,
+                        }
+                    }
+                    None => break,
+                }
+            }
+            let state = match status {
+                Some(RunStatus::Succeeded) => "succeeded".to_string(),
+                Some(s) if is_resumable(s) => format!("{s}: resume that one"),
+                Some(s) => format!("is {s}: wait for it"),
+                None => "no longer exists".to_string(),
+            };
+            return Err(ResumeFailure::Plan(ResumeError::AlreadyResumed {
+                message: format!(
+                    "run `{}` was already resumed by run `{first}`; the newest run of its \
+                     lineage is `{newest}`, which {state}",
+                    original.id
+                ),
+                by: newest,
+            }));
+        }
+        let mut req = RunRequest::new(original.input.clone(), Trigger::Resume, original.mode);
+        req.resume_of = Some(original.id.clone());
+        req.resume_from = from_step.map(String::from);
+        req.root_run_id = Some(original.root().to_string());
+        req.idempotency_key = original.idempotency_key.clone();
+        req.input_edited = original.input_edited;
+        let mut run = self.new_run(&wf, req);
+        run.replay_of = original.replay_of.clone();
+        let mut orig = original.clone();
+        orig.resumed_by.push(run.id.clone());
+        Ok((wf, run, orig))
+    }
+
+    /// Crash recovery of a run left `running` by a dead process (SPEC §4 "Crash recovery").
+    /// With [`RecoverPolicy::ResumeSafe`], unless the run was in a step that is not safe to
+    /// repeat ([`crate::steps::StepKind::repeat_safety`]: such a step is recorded `running`
+    /// durably before it starts, so its record says whether it was in flight), answers
+    /// [`Recovery::Resumed`]: the original marked `interrupted` and naming its resume, and the
+    /// queued resume (it repeats the step in flight, and any safe step whose record the crash
+    /// lost). Otherwise [`Recovery::Interrupted`]: the original `interrupted` with a reason a
+    /// person can act on. Nothing is stored: write the records in one batch, then queue the
+    /// resume.
+    pub async fn recover_running(&self, run: RunRecord, policy: RecoverPolicy) -> Recovery {
+        let mut orig = run;
+        orig.status = RunStatus::Interrupted;
+        orig.finished_at = Some(Timestamp(self.clock().now_ms()));
+        let interrupted = |mut orig: RunRecord, step: String, message: String| {
+            orig.error = Some(ErrorInfo {
+                code: "interrupted".into(),
+                message,
+                step,
+                attempts: 0,
+                http_status: None,
+            });
+            Recovery::Interrupted(orig)
+        };
+        // The last step recorded: where a run that is not resumed is said to have stopped.
+        let last = orig
+            .steps
+            .last()
+            .map(|s| s.step_id.clone())
+            .unwrap_or_default();
+        if policy == RecoverPolicy::None {
+            return interrupted(
+                orig,
+                last,
+                "the process stopped while this run was running and automatic recovery is off \
+                 (--recover none): check the destination, then resume it"
+                    .into(),
+            );
+        }
+        // The step in flight when the process died: one recorded `running` (a step that is
+        // not safe to repeat is recorded so, durably, before it starts), else the first step
+        // the resume executes (every step before the record's end is safe to repeat, or it
+        // would have left such a record).
+        let marked = orig
+            .steps
+            .iter()
+            .find(|s| s.status == StepStatus::Running)
+            .cloned();
+        if let Some(rec) = &marked {
+            let safety = self.compile_snapshot(&orig).ok().and_then(|wf| {
+                Some(
+                    wf.kind(wf.index_of(&rec.step_id)?)
+                        .repeat_safety(&rec.resolved_config),
+                )
+            });
+            if let Some(RepeatSafety::Unsafe(reason)) = safety {
+                let step = rec.step_id.clone();
+                let message = format!("step {step}: {reason}; check it, then resume");
+                return interrupted(orig, step, message);
+            }
+        }
+        let preview = match self.preview_resume(&orig, None).await {
+            Ok(p) => p,
+            Err(e) => {
+                return interrupted(
+                    orig,
+                    last,
+                    format!("the process stopped while this run was running, and it cannot be resumed: {e}"),
+                );
+            }
+        };
+        let in_flight = marked
+            .map(|r| r.step_id)
+            .or_else(|| {
+                preview
+                    .run
+                    .steps
+                    .iter()
+                    .find(|s| s.reused_from.is_none())
+                    .map(|s| s.step_id.clone())
+            })
+            .unwrap_or_default();
+        match self.resume_run(&orig, None) {
+            Ok((wf, resume, mut orig)) => {
+                orig.error = Some(ErrorInfo {
+                    code: "interrupted".into(),
+                    message: format!(
+                        "the process stopped while this run was running{}; it was resumed \
+                         automatically as run {} (repeating that step is safe)",
+                        if in_flight.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (step {in_flight} in flight)")
+                        },
+                        resume.id
+                    ),
+                    step: in_flight,
+                    attempts: 0,
+                    http_status: None,
+                });
+                Recovery::Resumed {
+                    original: orig,
+                    resume: Box::new(resume),
+                    workflow: wf,
+                }
+            }
+            Err(e) => interrupted(orig, in_flight, format!("it cannot be resumed: {e}")),
+        }
+    }
+
+    /// Compile the definition a run recorded (`snapshot`), for a resume or an original-version
+    /// replay.
+    pub fn compile_snapshot(&self, run: &RunRecord) -> Result<Arc<Compiled>, ResumeFailure> {
+        let (c, problems) = crate::workflow::check_value(&run.snapshot, self.registry());
+        c.map(Arc::new)
+            .ok_or(ResumeFailure::SnapshotInvalid(problems))
+    }
 }

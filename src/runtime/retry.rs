@@ -94,7 +94,8 @@ impl RetryPolicy {
     }
 }
 
-/// Statuses worth retrying: 408, 429 and 5xx.
+/// Statuses worth retrying: 408, 429 and 5xx (not when the answer says it is a stored result
+/// replayed for the request's idempotency key: see [`send_with_retries`]).
 pub fn is_retryable_status(status: u16) -> bool {
     status == 408 || status == 429 || (500..=599).contains(&status)
 }
@@ -159,16 +160,31 @@ pub async fn send_with_retries(
             }
             Ok(answer) => {
                 record.http_status = Some(answer.status);
+                // A stored answer replayed for this Idempotency-Key (Stripe's
+                // `Idempotent-Replayed: true`): the destination will answer the same every time,
+                // so retrying cannot change it; a person must look.
+                let replayed = answer
+                    .header("idempotent-replayed")
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
                 let mut e = StepError::new(
                     "http_status",
-                    format!("{} {} answered {}", call.method, call.url, answer.status),
+                    if replayed {
+                        format!(
+                            "{} {} answered {}, a result the destination stored for this \
+                             Idempotency-Key and replays (Idempotent-Replayed: true): retrying \
+                             cannot change it",
+                            call.method, call.url, answer.status
+                        )
+                    } else {
+                        format!("{} {} answered {}", call.method, call.url, answer.status)
+                    },
                 );
                 e.http_status = Some(answer.status);
                 record.error = Some(e.message.clone());
                 let retry_after = answer
                     .header("retry-after")
                     .and_then(|v| parse_retry_after(v, cx.clock.now_ms()));
-                let retryable = is_retryable_status(answer.status);
+                let retryable = is_retryable_status(answer.status) && !replayed;
                 cx.record_attempt(record);
                 if !retryable {
                     e.attempts = attempt;

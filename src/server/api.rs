@@ -142,7 +142,19 @@ async fn put_workflow(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
-    let entry = state.workflows().save(&id, body).map_err(|e| match e {
+    // The save waits for the workflow's lock and fsyncs: off the async threads.
+    let saver = state.clone();
+    let saved = tokio::task::spawn_blocking(move || saver.workflows().save(&id, body))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "workflow save task failed");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "save_failed",
+                "the workflow file could not be written",
+            )
+        })?;
+    let entry = saved.map_err(|e| match e {
         DirError::BadId(_) | DirError::IdMismatch { .. } => {
             ApiError::bad_request("invalid_workflow", e.to_string())
         }

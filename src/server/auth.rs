@@ -23,15 +23,18 @@ pub enum TokenSource {
     Generated,
 }
 
-/// Resolve the API token for a data dir.
+/// Resolve the API token for a data dir. The data dir is made 0700 (created so, or tightened
+/// with a log line) and an existing token file 0600 ([`crate::secrets`]).
 pub fn resolve_token(
     given: Option<String>,
     data_dir: &Path,
 ) -> std::io::Result<(String, TokenSource)> {
+    crate::secrets::secure_dir(data_dir)?;
     if let Some(t) = given.filter(|t| !t.trim().is_empty()) {
         return Ok((t.trim().to_string(), TokenSource::Given));
     }
     let path = data_dir.join("token");
+    crate::secrets::secure_file(&path)?;
     if let Ok(t) = std::fs::read_to_string(&path) {
         let t = t.trim().to_string();
         if !t.is_empty() {
@@ -51,26 +54,16 @@ pub fn generate_token() -> String {
     hex::encode(b)
 }
 
-/// Write a secret file readable by its owner only (0600).
+/// Write a secret file readable by its owner only (0600, whatever the umask), atomically,
+/// in a folder made 0700.
 pub fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => {
+            crate::secrets::secure_dir(dir)?;
+        }
+        _ => {}
     }
-    let mut f = opts.open(path)?;
-    f.write_all(secret.as_bytes())?;
-    f.write_all(b"\n")?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(())
+    crate::workflow::dir::write_atomic_mode(path, format!("{secret}\n").as_bytes(), 0o600)
 }
 
 /// SHA-256 of the token, hex: the scope of idempotency records (never the token itself).

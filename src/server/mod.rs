@@ -162,15 +162,19 @@ impl AppState {
             .clone()
     }
     /// Replace the settings: saved to the data dir (if any) and applied (env variables to the
-    /// engine; retention from the next maintenance pass).
+    /// engine; retention from the next maintenance pass). A secret env value sent back as the
+    /// mask the API showed keeps the stored value
+    /// ([`crate::settings::AppSettings::resolve_masked`]).
     pub fn set_settings(
         &self,
         s: crate::settings::AppSettings,
     ) -> Result<(), crate::settings::SettingsError> {
+        let s = s.resolve_masked(&self.settings())?;
         s.validate()?;
         if let Some(dir) = &self.0.options.data_dir {
             s.save(dir)?;
         }
+        self.0.engine.set_secret_env(s.secret_env.clone());
         self.0.engine.set_settings_env(s.env.clone());
         {
             let mut hosts = self.0.hosts.write().unwrap_or_else(|e| e.into_inner());
@@ -321,10 +325,15 @@ pub async fn start(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (queue, receiver) = queue::Queue::new();
     let settings = match &options.data_dir {
-        Some(dir) => crate::settings::AppSettings::load(dir)
-            .map_err(|e| std::io::Error::other(e.to_string()))?,
+        Some(dir) => {
+            // Owner-only (0700, tightened with a log line): the store, settings and token.
+            crate::secrets::secure_dir(dir)?;
+            crate::settings::AppSettings::load(dir)
+                .map_err(|e| std::io::Error::other(e.to_string()))?
+        }
         None => crate::settings::AppSettings::default(),
     };
+    engine.set_secret_env(settings.secret_env.clone());
     engine.set_settings_env(settings.env.clone());
     let hosts = door::HostRules::new(addr, &settings.allowed_hosts);
     let state = AppState(Arc::new(Inner {

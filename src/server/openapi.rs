@@ -394,6 +394,9 @@ pub struct MemoryEntry {
     pub expires_at: Option<Timestamp>,
     /// Time left before it expires, in milliseconds; absent: never expires.
     pub ttl_left_ms: Option<i64>,
+    /// The run lineage (root run id) and step that wrote it; absent for keys written outside
+    /// a run.
+    pub owner: Option<crate::store::ClaimOwner>,
 }
 
 /// A page of a namespace's live keys, in key order.
@@ -464,7 +467,10 @@ pub struct EffectiveRetention {
 /// The settings and read-only facts.
 #[derive(ToSchema)]
 pub struct SettingsView {
+    /// The settings, each secret env value masked (`••••1234`).
     pub settings: AppSettings,
+    /// The env variables whose values are masked (secret by name or by `secret_env`).
+    pub secret_names: Vec<String>,
     pub effective: EffectiveRetention,
     /// Where `settings.json` and `token` live; null: settings are kept in memory only.
     pub data_dir: Option<String>,

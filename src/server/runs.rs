@@ -336,7 +336,7 @@ pub struct RunsParams {
     /// Only `live` or only `dry` runs.
     #[param(value_type = Option<crate::run::Mode>, inline)]
     pub mode: Option<String>,
-    /// Only runs started by `webhook`, `api`, `manual`, `replay` or `cli`.
+    /// Only runs started by `webhook`, `api`, `manual`, `replay`, `cli` or `resume`.
     #[param(value_type = Option<crate::run::Trigger>, inline)]
     pub trigger: Option<String>,
     /// Only runs with exactly this idempotency (or event) key.
@@ -406,7 +406,7 @@ impl RunsParams {
             None => None,
             Some(t) => Some(
                 serde_json::from_value::<Trigger>(Value::String(t.to_string()))
-                    .map_err(|_| bad("trigger", t, "webhook, api, manual, replay, cli"))?,
+                    .map_err(|_| bad("trigger", t, "webhook, api, manual, replay, cli, resume"))?,
             ),
         };
         let limit = self.limit.unwrap_or(50);

@@ -1,7 +1,9 @@
 //! Settings routes: env variables for templates, retention, listener address, the API token.
 //!
-//! * `GET /api/v1/settings` → the settings plus read-only facts (data dir, workflows dir).
-//! * `PUT /api/v1/settings` → replace them (validated; saved to `<data-dir>/settings.json`).
+//! * `GET /api/v1/settings` → the settings plus read-only facts (data dir, workflows dir);
+//!   secret env values are shown masked (`••••1234`, see [`crate::secrets`]), never in clear.
+//! * `PUT /api/v1/settings` → replace them (validated; saved to `<data-dir>/settings.json`);
+//!   a secret sent back as its mask keeps the stored value.
 //! * `GET /api/v1/settings/token` → the API token (to show it once more).
 //! * `POST /api/v1/settings/token` → a new token; the old one stops working at once.
 
@@ -28,13 +30,15 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_token, regenerate_token))
 }
 
-/// `{settings, effective, data_dir, workflows_dir}`: the settings and the read-only facts, as
-/// `GET /api/v1/settings` answers them (and the desktop app's `get_settings`).
+/// `{settings, secret_names, effective, data_dir, workflows_dir}`: the settings (secret env
+/// values masked) and the read-only facts, as `GET /api/v1/settings` answers them (and the
+/// desktop app's `get_settings`).
 pub fn view(state: &AppState) -> Value {
     let s = state.settings();
     let r = state.retention();
     json!({
-        "settings": s,
+        "settings": s.masked(),
+        "secret_names": s.secret_names(),
         "effective": {
             "retention_runs": r.max_runs_per_workflow,
             "retention_days": r.max_age_ms.map(|ms| ms / 86_400_000),
@@ -49,6 +53,10 @@ pub fn view(state: &AppState) -> Value {
     path = "/settings",
     tag = "settings",
     summary = "The settings and read-only facts",
+    description = "Secret env values (names with `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, \
+        `PASSWD`, `PASSPHRASE`, `PWD`, `AUTH`, `CREDENTIAL`, `PRIVATE`, `COOKIE`, `SESSION`, \
+        or listed in `secret_env`) are masked: `••••` plus the last 4 characters of a value of \
+        12 or more, else `••••`.",
     responses((status = 200, description = "The settings.", body = doc::SettingsView)),
 )]
 async fn get_settings(State(state): State<AppState>) -> Json<Value> {
@@ -61,7 +69,9 @@ async fn get_settings(State(state): State<AppState>) -> Json<Value> {
     tag = "settings",
     summary = "Replace the settings",
     description = "Validated, saved to `<data-dir>/settings.json` and applied (env variables \
-        at once; retention from the next maintenance pass, within a minute).",
+        at once; retention from the next maintenance pass, within a minute). A secret env value \
+        sent back as the mask `GET` showed (`••••1234`) keeps the stored value; a mask that \
+        does not match the stored value is refused (`invalid_settings`).",
     request_body(content = AppSettings, content_type = "application/json"),
     responses(
         (status = 200, description = "The settings as now in force.", body = doc::SettingsView),

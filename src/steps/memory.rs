@@ -16,6 +16,10 @@
 //! so the lineage goes on as the first attempt did (SPEC §4 "Resume"). Any other holder,
 //! a replay's new lineage included, gets `written: false, reason: "exists"` with
 //! `claimed_by` naming the holder's root run when known.
+//!
+//! A resume that reuses a claim re-takes it when a compensation released it, so the lineage
+//! goes on holding its event; if another run took the key meanwhile, the claim step executes
+//! again and answers `exists` ([`StepKind::confirm_reuse`]).
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -142,6 +146,44 @@ impl StepKind for Memory {
             }
         }
         problems
+    }
+    /// A reused claim (`written: true`) must still be the lineage's: re-take it if a
+    /// compensation released it (the TTL counts again from now); if another run holds it now,
+    /// the reuse does not hold and the step executes again (answering `exists`).
+    async fn confirm_reuse(
+        &self,
+        cx: &StepContext<'_>,
+        config: &Value,
+        output: &Value,
+    ) -> Result<bool, StepError> {
+        let Ok(c) = serde_json::from_value::<Config>(config.clone()) else {
+            return Ok(true);
+        };
+        let claim = c.operation == Operation::Write
+            && !c.allow_overwrite
+            && c.scope == Scope::Persistent
+            && output.get("written") == Some(&Value::Bool(true));
+        if !claim {
+            return Ok(true);
+        }
+        let key = key_text(&c.key, "key")?;
+        let owner = ClaimOwner {
+            run_id: cx.root_run_id.to_string(),
+            step_id: cx.step_id.to_string(),
+        };
+        let opts = WriteOptions {
+            allow_overwrite: false,
+            ttl_ms: c.ttl_s.map(|s| s.saturating_mul(1000)),
+            owner: Some(&owner),
+        };
+        let value = c.value.unwrap_or(Value::Bool(true));
+        let store = cx.effects.memory(c.scope);
+        Ok(
+            match store.write(&c.namespace, &key, &value, opts, cx.clock.now_ms())? {
+                WriteResult::Written { .. } => true,
+                WriteResult::Exists { existing } => existing.owner.as_ref() == Some(&owner),
+            },
+        )
     }
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
         let c: Config = parse_rendered(config)?;

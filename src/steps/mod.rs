@@ -281,6 +281,19 @@ pub trait StepKind: Send + Sync + 'static {
     fn repeat_safety(&self, _config: &Value) -> RepeatSafety {
         RepeatSafety::Safe
     }
+    /// A resumed run is about to reuse this step's recorded `output` (with `config` as it
+    /// was rendered then) instead of executing it: answer whether the reuse still holds in the
+    /// world as it is now, restoring what the step established where it can. `false` executes
+    /// the step again instead. Default: the reuse holds. The Memory kind re-takes a claim
+    /// that a compensation released, and answers `false` when another run took it meanwhile.
+    async fn confirm_reuse(
+        &self,
+        _cx: &StepContext<'_>,
+        _config: &Value,
+        _output: &Value,
+    ) -> Result<bool, StepError> {
+        Ok(true)
+    }
     /// Run with the rendered config.
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError>;
 }

@@ -252,6 +252,13 @@ pub struct RunSummary {
     pub replay_of: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_of: Option<String>,
+    /// Runs that resumed this one (a run is resumed at most once: see
+    /// [`crate::runtime::resume::ResumeError::AlreadyResumed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed_by: Vec<String>,
+    /// The lineage's root run id ([`RunRecord::root`]).
+    #[serde(default)]
+    pub root_run_id: String,
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
@@ -278,6 +285,8 @@ impl From<&RunRecord> for RunSummary {
             idempotency_key: r.idempotency_key.clone(),
             replay_of: r.replay_of.clone(),
             resume_of: r.resume_of.clone(),
+            resumed_by: r.resumed_by.clone(),
+            root_run_id: r.root().to_string(),
             created_at: r.created_at,
             finished_at: r.finished_at,
             duration_ms: r.duration_ms,

@@ -172,7 +172,40 @@ impl SledStore {
     /// in this process keeps the lock until sled's background threads (flusher, log writers)
     /// let go of it. Held longer (another process, e.g. `fluxo serve`), the error names the
     /// lock.
+    ///
+    /// The store's folder is created 0700; sled's files (created with the umask's modes) are
+    /// made 0600 and its folders 0700 after opening, and a store an older version left
+    /// readable by others is tightened first, with a log line ([`crate::secrets`]).
     pub fn open(config: &SledConfig) -> StoreResult<Self> {
+        let secure = |log: bool| {
+            crate::secrets::secure_tree(&config.path)
+                .map(|n| {
+                    if log && n > 0 {
+                        tracing::warn!(
+                            path = %config.path.display(),
+                            paths = n,
+                            "the store was readable by other users: tightened to owner-only \
+                             (folders 0700, files 0600)"
+                        );
+                    }
+                })
+                .map_err(|e| {
+                    StoreError::Backend(format!(
+                        "cannot make the store {} owner-only: {e}",
+                        config.path.display()
+                    ))
+                })
+        };
+        if config.path.exists() {
+            secure(true)?;
+        } else {
+            crate::secrets::secure_dir(&config.path).map_err(|e| {
+                StoreError::Backend(format!(
+                    "cannot create the store {}: {e}",
+                    config.path.display()
+                ))
+            })?;
+        }
         let open = || {
             sled::Config::new()
                 .path(&config.path)
@@ -196,6 +229,8 @@ impl SledStore {
             .map(|name| db.open_tree(name))
             .collect::<Result<Vec<_>, _>>()
             .map_err(backend)?;
+        // The files sled has just created.
+        secure(false)?;
         Ok(SledStore { db, trees })
     }
 

@@ -1,10 +1,17 @@
 //! A folder of workflow files (`<id>.json`), the source of truth for `fluxo serve` and the
 //! desktop app: loaded at start, saved with a version bump and an atomic rename (nothing
 //! half-written), deleted on request.
+//!
+//! Saves of one workflow are serialised by a per-workflow lock around the whole
+//! read-modify-write (read the current version, bump it, write a unique temporary file,
+//! fsync, rename, publish the entry), so concurrent saves never share a temporary file, each
+//! gets its own strictly higher version, and the entry served (`GET` answers its `text`) is
+//! the bytes of the last file renamed into place. Saves of different workflows do not wait
+//! for each other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::Value;
 
@@ -138,6 +145,8 @@ pub struct WorkflowDir {
     dir: PathBuf,
     registry: Arc<Registry>,
     entries: RwLock<BTreeMap<String, Arc<WorkflowEntry>>>,
+    /// One lock per workflow id, held across a save's or delete's read-modify-write.
+    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
 impl WorkflowDir {
@@ -149,6 +158,7 @@ impl WorkflowDir {
             dir: dir.to_path_buf(),
             registry,
             entries: RwLock::new(BTreeMap::new()),
+            locks: Mutex::new(HashMap::new()),
         };
         wd.reload()?;
         Ok(wd)
@@ -197,10 +207,23 @@ impl WorkflowDir {
             .collect()
     }
 
-    /// Save `body` as workflow `id`: the version becomes one more than the larger of the
-    /// file's and the body's; written to a temporary file and renamed over the old one.
-    /// A body that is not structurally a workflow (unknown fields, wrong types) is refused;
-    /// one that parses but does not validate is saved with its problems (a draft).
+    /// The lock of workflow `id` (created on first use).
+    fn lock_of(&self, id: &str) -> Arc<Mutex<()>> {
+        self.locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Save `body` as workflow `id`: the version becomes one more than the largest of the
+    /// served entry's, the file's on disk and the body's, so concurrent saves get distinct,
+    /// strictly increasing versions; written to a unique temporary file, fsynced and renamed
+    /// over the old one, under the workflow's lock (see the module doc). Blocks on the lock
+    /// and on fsync: call it off the async threads. A body that is not structurally a workflow
+    /// (unknown fields, wrong types) is refused; one that parses but does not validate is
+    /// saved with its problems (a draft).
     pub fn save(&self, id: &str, mut body: Value) -> Result<Arc<WorkflowEntry>, DirError> {
         if !valid_workflow_id(id) {
             return Err(DirError::BadId(id.to_string()));
@@ -227,10 +250,18 @@ impl WorkflowDir {
                 .collect();
             DirError::Invalid(errors)
         })?;
-        let current = self.get(id).map(|e| e.version()).unwrap_or(0);
-        wf.version = current.max(wf.version) + 1;
-        let text = wf.to_file_string();
+        let lock = self.lock_of(id);
+        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
         let path = self.dir.join(format!("{id}.json"));
+        // The file may have been edited by hand since it was loaded: its version counts too.
+        let on_disk = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.get("version").and_then(Value::as_u64))
+            .unwrap_or(0);
+        let current = self.get(id).map(|e| e.version()).unwrap_or(0).max(on_disk);
+        wf.version = current.max(wf.version).saturating_add(1);
+        let text = wf.to_file_string();
         write_atomic(&path, text.as_bytes()).map_err(|source| DirError::Io {
             path: path.display().to_string(),
             source,
@@ -248,8 +279,10 @@ impl WorkflowDir {
         Ok(entry)
     }
 
-    /// Delete a workflow file; `false` if there was none.
+    /// Delete a workflow file; `false` if there was none. Waits for a save of it in progress.
     pub fn delete(&self, id: &str) -> Result<bool, DirError> {
+        let lock = self.lock_of(id);
+        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
         let Some(entry) = self.get(id) else {
             return Ok(false);
         };
@@ -265,15 +298,54 @@ impl WorkflowDir {
     }
 }
 
-/// Write to `<path>.tmp`, fsync, rename over `path`: readers see the old or the new file,
-/// never half of one.
+/// Write `bytes` to `path` atomically with the mode `path` has (0644 for a new file): see
+/// [`write_atomic_mode`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    #[cfg(unix)]
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644)
+    };
+    #[cfg(not(unix))]
+    let mode = 0o644;
+    write_atomic_mode(path, bytes, mode)
+}
+
+/// Write `bytes` to `path` atomically, with Unix permissions `mode` (e.g. 0o600), whatever
+/// the umask: a temporary file with a unique name in the same folder (so concurrent writers
+/// never share one; created 0600), written, fsynced, given `mode`, renamed over `path`, then
+/// the folder fsynced. Readers see the old or the new file, never half of one; on an error
+/// the temporary file is removed and `path` is untouched.
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("json.tmp");
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    #[cfg(unix)]
     {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
-    std::fs::rename(&tmp, path)
+    #[cfg(not(unix))]
+    let _ = mode;
+    tmp.persist(path).map_err(|e| e.error)?;
+    // The rename is durable once the folder is (best effort: not every filesystem allows it).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }

@@ -6,7 +6,10 @@ import type {
   MemoryPage,
   MemoryQuery,
   ReplayOptions,
+  ReplayPreviewOptions,
+  ResumeOptions,
   RunPage,
+  RunPreview,
   RunQuery,
   RunStats,
   RunStatsQuery,
@@ -65,10 +68,22 @@ export interface Api {
   /** Counts by status per time bucket. */
   runStats(query: RunStatsQuery): Promise<RunStats>;
   /**
-   * Replay a run: a new run of its input linked by `replay_of` (both ways). Waits for the end
-   * and answers the new run; with `async`, answers the queued run at once.
+   * Replay a run: a new run of its input (or of `options.input`, a corrected payload) linked by
+   * `replay_of` (both ways). Waits for the end and answers the new run; with `async`, answers
+   * the queued run at once.
    */
   replayRun(id: string, options: ReplayOptions): Promise<RunRecord>;
+  /** The dry walk of a replay (nothing stored or sent): its run, calls, warnings (`own_claim` → `resume_instead`). */
+  previewReplay(id: string, options: ReplayPreviewOptions): Promise<RunPreview>;
+  /**
+   * Resume a failed, timed-out or interrupted run (SPEC §4): a new run linked by `resume_of`
+   * that reuses the steps that succeeded and executes from the failed/in-flight step or
+   * `options.fromStep`, in the original's mode. Errors: `nothing_to_resume`, `already_resumed`
+   * (`extra.resumed_by`), `invalid_from_step`, `run_not_found`, `workflow_invalid`.
+   */
+  resumeRun(id: string, options: ResumeOptions): Promise<RunRecord>;
+  /** The dry walk of a resume (nothing stored or sent): reused steps, calls sent again with their keys, warnings. */
+  previewResume(id: string, fromStep?: string): Promise<RunPreview>;
 
   // Memory browser
   memoryNamespaces(): Promise<string[]>;

@@ -1,5 +1,6 @@
 import type { Api } from './api';
 import { SseParser } from './sse';
+import { parseJson, stringifyJson } from './json';
 import {
   ApiError,
   type AppSettings,
@@ -9,7 +10,10 @@ import {
   type MemoryPage,
   type MemoryQuery,
   type ReplayOptions,
+  type ReplayPreviewOptions,
+  type ResumeOptions,
   type RunPage,
+  type RunPreview,
   type RunQuery,
   type RunStats,
   type RunStatsQuery,
@@ -39,7 +43,11 @@ export class HttpApi implements Api {
     return Promise.resolve(`${this.base || window.location.origin}/hooks`);
   }
 
-  private async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  /**
+   * One call. Bodies are written with {@link stringifyJson}; answers are read with
+   * {@link parseJson} (integers beyond 2^53 kept exactly) when `lossless`, else `JSON.parse`.
+   */
+  private async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, lossless = false): Promise<T> {
     let resp: Response;
     try {
       resp = await fetch(`${this.base}/api/v1${path}`, {
@@ -49,7 +57,7 @@ export class HttpApi implements Api {
           ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
           ...headers,
         },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? undefined : stringifyJson(body),
       });
     } catch (e) {
       throw new ApiError('network', `cannot reach the Fluxo server: ${(e as Error).message}`);
@@ -58,17 +66,18 @@ export class HttpApi implements Api {
     const text = await resp.text();
     let json: unknown = undefined;
     try {
-      json = text ? JSON.parse(text) : undefined;
+      json = text ? (lossless ? parseJson(text) : JSON.parse(text)) : undefined;
     } catch {
       /* not JSON */
     }
     if (!resp.ok) {
-      const p = (json ?? {}) as { code?: string; detail?: string; title?: string; problems?: Problem[] };
+      const p = (json ?? {}) as { code?: string; detail?: string; title?: string; problems?: Problem[] } & Record<string, unknown>;
       throw new ApiError(
         p.code ?? `http_${resp.status}`,
         p.detail ?? p.title ?? (text || resp.statusText),
         resp.status,
         p.problems,
+        p,
       );
     }
     return json as T;
@@ -96,7 +105,8 @@ export class HttpApi implements Api {
     return this.request('POST', `/workflows/${encodeURIComponent(id)}/runs`, { input }, { Prefer: 'respond-async' });
   }
   getRun(id: string): Promise<RunRecord> {
-    return this.request('GET', `/runs/${encodeURIComponent(id)}`);
+    // Lossless: the input may be shown, edited and sent back (replay with edited input).
+    return this.request('GET', `/runs/${encodeURIComponent(id)}`, undefined, {}, true);
   }
   checkWorkflow(id: string, event: unknown, options: CheckOptions = {}): Promise<CheckReport> {
     const body: Record<string, unknown> = { event };
@@ -121,8 +131,21 @@ export class HttpApi implements Api {
     return this.request('GET', `/runs/stats${queryString(query)}`);
   }
   replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
-    const body = { mode: options.mode ?? 'live', version: options.version ?? 'current' };
-    return this.request('POST', `/runs/${encodeURIComponent(id)}/replay`, body, options.async ? { Prefer: 'respond-async' } : {});
+    const body: Record<string, unknown> = { mode: options.mode ?? 'live', version: options.version ?? 'current' };
+    if (options.input !== undefined) body.input = options.input;
+    return this.request('POST', `/runs/${encodeURIComponent(id)}/replay`, body, options.async ? { Prefer: 'respond-async' } : {}, true);
+  }
+  previewReplay(id: string, options: ReplayPreviewOptions): Promise<RunPreview> {
+    const body: Record<string, unknown> = { version: options.version ?? 'current' };
+    if (options.input !== undefined) body.input = options.input;
+    return this.request('POST', `/runs/${encodeURIComponent(id)}/replay/preview`, body, {}, true);
+  }
+  resumeRun(id: string, options: ResumeOptions): Promise<RunRecord> {
+    const body = options.fromStep ? { from_step: options.fromStep } : {};
+    return this.request('POST', `/runs/${encodeURIComponent(id)}/resume`, body, options.async ? { Prefer: 'respond-async' } : {}, true);
+  }
+  previewResume(id: string, fromStep?: string): Promise<RunPreview> {
+    return this.request('POST', `/runs/${encodeURIComponent(id)}/resume/preview`, fromStep ? { from_step: fromStep } : {}, {}, true);
   }
   async memoryNamespaces(): Promise<string[]> {
     return (await this.request<{ namespaces: string[] }>('GET', '/memory')).namespaces;

@@ -1,6 +1,7 @@
 import { invoke } from '@tauri-apps/api/core';
 import { listen } from '@tauri-apps/api/event';
 import type { Api } from './api';
+import { canStringifyRaw, hasLosslessNumber } from './json';
 import {
   ApiError,
   type AppSettings,
@@ -10,7 +11,10 @@ import {
   type MemoryPage,
   type MemoryQuery,
   type ReplayOptions,
+  type ReplayPreviewOptions,
+  type ResumeOptions,
   type RunPage,
+  type RunPreview,
   type RunQuery,
   type RunStats,
   type RunStatsQuery,
@@ -45,7 +49,10 @@ import {
  * | `step_kinds` / `templates` / `sample_payloads` | – | arrays |
  * | `list_runs` | `{query: RunQuery}` | `{runs, next_cursor?}` (as `GET /runs`) |
  * | `run_stats` | `{query: RunStatsQuery}` | `{bucket_ms, buckets}` (as `GET /runs/stats`) |
- * | `replay_run` | `{id, mode, version, wait}` | the new `RunRecord` (finished if `wait`, else queued) |
+ * | `replay_run` | `{id, mode, version, input, wait}` (`input`: null = the original input) | the new `RunRecord` (finished if `wait`, else queued) |
+ * | `preview_replay` | `{id, version, input}` | `RunPreview` (nothing stored or sent) |
+ * | `resume_run` | `{id, fromStep, wait}` (`fromStep` may be null) | the new `RunRecord` (finished if `wait`, else queued) |
+ * | `preview_resume` | `{id, fromStep}` | `RunPreview` (nothing stored or sent) |
  * | `memory_namespaces` | – | `string[]` |
  * | `memory_list` | `{namespace, prefix, after, limit}` | `{entries, next_after}` |
  * | `memory_get` / `memory_delete` | `{namespace, key}` | `MemoryEntry` / – |
@@ -64,8 +71,8 @@ export class TauriApi implements Api {
       return await invoke<T>(cmd, args);
     } catch (e) {
       if (e && typeof e === 'object' && 'code' in e) {
-        const x = e as { code: string; message?: string; problems?: Problem[] };
-        throw new ApiError(x.code, x.message ?? x.code, undefined, x.problems);
+        const x = e as { code: string; message?: string; problems?: Problem[] } & Record<string, unknown>;
+        throw new ApiError(x.code, x.message ?? x.code, undefined, x.problems, x);
       }
       throw new ApiError('ipc', String(e));
     }
@@ -123,13 +130,23 @@ export class TauriApi implements Api {
   runStats(query: RunStatsQuery): Promise<RunStats> {
     return this.call('run_stats', { query: clean(query) });
   }
-  replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
+  async replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
     return this.call('replay_run', {
       id,
       mode: options.mode ?? 'live',
       version: options.version ?? 'current',
+      input: ipcValue(options.input),
       wait: !options.async,
     });
+  }
+  async previewReplay(id: string, options: ReplayPreviewOptions): Promise<RunPreview> {
+    return this.call('preview_replay', { id, version: options.version ?? 'current', input: ipcValue(options.input) });
+  }
+  resumeRun(id: string, options: ResumeOptions): Promise<RunRecord> {
+    return this.call('resume_run', { id, fromStep: options.fromStep ?? null, wait: !options.async });
+  }
+  previewResume(id: string, fromStep?: string): Promise<RunPreview> {
+    return this.call('preview_resume', { id, fromStep: fromStep ?? null });
   }
   memoryNamespaces(): Promise<string[]> {
     return this.call('memory_namespaces');
@@ -163,6 +180,19 @@ export class TauriApi implements Api {
   async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
     return listen<RunEvent>('run-event', (e) => onEvent(e.payload));
   }
+}
+
+/**
+ * A JSON value for an IPC argument (`undefined` → null, the Rust side's `None`). `invoke`
+ * serializes with `JSON.stringify`: an integer beyond 2^53 crosses exactly only where the
+ * webview has `JSON.rawJSON`; elsewhere refuse rather than send a rounded number.
+ */
+function ipcValue(v: unknown): unknown {
+  if (v === undefined) return null;
+  if (!canStringifyRaw && hasLosslessNumber(v)) {
+    throw new ApiError('lossy_number', 'this window cannot send integers beyond 2^53 exactly; use the browser UI (fluxo serve) for this input');
+  }
+  return v;
 }
 
 /** The set, non-empty members of a query (the shell's structs take absent fields as `None`). */

@@ -117,6 +117,8 @@ export interface StepRecord {
   attempts: Attempt[];
   /** Ports the walk left this step by. */
   ports: string[];
+  /** Not executed in this run (a resume): its recorded output and ports were reused from that run. */
+  reused_from?: string;
 }
 
 export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'interrupted';
@@ -143,11 +145,21 @@ export interface RunRecord {
   replay_of?: string;
   /** Runs that replayed this one (newest last). */
   replayed_by?: string[];
+  /** The first run of this run's lineage (itself unless it resumes another); "" on records older than lineages. */
+  root_run_id?: string;
+  /** The run this one resumes (SPEC §4 "Resume"). */
+  resume_of?: string;
+  /** The step a resume executes from, when one was chosen. */
+  resume_from?: string;
+  /** Runs that resumed this one (newest last). */
+  resumed_by?: string[];
+  /** A replay whose input was edited (it differs from the replayed run's). */
+  input_edited?: boolean;
   /** The workflow definition as it ran. */
   snapshot?: Workflow | Record<string, never>;
 }
 
-export type RunTrigger = 'webhook' | 'api' | 'manual' | 'replay' | 'cli';
+export type RunTrigger = 'webhook' | 'api' | 'manual' | 'replay' | 'cli' | 'resume';
 
 /** The list view of a run (`GET /runs` entries): everything but input, steps and snapshot. */
 export interface RunSummary {
@@ -159,6 +171,7 @@ export interface RunSummary {
   status: RunStatus;
   idempotency_key?: string;
   replay_of?: string;
+  resume_of?: string;
   created_at: string;
   finished_at?: string;
   duration_ms?: number;
@@ -207,8 +220,59 @@ export interface RunStats {
 export interface ReplayOptions {
   mode?: 'live' | 'dry';
   version?: 'current' | 'original';
+  /** A corrected payload to run instead of the original input (absent: the original input). */
+  input?: unknown;
   /** Answer at once with the queued run (`Prefer: respond-async`) instead of waiting for the end. */
   async?: boolean;
+}
+
+export interface ReplayPreviewOptions {
+  version?: 'current' | 'original';
+  /** A corrected payload to preview instead of the original input. */
+  input?: unknown;
+}
+
+export interface ResumeOptions {
+  /** The step to execute from (its upstream steps must all have succeeded); absent: the failed or in-flight step. */
+  fromStep?: string;
+  /** Answer at once with the queued run (`Prefer: respond-async`) instead of waiting for the end. */
+  async?: boolean;
+}
+
+/** One step with side effects that a previewed resume or replay would execute. */
+export interface PlannedCall {
+  step_id: string;
+  kind: string;
+  method?: string;
+  url?: string;
+  /** The `Idempotency-Key` the call would carry. */
+  idempotency_key?: string;
+  /** Sent again: the original run already executed this step, or was in it when it stopped. */
+  again: boolean;
+  /** Repeating it cannot duplicate an effect. */
+  repeat_safe: boolean;
+  repeat_reason?: string;
+}
+
+export interface PreviewWarning {
+  /** `own_claim` (a replay stopped by its own lineage's Memory claim: resume instead), `not_transient`, `repeat_unsafe`. */
+  code: 'own_claim' | 'not_transient' | 'repeat_unsafe' | string;
+  step?: string;
+  message: string;
+}
+
+/** `POST /runs/{id}/resume/preview` and `/replay/preview`: the dry walk of the action; nothing is stored or sent. */
+export interface RunPreview {
+  /** The dry run the action would produce (not stored). */
+  run: RunRecord;
+  /** For a resume: the step it executes from (absent: the first step without a record). */
+  from_step?: string;
+  /** For a resume: the steps reused, not executed again. */
+  reused: string[];
+  calls: PlannedCall[];
+  warnings: PreviewWarning[];
+  /** For a replay: resume the replayed run instead (the replay would be stopped by its own claim). */
+  resume_instead: boolean;
 }
 
 /** A Memory entry (`GET /memory/{ns}/{key}` and listings). */
@@ -314,11 +378,14 @@ export class ApiError extends Error {
   readonly code: string;
   readonly status?: number;
   readonly problems?: Problem[];
-  constructor(code: string, message: string, status?: number, problems?: Problem[]) {
+  /** The other members of the problem (e.g. `resumed_by` of `already_resumed`). */
+  readonly extra: Record<string, unknown>;
+  constructor(code: string, message: string, status?: number, problems?: Problem[], extra: Record<string, unknown> = {}) {
     super(message);
     this.name = 'ApiError';
     this.code = code;
     this.status = status;
     this.problems = problems;
+    this.extra = extra;
   }
 }

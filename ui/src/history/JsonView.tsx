@@ -1,17 +1,18 @@
 import { memo, useState } from 'react';
+import { LosslessNumber, stringifyJson } from '../api';
 
 const MAX_ITEMS = 200;
 
 type Json = unknown;
 
 function isContainer(v: Json): v is Record<string, Json> | Json[] {
-  return v !== null && typeof v === 'object';
+  return v !== null && typeof v === 'object' && !(v instanceof LosslessNumber);
 }
 
 function Scalar({ v }: { v: Json }) {
   if (v === null) return <span className="fx-json-null">null</span>;
   if (typeof v === 'string') return <span className="fx-json-str">{JSON.stringify(v)}</span>;
-  if (typeof v === 'number') return <span className="fx-json-num">{String(v)}</span>;
+  if (typeof v === 'number' || v instanceof LosslessNumber) return <span className="fx-json-num">{String(v)}</span>;
   if (typeof v === 'boolean') return <span className="fx-json-bool">{String(v)}</span>;
   return <span>{String(v)}</span>;
 }
@@ -79,7 +80,7 @@ const JsonNode = memo(NodeImpl);
 export function JsonView({ value, open = 2, label, testId }: { value: Json; open?: number; label?: string; testId?: string }) {
   const [copied, setCopied] = useState(false);
   const copy = async () => {
-    const text = value === undefined ? '' : JSON.stringify(value, null, 2);
+    const text = value === undefined ? '' : stringifyJson(value, 2);
     try {
       await navigator.clipboard.writeText(text);
     } catch {

@@ -1,36 +1,159 @@
-import { useEffect, useState } from 'react';
-import type { RunRecord } from '../api';
+import { useEffect, useMemo, useState } from 'react';
+import { hasRoundedInteger, parseJson, stringifyJson, type RunPreview } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
-import { predict, useReplayDialog, type Prediction } from './replay';
+import { predict, useReplayDialog } from './replay';
+import { useResumeDialog } from './resume';
+import { PreviewWarnings } from './ResumeDialog';
 import { summaryOf, useHistory } from './store';
 import { shortId } from './format';
 
 type Mode = 'live' | 'dry';
 type Version = 'current' | 'original';
 
+/** The value of `v`, once it has not changed for `ms`. */
+function useDebounced<T>(v: T, ms: number): T {
+  const [d, setD] = useState(v);
+  useEffect(() => {
+    const t = setTimeout(() => setD(v), ms);
+    return () => clearTimeout(t);
+  }, [v, ms]);
+  return d;
+}
+
+interface InputState {
+  /** The run's input as loaded (integers beyond 2^53 kept exactly over HTTP). */
+  original?: unknown;
+  originalText?: string;
+  error?: string;
+}
+
 /**
- * Replay a run: live or dry, current or original version. Before a live replay, a dry replay
- * of the same run predicts what it will do (Memory claims that exist, the routes taken, the
- * calls made). The new run opens as soon as it is queued.
+ * The replay's input, editable: the original run's input as JSON text. Answers the corrected
+ * payload (as compact JSON text, integers exact) when it parses and differs from the original,
+ * else null.
+ */
+function InputEditor({ runId, onEdited }: { runId: string; onEdited(text: string | null, invalid: boolean): void }) {
+  const [loaded, setLoaded] = useState<InputState | null>(null);
+  const [text, setText] = useState('');
+  const tauri = useEditor((s) => s.api?.transport === 'tauri');
+
+  useEffect(() => {
+    let live = true;
+    useEditor
+      .getState()
+      .api!.getRun(runId)
+      .then((r) => {
+        if (!live) return;
+        const originalText = stringifyJson(r.input ?? null, 2);
+        setLoaded({ original: r.input, originalText });
+        setText(originalText);
+      })
+      .catch((e: Error) => live && setLoaded({ error: e.message }));
+    return () => {
+      live = false;
+    };
+  }, [runId]);
+
+  const parsed = useMemo((): { ok: true; compact: string } | { ok: false; error: string } => {
+    try {
+      return { ok: true, compact: stringifyJson(parseJson(text)) };
+    } catch (e) {
+      return { ok: false, error: (e as Error).message };
+    }
+  }, [text]);
+  const originalCompact = useMemo(() => (loaded && 'original' in loaded ? stringifyJson(loaded.original ?? null) : null), [loaded]);
+  const edited = parsed.ok && originalCompact !== null && parsed.compact !== originalCompact;
+
+  useEffect(() => {
+    onEdited(edited && parsed.ok ? parsed.compact : null, !parsed.ok);
+  }, [edited, parsed, onEdited]);
+
+  if (!loaded) return <div className="fx-muted">Loading the run's input…</div>;
+  if (loaded.error) return <div className="fx-error-text">Cannot load the run's input: {loaded.error}</div>;
+  return (
+    <div className="fx-input-editor" data-testid="replay-input-editor" data-edited={String(edited)} data-valid={String(parsed.ok)}>
+      <textarea
+        className="fx-code"
+        rows={12}
+        spellCheck={false}
+        value={text}
+        onChange={(e) => setText(e.target.value)}
+        aria-label="Replay input (JSON)"
+        data-testid="replay-input"
+      />
+      <div className="fx-row">
+        {!parsed.ok ? (
+          <span className="fx-error-text" data-testid="replay-input-error">
+            Not JSON: {parsed.error}
+          </span>
+        ) : edited ? (
+          <span className="fx-warn-text" data-testid="replay-input-status">
+            Edited: the replay runs on this payload and is recorded as “input edited”.
+          </span>
+        ) : (
+          <span className="fx-muted" data-testid="replay-input-status">
+            The original input, unchanged.
+          </span>
+        )}
+        <span className="fx-spacer" />
+        <button
+          className="fx-btn fx-btn-small"
+          disabled={!parsed.ok}
+          onClick={() => {
+            try {
+              setText(stringifyJson(parseJson(text), 2));
+            } catch {
+              /* not JSON: leave it */
+            }
+          }}
+        >
+          Format
+        </button>
+        <button className="fx-btn fx-btn-small" disabled={text === loaded.originalText} onClick={() => setText(loaded.originalText!)} data-testid="replay-input-reset">
+          Reset to original
+        </button>
+      </div>
+      {tauri && hasRoundedInteger(loaded.original) && (
+        <div className="fx-warn-box">
+          This input holds integers beyond 2^53, which this window shows rounded. Unedited, the replay uses the stored input
+          exactly; to correct it, edit it in the browser UI (<code>fluxo serve</code>).
+        </div>
+      )}
+    </div>
+  );
+}
+
+/**
+ * Replay a run: live or dry, current or original version, on the original input or a corrected
+ * one. Before a live replay, the replay preview (a dry walk, never stored) predicts what it will
+ * do: Memory claims that exist, the routes taken, the calls made with their Idempotency-Keys.
+ * When the run's own lineage holds the claim that would stop the replay, it offers to resume
+ * the run instead. The new run opens as soon as it is queued.
  */
 export function ReplayDialog() {
   const target = useReplayDialog((s) => s.target);
   const close = useReplayDialog((s) => s.close);
   const [mode, setMode] = useState<Mode>('live');
   const [version, setVersion] = useState<Version>('current');
-  const [pred, setPred] = useState<{ loading: boolean; result?: Prediction; dry?: RunRecord; error?: string } | null>(null);
+  const [editing, setEditing] = useState(false);
+  const [edit, setEdit] = useState<{ text: string | null; invalid: boolean }>({ text: null, invalid: false });
+  const [pred, setPred] = useState<{ loading: boolean; preview?: RunPreview; error?: string } | null>(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const editedText = useDebounced(editing ? edit.text : null, 400);
+  const onEdited = useMemo(() => (text: string | null, invalid: boolean) => setEdit({ text, invalid }), []);
 
   useEffect(() => {
     setMode('live');
     setVersion('current');
+    setEditing(false);
+    setEdit({ text: null, invalid: false });
     setError(null);
     setBusy(false);
   }, [target]);
 
-  // The prediction: a dry replay of the same run with the chosen version.
+  // The prediction: the replay preview with the chosen version and input (nothing stored or sent).
   useEffect(() => {
     if (!target || mode !== 'live') {
       setPred(null);
@@ -38,19 +161,16 @@ export function ReplayDialog() {
     }
     let live = true;
     setPred({ loading: true });
-    const api = useEditor.getState().api!;
-    api
-      .replayRun(target.id, { mode: 'dry', version })
-      .then((dry) => {
-        if (!live) return;
-        setPred({ loading: false, result: predict(dry), dry });
-        useHistory.getState().upsert(summaryOf(dry));
-      })
+    const input = editedText === null ? undefined : parseJson(editedText);
+    useEditor
+      .getState()
+      .api!.previewReplay(target.id, { version, input })
+      .then((preview) => live && setPred({ loading: false, preview }))
       .catch((e: Error) => live && setPred({ loading: false, error: e.message }));
     return () => {
       live = false;
     };
-  }, [target, mode, version]);
+  }, [target, mode, version, editedText]);
 
   useEffect(() => {
     if (!target) return;
@@ -60,12 +180,19 @@ export function ReplayDialog() {
   }, [target, busy, close]);
 
   if (!target) return null;
+  const edited = editing && edit.text !== null;
+  const invalid = editing && edit.invalid;
+  const result = pred?.preview ? predict(pred.preview.run, pred.preview.calls) : null;
+  const ownClaim = pred?.preview?.warnings.filter((w) => w.code === 'own_claim') ?? [];
+  const otherWarnings = pred?.preview?.warnings.filter((w) => w.code !== 'own_claim') ?? [];
+  const resumeInstead = !!pred?.preview?.resume_instead;
 
   const start = async () => {
     setBusy(true);
     setError(null);
     try {
-      const run = await useEditor.getState().api!.replayRun(target.id, { mode, version, async: true });
+      const input = edited ? parseJson(edit.text!) : undefined;
+      const run = await useEditor.getState().api!.replayRun(target.id, { mode, version, input, async: true });
       useHistory.getState().upsert(summaryOf(run));
       close();
       useNav.getState().openRun(run.id);
@@ -75,6 +202,10 @@ export function ReplayDialog() {
       setBusy(false);
     }
   };
+  const resume = () => {
+    close();
+    useResumeDialog.getState().open({ id: target.id, mode: target.mode });
+  };
 
   return (
     <div className="fx-modal-backdrop" onClick={() => !busy && close()}>
@@ -83,8 +214,8 @@ export function ReplayDialog() {
           Replay run <code>{shortId(target.id)}</code>
         </h3>
         <p>
-          A new run of <code>{target.workflow_id}</code> with this run's input, linked to it both ways. The trigger's dedupe is
-          bypassed; Memory steps and outbound idempotency keys behave as in any run.
+          A new run of <code>{target.workflow_id}</code> with this run's input (or a corrected one), linked to it both ways. The
+          trigger's dedupe is bypassed; Memory steps and outbound idempotency keys behave as in any run.
         </p>
         <div className="fx-seg-row">
           <div className="fx-seg" role="radiogroup" aria-label="Mode">
@@ -117,29 +248,48 @@ export function ReplayDialog() {
               Original version
             </button>
           </div>
+          <button
+            className={`fx-btn fx-btn-small ${editing ? 'is-active' : ''}`}
+            onClick={() => setEditing((e) => !e)}
+            aria-expanded={editing}
+            data-testid="replay-edit-input"
+            title="Run the replay on a corrected payload"
+          >
+            {editing ? 'Use the original input' : 'Edit input…'}
+          </button>
         </div>
+        {editing && <InputEditor runId={target.id} onEdited={onEdited} />}
+        {ownClaim.length > 0 && (
+          <div className="fx-claim-box" data-testid="replay-own-claim">
+            <strong>This replay would do nothing.</strong>
+            {ownClaim.map((w, i) => (
+              <div key={i}>{w.message}</div>
+            ))}
+            {resumeInstead && (
+              <button className="fx-btn fx-btn-primary fx-btn-small" onClick={resume} data-testid="replay-resume-instead">
+                ▶ Resume run {shortId(target.id)} instead
+              </button>
+            )}
+          </div>
+        )}
         {mode === 'live' ? (
           <div className="fx-prediction" data-testid="replay-preview" data-state={pred?.loading ? 'loading' : pred?.error ? 'error' : 'ready'}>
-            <div className="fx-prediction-title">What a dry run predicts</div>
-            {pred?.loading && <div className="fx-muted">Dry-running the replay…</div>}
-            {pred?.error && <div className="fx-error-text">The dry run could not run: {pred.error}</div>}
-            {pred?.result && (
+            <div className="fx-prediction-title">What it will do (a dry walk: nothing stored or sent)</div>
+            {pred?.loading && <div className="fx-muted">Predicting the replay…</div>}
+            {pred?.error && <div className="fx-error-text">The replay cannot be predicted: {pred.error}</div>}
+            {result && (
               <>
-                <div className={`fx-prediction-headline ${pred.result.status === 'succeeded' ? '' : 'is-bad'}`} data-testid="replay-preview-headline">
-                  {pred.result.headline}
+                <div className={`fx-prediction-headline ${result.status === 'succeeded' ? '' : 'is-bad'}`} data-testid="replay-preview-headline">
+                  {result.headline}
                 </div>
                 <ul className="fx-prediction-lines">
-                  {pred.result.lines.map((l, i) => (
+                  {result.lines.map((l, i) => (
                     <li key={i} className={`is-${l.tone}`}>
                       {l.text}
                     </li>
                   ))}
                 </ul>
-                {pred.dry && (
-                  <button className="fx-link fx-muted" onClick={() => (close(), useNav.getState().openRun(pred.dry!.id))} data-testid="replay-preview-open">
-                    Open the dry run {shortId(pred.dry.id)}
-                  </button>
-                )}
+                <PreviewWarnings warnings={otherWarnings} testId="replay-warning" />
               </>
             )}
           </div>
@@ -151,8 +301,14 @@ export function ReplayDialog() {
           <button className="fx-btn" onClick={close} disabled={busy} data-testid="replay-cancel">
             Cancel
           </button>
-          <button className="fx-btn fx-btn-primary" onClick={() => void start()} disabled={busy} data-testid="replay-confirm" autoFocus>
-            {busy ? 'Starting…' : mode === 'live' ? 'Replay live' : 'Replay dry'}
+          <button
+            className={`fx-btn ${resumeInstead ? '' : 'fx-btn-primary'}`}
+            onClick={() => void start()}
+            disabled={busy || invalid}
+            data-testid="replay-confirm"
+            autoFocus={!resumeInstead}
+          >
+            {busy ? 'Starting…' : `${mode === 'live' ? 'Replay live' : 'Replay dry'}${edited ? ' with edited input' : ''}`}
           </button>
         </div>
       </div>

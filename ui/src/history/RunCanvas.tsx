@@ -41,10 +41,15 @@ function RunNodeImpl({ id, data }: NodeProps<StepNode>) {
   const category = kind?.category ?? 'unknown';
   return (
     <div
-      className={`fx-node fx-cat-${category} run-${state}`}
+      className={`fx-node fx-cat-${category} run-${state} ${rec?.reused_from ? 'is-reused' : ''}`}
       data-testid={`run-node-${id}`}
       data-status={state}
-      title={rec ? (rec.error ? `${rec.error.code}: ${rec.error.message}` : excerpt(rec.output, 600)) : 'not reached'}
+      data-reused-from={rec?.reused_from ?? ''}
+      title={
+        rec
+          ? `${rec.reused_from ? `reused from run ${rec.reused_from} (not executed in this run)\n` : ''}${rec.error ? `${rec.error.code}: ${rec.error.message}` : excerpt(rec.output, 600)}`
+          : 'not reached'
+      }
     >
       {!kind?.trigger && <Handle type="target" id="in" position={Position.Left} className="fx-handle fx-handle-in" isConnectable={false} />}
       <div className="fx-node-head">
@@ -59,7 +64,13 @@ function RunNodeImpl({ id, data }: NodeProps<StepNode>) {
       </div>
       <div className="fx-node-run">
         <span className={`fx-pill run-${state}`}>{state === 'skipped' ? 'not reached' : state}</span>
-        {rec?.duration_ms !== undefined && <span>{formatMs(rec.duration_ms)}</span>}
+        {rec?.reused_from ? (
+          <span className="fx-node-reused" data-testid="run-node-reused">
+            reused
+          </span>
+        ) : (
+          rec?.duration_ms !== undefined && <span>{formatMs(rec.duration_ms)}</span>
+        )}
         {rec && rec.attempts.length > 1 && <span>{rec.attempts.length} attempts</span>}
         {rec?.ports?.length ? <span className="fx-node-ports">→ {rec.ports.join(', ')}</span> : null}
       </div>
@@ -126,6 +137,11 @@ export function RunCanvas({
           <span className="fx-muted">as run by</span>
           <code>{run.id}</code>
           <span className={`fx-pill run-${run.status}`}>{run.status}</span>
+          {run.steps.some((st) => st.reused_from) && (
+            <span className="fx-muted">
+              <span className="fx-node-reused">reused</span> = not executed in this run
+            </span>
+          )}
           <span className="fx-spacer" />
           <span className="fx-muted">Read-only · click a step for its details</span>
           <button className="fx-icon-btn" onClick={onClose} title="Close (Esc)" data-testid="run-canvas-close">

@@ -1,12 +1,15 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import type { Attempt, RunRecord, StepRecord, Workflow } from '../api';
+import type { ApiError, Attempt, RunPreview, RunRecord, RunSummary, StepRecord, Workflow } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { formatMs } from '../app/format';
 import { JsonView } from './JsonView';
 import { onRunEvent } from './events';
-import { formatClock, formatTime, shortId } from './format';
+import { formatClock, formatTime } from './format';
 import { useReplayDialog } from './replay';
+import { isResumable, latestResume, resumableSteps, resumedByOf, resumePoint, useResumeDialog } from './resume';
+import { linkedIds, useSummaries } from './lineage';
+import { Lineage, RunRef } from './Lineage';
 import { RunCanvas } from './RunCanvas';
 import { summaryOf, useHistory } from './store';
 
@@ -27,6 +30,8 @@ function useRunRecord(id: string) {
       setRun(r);
       setError(null);
       useHistory.getState().upsert(summaryOf(r));
+      const by = latestResume(r);
+      if (by) useHistory.getState().learnResumes({ [r.id]: by });
     } catch (e) {
       if (n !== seq.current) return;
       setError((e as Error).message);
@@ -56,17 +61,11 @@ function useRunRecord(id: string) {
   return { run, error, reload: load };
 }
 
-function RunLink({ id, testId }: { id: string; testId?: string }) {
-  const openRun = useNav((s) => s.openRun);
-  return (
-    <button className="fx-link fx-mono" onClick={() => openRun(id)} title={id} data-testid={testId} data-run-id={id}>
-      {shortId(id)}
-    </button>
-  );
-}
-
 /** Attempts and the waits before them, on one time axis shared by every step of the run. */
 function Timeline({ step, t0, total }: { step: StepRecord; t0: number; total: number }) {
+  if (step.reused_from) {
+    return <div className="fx-timeline is-reused" data-testid={`timeline-${step.step_id}`} title="Not executed in this run: its recorded output was reused" />;
+  }
   const pct = (ms: number) => `${Math.max(0, Math.min(100, (ms / total) * 100))}%`;
   const segs: { left: number; width: number; cls: string; title: string }[] = [];
   step.attempts.forEach((a, i) => {
@@ -135,10 +134,33 @@ function AttemptRows({ attempts }: { attempts: Attempt[] }) {
   );
 }
 
-function StepCard({ step, t0, total, open, onToggle }: { step: StepRecord; t0: number; total: number; open: boolean; onToggle(): void }) {
+function StepCard({
+  step,
+  t0,
+  total,
+  open,
+  onToggle,
+  reusedFrom,
+  onResumeHere,
+}: {
+  step: StepRecord;
+  t0: number;
+  total: number;
+  open: boolean;
+  onToggle(): void;
+  /** The run the step's output was reused from (a resume), with its status. */
+  reusedFrom?: { id: string; summary?: RunSummary | null };
+  /** Offered on succeeded steps of a run that can be resumed. */
+  onResumeHere?: () => void;
+}) {
   const failed = step.status === 'failed';
   return (
-    <div className={`fx-step-card ${failed ? 'is-failed' : ''} ${open ? 'is-open' : ''}`} data-testid={`step-${step.step_id}`} data-status={step.status}>
+    <div
+      className={`fx-step-card ${failed ? 'is-failed' : ''} ${open ? 'is-open' : ''} ${reusedFrom ? 'is-reused' : ''}`}
+      data-testid={`step-${step.step_id}`}
+      data-status={step.status}
+      data-reused-from={reusedFrom?.id ?? ''}
+    >
       <div className="fx-step-head" onClick={onToggle} role="button" aria-expanded={open}>
         <span className="fx-json-caret">{open ? '▾' : '▸'}</span>
         <span className={`fx-pill run-${step.status}`}>{step.status}</span>
@@ -146,12 +168,30 @@ function StepCard({ step, t0, total, open, onToggle }: { step: StepRecord; t0: n
         <span className="fx-muted">{step.kind}</span>
         {step.ports?.length ? <span className="fx-mono fx-step-ports" data-testid="step-ports">→ {step.ports.join(', ')}</span> : null}
         <span className="fx-spacer" />
-        {step.attempts.length > 1 && (
+        {reusedFrom && (
+          <span className="fx-reused-badge" data-testid="step-reused" onClick={(e) => e.stopPropagation()} title="Not executed in this run: its recorded output and route were reused">
+            reused from <RunRef id={reusedFrom.id} summary={reusedFrom.summary} rel="reused_from" testId="step-reused-link" />
+          </span>
+        )}
+        {onResumeHere && (
+          <button
+            className="fx-btn fx-btn-small fx-btn-ghost fx-resume-here"
+            onClick={(e) => {
+              e.stopPropagation();
+              onResumeHere();
+            }}
+            title="Resume this run from this step: the steps before it are reused, this step and the ones after it execute again"
+            data-testid="resume-from-here"
+          >
+            ▶ Resume from here
+          </button>
+        )}
+        {!reusedFrom && step.attempts.length > 1 && (
           <span className="fx-chip" data-testid="step-attempt-count">
             {step.attempts.length} attempts
           </span>
         )}
-        <span className="fx-muted">{formatMs(step.duration_ms ?? 0)}</span>
+        {!reusedFrom && <span className="fx-muted">{formatMs(step.duration_ms ?? 0)}</span>}
       </div>
       <Timeline step={step} t0={t0} total={total} />
       {step.error && (
@@ -173,14 +213,72 @@ function StepCard({ step, t0, total, open, onToggle }: { step: StepRecord; t0: n
   );
 }
 
+/**
+ * The primary action of a failed, timed-out or interrupted run: "Resume from <step>" (the step
+ * from the resume preview), or, when a resume exists already, a link to it.
+ */
+function ResumeAction({ run, summaries }: { run: RunRecord; summaries: Record<string, RunSummary | null> }) {
+  const openResume = useResumeDialog((s) => s.open);
+  const resumable = isResumable(run.status);
+  const latest = latestResume(run);
+  const [state, setState] = useState<{ preview?: RunPreview; error?: ApiError; resumedBy?: string | null } | null>(null);
+  useEffect(() => {
+    setState(null);
+    if (!resumable || latest) return;
+    let live = true;
+    useEditor
+      .getState()
+      .api!.previewResume(run.id)
+      .then((preview) => live && setState({ preview }))
+      .catch(async (e: ApiError) => {
+        const resumedBy = await resumedByOf(e, run.id);
+        if (resumedBy) useHistory.getState().learnResumes({ [run.id]: resumedBy });
+        if (live) setState({ error: e, resumedBy });
+      });
+    return () => {
+      live = false;
+    };
+  }, [run.id, resumable, latest]);
+  if (!resumable) return null;
+  const by = latest ?? state?.resumedBy;
+  if (by) {
+    return (
+      <span className="fx-resumed-note" data-testid="detail-resumed-by">
+        Resumed by <RunRef id={by} summary={summaries[by]} rel="resumed_by" testId="resumed-by-link" />
+      </span>
+    );
+  }
+  const from = state?.preview ? resumePoint(state.preview) : null;
+  return (
+    <button
+      className="fx-btn fx-btn-primary fx-btn-small"
+      onClick={() => openResume({ id: run.id, mode: run.mode, preview: state?.preview })}
+      title={
+        state?.error
+          ? `The resume cannot be predicted: ${state.error.message}`
+          : 'Continue where this run stopped: steps that succeeded are reused, the rest executes'
+      }
+      data-testid="detail-resume"
+      data-from-step={from ?? ''}
+      data-state={state?.preview ? 'ready' : state?.error ? 'error' : 'loading'}
+    >
+      ▶ {from ? `Resume from ${from}` : 'Resume'}
+    </button>
+  );
+}
+
 export function RunDetail({ id }: { id: string }) {
   const { run, error } = useRunRecord(id);
   const openRun = useNav((s) => s.openRun);
   const openReplay = useReplayDialog((s) => s.open);
+  const openResume = useResumeDialog((s) => s.open);
   const [openSteps, setOpenSteps] = useState<Record<string, boolean>>({});
   const [canvas, setCanvas] = useState(false);
 
   useEffect(() => setOpenSteps({}), [id]);
+  const links = useMemo(() => (run ? linkedIds(run) : []), [run]);
+  const summaries = useSummaries(links);
+  const resumeHere = useMemo(() => (run ? resumableSteps(run) : new Set<string>()), [run]);
 
   const { t0, total } = useMemo(() => {
     if (!run) return { t0: 0, total: 1 };
@@ -225,9 +323,10 @@ export function RunDetail({ id }: { id: string }) {
           {run.id}
         </code>
         <span className="fx-spacer" />
+        <ResumeAction run={run} summaries={summaries} />
         <button
-          className="fx-btn fx-btn-primary fx-btn-small"
-          onClick={() => openReplay({ id: run.id, workflow_id: run.workflow_id, status: run.status })}
+          className={`fx-btn fx-btn-small ${isResumable(run.status) ? '' : 'fx-btn-primary'}`}
+          onClick={() => openReplay({ id: run.id, workflow_id: run.workflow_id, status: run.status, mode: run.mode })}
           title="Replay this run (live or dry, current or original version)"
           data-testid="detail-replay"
         >
@@ -255,6 +354,12 @@ export function RunDetail({ id }: { id: string }) {
           <dt>Trigger</dt>
           <dd data-testid="detail-trigger">
             {run.trigger} · <span className={`fx-mode fx-mode-${run.mode}`}>{run.mode}</span>
+            {run.resume_of && (
+              <span className="fx-muted" data-testid="detail-resume-from">
+                {' '}
+                · executed from <code>{run.resume_from ?? run.steps.find((st) => !st.reused_from)?.step_id ?? '–'}</code>
+              </span>
+            )}
           </dd>
           <dt>Key</dt>
           <dd className="fx-mono" data-testid="detail-key">
@@ -264,25 +369,8 @@ export function RunDetail({ id }: { id: string }) {
           <dd title={run.created_at}>{formatTime(run.created_at)}</dd>
           <dt>Duration</dt>
           <dd>{run.duration_ms !== undefined ? formatMs(run.duration_ms) : <span className="fx-muted">{run.status}</span>}</dd>
-          {run.replay_of && (
-            <>
-              <dt>Replay of</dt>
-              <dd data-testid="detail-replay-of">
-                <RunLink id={run.replay_of} testId="replay-of-link" />
-              </dd>
-            </>
-          )}
-          {run.replayed_by?.length ? (
-            <>
-              <dt>Replayed by</dt>
-              <dd className="fx-links" data-testid="detail-replayed-by">
-                {run.replayed_by.map((r) => (
-                  <RunLink key={r} id={r} testId="replayed-by-link" />
-                ))}
-              </dd>
-            </>
-          ) : null}
         </dl>
+        <Lineage run={run} summaries={summaries} />
         {run.error && (
           <div className="fx-error-box" data-testid="run-error">
             <span className="fx-code-tag fx-error-code">{run.error.code}</span>
@@ -317,6 +405,8 @@ export function RunDetail({ id }: { id: string }) {
               total={total}
               open={isOpen(st)}
               onToggle={() => setOpenSteps((o) => ({ ...o, [st.step_id]: !isOpen(st) }))}
+              reusedFrom={st.reused_from ? { id: st.reused_from, summary: summaries[st.reused_from] } : undefined}
+              onResumeHere={resumeHere.has(st.step_id) ? () => openResume({ id: run.id, mode: run.mode, fromStep: st.step_id }) : undefined}
             />
           ))}
           {!run.steps.length && <div className="fx-empty">{FINAL.has(run.status) ? 'No step ran.' : 'Waiting for the first step…'}</div>}

@@ -9,6 +9,7 @@ import { useNav } from '../app/nav';
 import { useHistory } from './store';
 import { formatTime, shortId } from './format';
 import { useReplayDialog } from './replay';
+import { isResumable, useResumeDialog } from './resume';
 
 export const ROW_H = 34;
 
@@ -17,13 +18,16 @@ const Row = memo(function Row({
   top,
   active,
   checked,
+  resumedBy,
 }: {
   r: RunSummary;
   top: number;
   active: boolean;
   checked: boolean;
+  /** The run's newest resume, when known. */
+  resumedBy?: string;
 }) {
-  const failed = r.status === 'failed' || r.status === 'timed_out' || r.status === 'interrupted';
+  const failed = isResumable(r.status);
   return (
     <div
       className={`fx-run-row ${active ? 'is-active' : ''} ${checked ? 'is-checked' : ''}`}
@@ -59,6 +63,11 @@ const Row = memo(function Row({
             ↻
           </span>
         )}
+        {r.resume_of && (
+          <span className="fx-muted" title={`Resume of ${r.resume_of}`} data-testid="row-resume-of">
+            ▶
+          </span>
+        )}
       </span>
       <span className="fx-run-cell fx-run-trigger">
         {r.trigger}
@@ -75,13 +84,34 @@ const Row = memo(function Row({
       </span>
       <span className="fx-run-cell fx-run-dur">{r.duration_ms !== undefined ? formatMs(r.duration_ms) : ''}</span>
       <span className="fx-run-cell fx-run-actions" onClick={(e) => e.stopPropagation()}>
+        {failed && resumedBy && (
+          <button
+            className="fx-btn fx-btn-small fx-btn-ghost"
+            onClick={() => useNav.getState().openRun(resumedBy)}
+            title={`Resumed by run ${resumedBy}: open it`}
+            data-testid="row-resumed"
+            data-run-id={resumedBy}
+          >
+            ▶ resumed
+          </button>
+        )}
+        {failed && !resumedBy && (
+          <button
+            className="fx-btn fx-btn-small fx-btn-primary"
+            onClick={() => useResumeDialog.getState().open({ id: r.id, mode: r.mode })}
+            title="Resume this run where it stopped"
+            data-testid="row-resume"
+          >
+            ▶ Resume
+          </button>
+        )}
         <button
-          className={`fx-btn fx-btn-small ${failed ? 'fx-btn-primary' : ''}`}
-          onClick={() => useReplayDialog.getState().open({ id: r.id, workflow_id: r.workflow_id, status: r.status })}
+          className="fx-btn fx-btn-small"
+          onClick={() => useReplayDialog.getState().open({ id: r.id, workflow_id: r.workflow_id, status: r.status, mode: r.mode })}
           title="Replay this run"
           data-testid="row-replay"
         >
-          ↻ Replay
+          {failed ? '↻' : '↻ Replay'}
         </button>
       </span>
     </div>
@@ -94,6 +124,7 @@ export function RunList() {
   const error = useHistory((s) => s.error);
   const nextCursor = useHistory((s) => s.nextCursor);
   const selected = useHistory((s) => s.selected);
+  const resumedBy = useHistory((s) => s.resumedBy);
   const gen = useHistory((s) => s.gen);
   const activeId = useNav((s) => s.runId);
   const scroller = useRef<HTMLDivElement>(null);
@@ -153,7 +184,7 @@ export function RunList() {
         <div style={{ height: v.getTotalSize(), position: 'relative' }}>
           {items.map((it) => {
             const r = runs[it.index];
-            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id)} /> : null;
+            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id)} resumedBy={resumedBy[r.id]} /> : null;
           })}
         </div>
         {!runs.length && !loading && (

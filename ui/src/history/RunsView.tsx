@@ -5,11 +5,13 @@ import { useNav } from '../app/nav';
 import { RunList } from './RunList';
 import { RunDetail } from './RunDetail';
 import { ReplayDialog } from './ReplayDialog';
+import { ResumeDialog } from './ResumeDialog';
 import { StatusChart } from './StatusChart';
 import { onRunEvent } from './events';
 import { download, exportName, fetchAll, toCsv } from './export';
-import { fromLocalInput, plural, toLocalInput } from './format';
-import { RANGES, STATUSES, TRIGGERS, useHistory, type RangePreset } from './store';
+import { fromLocalInput, plural, shortId, toLocalInput } from './format';
+import { isResumable } from './resume';
+import { RANGES, STATUSES, TRIGGERS, useHistory, type BulkProgress, type RangePreset } from './store';
 
 /** A text filter applied after a pause in typing (or on Enter). */
 function SearchInput({
@@ -186,14 +188,54 @@ function ExportMenu() {
   );
 }
 
+/** What became of each run of the last bulk action, with links to the new runs. */
+function BulkResults({ bulk }: { bulk: BulkProgress }) {
+  const openRun = useNav((s) => s.openRun);
+  const [open, setOpen] = useState(false);
+  if (!bulk.results.length) return null;
+  return (
+    <span className="fx-menu-wrap">
+      <button className="fx-btn fx-btn-small" onClick={() => setOpen((o) => !o)} data-testid="bulk-results-toggle" aria-expanded={open}>
+        Results ▾
+      </button>
+      {open && (
+        <div className="fx-menu fx-bulk-results" data-testid="bulk-results">
+          {bulk.results.map((r) => (
+            <div key={r.id} className={`fx-bulk-result is-${r.outcome}`} data-testid="bulk-result" data-run-id={r.id} data-outcome={r.outcome} data-new-run-id={r.newId ?? ''}>
+              <button className="fx-link fx-mono" onClick={() => openRun(r.id)} title={r.id}>
+                {shortId(r.id)}
+              </button>
+              {r.newId && (
+                <>
+                  <span className="fx-muted">→</span>
+                  <button className="fx-link fx-mono" onClick={() => openRun(r.newId!)} title={r.newId} data-testid="bulk-result-new">
+                    {shortId(r.newId)}
+                  </button>
+                </>
+              )}
+              <span className={`fx-pill run-${r.outcome === 'skipped' ? 'skipped' : r.outcome === 'error' ? 'failed' : r.outcome}`}>{r.outcome}</span>
+              {r.mode === 'dry' && <span className="fx-mode fx-mode-dry">dry</span>}
+              {r.note && <span className="fx-muted fx-bulk-note">{r.note}</span>}
+            </div>
+          ))}
+        </div>
+      )}
+    </span>
+  );
+}
+
 function SelectionBar() {
   const selected = useHistory((s) => s.selected);
   const bulk = useHistory((s) => s.bulk);
   const selectFailed = useHistory((s) => s.selectFailed);
   const clear = useHistory((s) => s.clearSelection);
   const bulkReplay = useHistory((s) => s.bulkReplay);
+  const bulkResume = useHistory((s) => s.bulkResume);
+  const runs = useHistory((s) => s.runs);
   const [version, setVersion] = useState<'current' | 'original'>('current');
   const n = selected.size;
+  const resumable = runs.filter((r) => selected.has(r.id) && isResumable(r.status));
+  const dry = resumable.filter((r) => r.mode === 'dry').length;
   const go = async () => {
     const ids = [...selected];
     const ok = await useEditor.getState().ask({
@@ -203,6 +245,21 @@ function SelectionBar() {
     });
     if (ok) await bulkReplay(ids, 'live', version);
   };
+  const resume = async () => {
+    const ids = [...selected];
+    const others = n - resumable.length;
+    const ok = await useEditor.getState().ask({
+      title: `Resume ${plural(resumable.length, 'run')}?`,
+      message:
+        `Each selected failed, timed-out or interrupted run continues where it stopped, two at a time: steps that succeeded are reused, ` +
+        `the failed step and the ones after it execute again. Runs already resumed are skipped.` +
+        (dry ? ` ${plural(dry, 'dry run')} ${dry === 1 ? 'is' : 'are'} resumed dry (nothing is sent).` : '') +
+        (others ? ` ${plural(others, 'other selected run')} (not failed) ${others === 1 ? 'is' : 'are'} skipped.` : ''),
+      confirmLabel: `Resume ${resumable.length}`,
+    });
+    if (ok) await bulkResume(ids);
+  };
+  const verb = bulk?.kind === 'resume' ? (bulk.running ? 'Resuming' : 'Resumed') : bulk?.running ? 'Replaying' : 'Replayed';
   return (
     <div className="fx-selbar" data-testid="selection-bar">
       <button className="fx-btn fx-btn-small" onClick={selectFailed} data-testid="select-failed" title="Select every loaded run that failed, timed out or was interrupted">
@@ -211,11 +268,21 @@ function SelectionBar() {
       {n > 0 && (
         <>
           <span data-testid="selected-count">{plural(n, 'run')} selected</span>
+          <button
+            className="fx-btn fx-btn-small fx-btn-primary"
+            onClick={() => void resume()}
+            disabled={!!bulk?.running || !resumable.length}
+            data-testid="bulk-resume"
+            title="Continue each selected failed, timed-out or interrupted run where it stopped"
+          >
+            ▶ Resume selected
+          </button>
+          <span className="fx-muted">or replay with the</span>
           <select className="fx-input fx-input-small" value={version} onChange={(e) => setVersion(e.target.value as 'current' | 'original')} aria-label="Version for bulk replay">
             <option value="current">current version</option>
             <option value="original">original version</option>
           </select>
-          <button className="fx-btn fx-btn-small fx-btn-primary" onClick={() => void go()} disabled={!!bulk?.running} data-testid="bulk-replay">
+          <button className="fx-btn fx-btn-small" onClick={() => void go()} disabled={!!bulk?.running} data-testid="bulk-replay">
             ↻ Replay selected
           </button>
           <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={clear}>
@@ -224,22 +291,32 @@ function SelectionBar() {
         </>
       )}
       {bulk && (
-        <span className="fx-bulk" data-testid="bulk-progress" data-done={bulk.done} data-total={bulk.total} data-running={String(bulk.running)}>
+        <span className="fx-bulk" data-testid="bulk-progress" data-kind={bulk.kind} data-done={bulk.done} data-total={bulk.total} data-running={String(bulk.running)}>
           <span className="fx-progress">
             <span style={{ width: `${(bulk.done / bulk.total) * 100}%` }} />
           </span>
           <span>
-            {bulk.running ? 'Replaying' : 'Replayed'} {bulk.done}/{bulk.total}
+            {verb} {bulk.done}/{bulk.total}
           </span>
           <span className="fx-ok-text" data-testid="bulk-succeeded">
             {bulk.succeeded} succeeded
           </span>
-          {bulk.failed > 0 && <span className="fx-error-text">{bulk.failed} failed</span>}
+          {bulk.failed > 0 && (
+            <span className="fx-error-text" data-testid="bulk-failed">
+              {bulk.failed} failed
+            </span>
+          )}
+          {bulk.skipped > 0 && (
+            <span className="fx-muted" data-testid="bulk-skipped">
+              {bulk.skipped} skipped
+            </span>
+          )}
           {bulk.errors.length > 0 && (
-            <span className="fx-error-text" title={bulk.errors.join('\n')}>
+            <span className="fx-error-text" title={bulk.errors.join('\n')} data-testid="bulk-errors">
               {bulk.errors.length} not started
             </span>
           )}
+          {!bulk.running && <BulkResults bulk={bulk} />}
           {!bulk.running && (
             <button className="fx-icon-btn" onClick={() => useHistory.setState({ bulk: null })} title="Dismiss">
               ✕
@@ -313,6 +390,7 @@ export function RunsView() {
         {runId && <RunDetail key={runId} id={runId} />}
       </div>
       <ReplayDialog />
+      <ResumeDialog />
     </div>
   );
 }

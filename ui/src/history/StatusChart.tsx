@@ -6,7 +6,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { RunStatus } from '../api';
 import { useHistory } from './store';
-import { formatTime } from './format';
+import { formatTime, plural } from './format';
 
 /** Bottom to top. */
 const STACK: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'running', 'queued'];
@@ -148,7 +148,7 @@ export function StatusChart() {
         <span className="fx-chart-title">Runs over time</span>
         {series && (
           <span className="fx-muted">
-            per {series.bucketMs === 60_000 ? 'minute' : series.bucketMs === 3_600_000 ? 'hour' : 'day'} · {total.toLocaleString('en-US')} runs
+            per {series.bucketMs === 60_000 ? 'minute' : series.bucketMs === 3_600_000 ? 'hour' : 'day'} · {plural(total, 'run')}
           </span>
         )}
         <span className="fx-chart-legend">

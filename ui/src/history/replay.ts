@@ -1,13 +1,14 @@
-// Replay: the prediction shown before a live replay (from a dry replay of the same run), and
-// the dialog's state.
+// Replay: the prediction shown before a live replay (from the replay preview's dry walk, which
+// is never stored), and the dialog's state.
 
 import { create } from 'zustand';
-import type { RunRecord, StepRecord } from '../api';
+import type { PlannedCall, RunRecord, StepRecord } from '../api';
 
 export interface ReplayTarget {
   id: string;
   workflow_id: string;
   status: string;
+  mode: 'live' | 'dry';
 }
 
 interface ReplayDialogState {
@@ -48,10 +49,10 @@ function routeOf(st: StepRecord): string | null {
 
 /**
  * What a dry run predicts a live run would do: Memory claims that exist (`written: false`) or
- * are free, the route each router takes, the external calls it would make, and where it would
- * fail. Derived from the dry run's step records only.
+ * are free, the route each router takes, the external calls it would make (with the
+ * Idempotency-Key of each, from the preview's `calls`), and where it would fail.
  */
-export function predict(dry: RunRecord): Prediction {
+export function predict(dry: RunRecord, planned: PlannedCall[] = []): Prediction {
   const lines: Prediction['lines'] = [];
   const routes: Record<string, string> = {};
   const calls: string[] = [];
@@ -89,7 +90,9 @@ export function predict(dry: RunRecord): Prediction {
       const method = st.kind === 'publish_output' ? 'POST' : str(rc.method) || 'GET';
       const url = str(rc.url);
       calls.push(st.step_id);
-      lines.push({ text: `step ${st.step_id} will call ${method} ${url || '(no url)'}`, tone: 'info' });
+      const plan = planned.find((c) => c.step_id === st.step_id);
+      const keyText = !plan ? '' : plan.idempotency_key ? ` with Idempotency-Key ${plan.idempotency_key}` : ' without an Idempotency-Key';
+      lines.push({ text: `step ${st.step_id} will call ${method} ${url || '(no url)'}${keyText}`, tone: plan && !plan.repeat_safe ? 'warn' : 'info' });
     }
     if (st.error && st.status === 'failed' && !failure) {
       failure = `step ${st.step_id} fails: ${st.error.code}${st.error.http_status ? ` (HTTP ${st.error.http_status})` : ''}: ${st.error.message}`;

@@ -1,10 +1,11 @@
 // Run history: filters, the loaded runs (newest first, cursor paging), live updates from the
-// event stream, the status chart's counts, selection and bulk replay. One zustand store; the
+// event stream, the status chart's counts, selection, bulk replay and resume. One zustand store; the
 // views read it through selectors.
 
 import { create } from 'zustand';
-import type { Api, RunQuery, RunStats, RunStatus, RunSummary, RunTrigger } from '../api';
+import type { Api, ApiError, RunQuery, RunRecord, RunStats, RunStatus, RunSummary, RunTrigger } from '../api';
 import { useEditor } from '../store/editor';
+import { isResumable, resumedByOf } from './resume';
 
 export type RangePreset = 'all' | '15m' | '1h' | '24h' | '7d' | '30d' | 'custom';
 
@@ -19,8 +20,7 @@ export const RANGES: { id: RangePreset; label: string; ms?: number }[] = [
 ];
 
 export const STATUSES: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'running', 'queued'];
-export const TRIGGERS: RunTrigger[] = ['webhook', 'api', 'manual', 'replay', 'cli'];
-const FINAL = new Set<RunStatus>(['succeeded', 'failed', 'timed_out', 'interrupted']);
+export const TRIGGERS: RunTrigger[] = ['webhook', 'api', 'manual', 'replay', 'resume', 'cli'];
 
 export interface Filters {
   workflow: string;
@@ -49,15 +49,31 @@ export const EMPTY_FILTERS: Filters = {
   until: null,
 };
 
+/** What became of one run of a bulk replay or resume. */
+export interface BulkResult {
+  id: string;
+  /** `succeeded`/`failed`: the new run's end; `skipped`: not resumable or already resumed; `error`: not started. */
+  outcome: 'succeeded' | 'failed' | 'skipped' | 'error';
+  /** The new run, or (skipped as already resumed) the existing resume. */
+  newId?: string;
+  /** The new run's mode (a dry run is resumed dry). */
+  mode?: 'live' | 'dry';
+  note?: string;
+}
+
 export interface BulkProgress {
+  kind: 'replay' | 'resume';
   total: number;
   done: number;
   succeeded: number;
   failed: number;
+  /** Resume: runs not resumed on purpose (already resumed, or not failed/timed out/interrupted). */
+  skipped: number;
   errors: string[];
   running: boolean;
-  /** New runs, by replayed run id. */
+  /** New runs, by replayed/resumed run id. */
   created: Record<string, string>;
+  results: BulkResult[];
 }
 
 const FIRST_PAGE = 100;
@@ -128,6 +144,11 @@ export interface HistoryState {
   statsError: string | null;
   statsWindow: { since: number; until: number; bucket: 'minute' | 'hour' | 'day' } | null;
   bulk: BulkProgress | null;
+  /**
+   * Runs known to have been resumed (original id → its newest resume), learnt from the summaries
+   * seen (their `resume_of`) and from resumes started here: summaries carry no `resumed_by`.
+   */
+  resumedBy: Record<string, string>;
 
   setFilters(patch: Partial<Filters>): void;
   resetFilters(): void;
@@ -140,6 +161,13 @@ export interface HistoryState {
   selectFailed(): void;
   clearSelection(): void;
   bulkReplay(ids: string[], mode: 'live' | 'dry', version: 'current' | 'original'): Promise<void>;
+  /**
+   * Resume each run of `ids` that failed, timed out or was interrupted (in its own mode: a dry
+   * run is resumed dry), two at a time; `already_resumed` and other statuses count as skipped.
+   */
+  bulkResume(ids: string[]): Promise<void>;
+  /** Remember that runs were resumed (original id → its resume), e.g. from a run record's `resumed_by`. */
+  learnResumes(map: Record<string, string>): void;
   /** Upsert one run summary (e.g. a replay just started from the UI). */
   upsert(r: RunSummary): void;
 }
@@ -151,9 +179,25 @@ const api = (): Api => {
 };
 
 export const useHistory = create<HistoryState>()((set, get) => {
+  /** Remember which runs these summaries resume (newest first in a page: the first seen wins). */
+  const noteResumes = (runs: RunSummary[], extra: Record<string, string> = {}) => {
+    const cur = get().resumedBy;
+    let next: Record<string, string> | null = null;
+    const add = (orig: string, by: string) => {
+      const have = (next ?? cur)[orig];
+      if (have && have >= by) return; // UUIDv7: later ids sort higher
+      next ??= { ...cur };
+      next[orig] = by;
+    };
+    for (const r of runs) if (r.resume_of) add(r.resume_of, r.id);
+    for (const [orig, by] of Object.entries(extra)) add(orig, by);
+    if (next) set({ resumedBy: next });
+  };
+
   /** Put runs in their place: replace known ones, insert new ones that belong to the loaded range. */
   const merge = (incoming: RunSummary[]) => {
     if (!incoming.length) return;
+    noteResumes(incoming);
     const s = get();
     let runs = s.runs;
     const ids = s.ids;
@@ -187,6 +231,59 @@ export const useHistory = create<HistoryState>()((set, get) => {
     if (runs !== s.runs) set({ runs, liveCount: s.liveCount + inserted });
   };
 
+  const outcomeOf = (id: string, run: RunRecord): BulkResult => ({
+    id,
+    outcome: run.status === 'succeeded' ? 'succeeded' : 'failed',
+    newId: run.id,
+    mode: run.mode,
+    note: run.status === 'succeeded' ? undefined : `${run.status}${run.error ? `: ${run.error.message}` : ''}`,
+  });
+
+  /** Run `action` on each id, two at a time (each request waits for its run to end), with progress. */
+  const runBulk = async (kind: BulkProgress['kind'], ids: string[], action: (id: string) => Promise<BulkResult>) => {
+    if (!ids.length || get().bulk?.running) return;
+    set({
+      bulk: { kind, total: ids.length, done: 0, succeeded: 0, failed: 0, skipped: 0, errors: [], running: true, created: {}, results: [] },
+    });
+    const add = (r: BulkResult, error?: string) =>
+      set((s) => {
+        const b = s.bulk!;
+        return {
+          bulk: {
+            ...b,
+            done: b.done + 1,
+            succeeded: b.succeeded + (r.outcome === 'succeeded' ? 1 : 0),
+            failed: b.failed + (r.outcome === 'failed' ? 1 : 0),
+            skipped: b.skipped + (r.outcome === 'skipped' ? 1 : 0),
+            errors: error ? [...b.errors, error] : b.errors,
+            created: r.newId && r.outcome !== 'skipped' ? { ...b.created, [r.id]: r.newId } : b.created,
+            results: [...b.results, r],
+          },
+        };
+      });
+    const queue = [...ids];
+    const worker = async () => {
+      for (;;) {
+        const id = queue.shift();
+        if (!id) return;
+        try {
+          add(await action(id));
+        } catch (e) {
+          const msg = (e as Error).message;
+          add({ id, outcome: 'error', note: msg }, `${id}: ${msg}`);
+        }
+      }
+    };
+    await Promise.all([worker(), worker()]);
+    set((s) => ({ bulk: s.bulk ? { ...s.bulk, running: false } : s.bulk, selected: new Set() }));
+    if (kind === 'resume') {
+      const found = get().bulk?.results.filter((r) => r.newId && (r.outcome !== 'skipped' || r.note === 'already resumed')) ?? [];
+      noteResumes([], Object.fromEntries(found.map((r) => [r.id, r.newId!])));
+    }
+    void get().refreshRuns([...ids, ...Object.values(get().bulk?.created ?? {})]);
+    void get().loadStats();
+  };
+
   return {
     filters: { ...EMPTY_FILTERS },
     query: toQuery(EMPTY_FILTERS),
@@ -202,6 +299,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
     statsError: null,
     statsWindow: null,
     bulk: null,
+    resumedBy: {},
 
     setFilters(patch) {
       set((s) => ({ filters: { ...s.filters, ...patch } }));
@@ -222,6 +320,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
       try {
         const page = await api().listRuns({ ...query, limit: FIRST_PAGE });
         if (get().gen !== gen) return;
+        noteResumes(page.runs);
         set({
           runs: page.runs,
           ids: new Set(page.runs.map((r) => r.id)),
@@ -247,6 +346,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
         const add = page.runs.filter((r) => !cur.ids.has(r.id));
         // `ids` is bookkeeping only (no view subscribes to it): grow it in place, no copy of 100k ids per page.
         for (const r of add) cur.ids.add(r.id);
+        noteResumes(add);
         set({ runs: cur.runs.concat(add), nextCursor: page.next_cursor ?? null, loading: false });
       } catch (e) {
         if (get().gen !== gen) return;
@@ -309,40 +409,34 @@ export const useHistory = create<HistoryState>()((set, get) => {
     },
 
     async bulkReplay(ids, mode, version) {
-      if (!ids.length || get().bulk?.running) return;
-      const bulk: BulkProgress = { total: ids.length, done: 0, succeeded: 0, failed: 0, errors: [], running: true, created: {} };
-      set({ bulk });
-      const update = (patch: Partial<BulkProgress>) => set((s) => ({ bulk: s.bulk ? { ...s.bulk, ...patch } : s.bulk }));
-      const queue = [...ids];
-      // Two at a time: each request waits for its run to finish.
-      const worker = async () => {
-        for (;;) {
-          const id = queue.shift();
-          if (!id) return;
-          try {
-            const run = await api().replayRun(id, { mode, version });
-            const b = get().bulk!;
-            update({
-              done: b.done + 1,
-              succeeded: b.succeeded + (run.status === 'succeeded' ? 1 : 0),
-              failed: b.failed + (run.status !== 'succeeded' && FINAL.has(run.status) ? 1 : 0),
-              created: { ...b.created, [id]: run.id },
-            });
-          } catch (e) {
-            const b = get().bulk!;
-            update({ done: b.done + 1, errors: [...b.errors, `${id}: ${(e as Error).message}`] });
-          }
+      await runBulk('replay', ids, async (id) => {
+        const run = await api().replayRun(id, { mode, version });
+        return outcomeOf(id, run);
+      });
+    },
+
+    async bulkResume(ids) {
+      const known = new Map(get().runs.map((r) => [r.id, r]));
+      await runBulk('resume', ids, async (id) => {
+        const r = known.get(id);
+        if (r && !isResumable(r.status)) return { id, outcome: 'skipped', note: `${r.status.replace('_', ' ')}: nothing to resume` };
+        try {
+          return outcomeOf(id, await api().resumeRun(id, {}));
+        } catch (e) {
+          const err = e as ApiError;
+          if (err.code === 'already_resumed') return { id, outcome: 'skipped', newId: (await resumedByOf(err, id)) ?? undefined, note: 'already resumed' };
+          if (err.code === 'nothing_to_resume') return { id, outcome: 'skipped', note: err.message };
+          throw e;
         }
-      };
-      await Promise.all([worker(), worker()]);
-      update({ running: false });
-      set({ selected: new Set() });
-      void get().refreshRuns([...ids, ...Object.values(get().bulk?.created ?? {})]);
-      void get().loadStats();
+      });
     },
 
     upsert(r) {
       merge([r]);
+    },
+
+    learnResumes(map) {
+      noteResumes([], map);
     },
   };
 });
@@ -358,6 +452,7 @@ export function summaryOf(r: import('../api').RunRecord): RunSummary {
     status: r.status,
     idempotency_key: r.idempotency_key,
     replay_of: r.replay_of,
+    resume_of: r.resume_of,
     created_at: r.created_at ?? new Date().toISOString(),
     finished_at: r.finished_at,
     duration_ms: r.duration_ms,
