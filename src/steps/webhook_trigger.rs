@@ -40,11 +40,11 @@ pub struct Config {
     pub signing_secret: Option<String>,
     /// Web origins whose pages may deliver to this webhook from a browser, e.g.
     /// `https://app.example.com` (scheme, host and port as a browser's `Origin` header writes
-    /// them: no path, no trailing slash). Empty (the default): every request a browser sends
-    /// on another site's behalf is refused with 403 `cross_site_request`, that is one whose
-    /// `Sec-Fetch-Site` is not `none` or `same-origin` (W3C Fetch Metadata) or whose `Origin`
-    /// (RFC 6454) is not listed here. Servers that send webhooks (Stripe, GitHub, curl) send
-    /// neither header and are not affected.
+    /// them: no path, no trailing slash). A request a browser sends on another site's behalf
+    /// is refused with 403 `cross_site_request` unless its origin is listed here: one whose
+    /// `Sec-Fetch-Site` (W3C Fetch Metadata) is `cross-site` or `same-site`, or, from a browser
+    /// without it, whose `Origin` (RFC 6454) is not this server's own. Servers that send
+    /// webhooks (Stripe, GitHub, curl) send neither header and are not affected.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
     /// Example payload offered in the editor's Dry Run panel.
