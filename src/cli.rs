@@ -116,6 +116,17 @@ pub struct ServeArgs {
     /// interrupted for a person to resume.
     #[arg(long, value_enum, default_value_t = RecoverArg::ResumeSafe)]
     pub recover: RecoverArg,
+    /// Seconds a client may take to send a request's headers (also the keep-alive idle
+    /// time); then the connection is closed.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_s: u64,
+    /// Seconds a request body may stall between two chunks; then 408 and the connection is
+    /// closed.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_s: u64,
+    /// Most connections open at once; more wait to be accepted.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
 }
 
 /// `--recover`.
@@ -582,6 +593,10 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
                     )))
                 }
             };
+            if let Some(c) = &a.cursor {
+                crate::store::check_cursor(c)
+                    .map_err(|why| CliError::bad_input(format!("--cursor: `{c}`: {why}")))?;
+            }
             let q = RunQuery {
                 workflow: a.workflow,
                 status,
@@ -832,6 +847,11 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         ui_dir: ui_dir.clone(),
         data_dir: Some(dir.clone()),
         recover: a.recover.into(),
+        limits: crate::server::listen::ConnLimits {
+            header_read_timeout: std::time::Duration::from_secs(a.header_timeout_s),
+            body_read_timeout: std::time::Duration::from_secs(a.body_timeout_s),
+            max_connections: a.max_connections,
+        },
     };
     let listener = tokio::net::TcpListener::bind(a.addr)
         .await
@@ -842,6 +862,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         .filter(|e| e.compiled.is_none())
         .map(|e| e.id.clone())
         .collect();
+    let unsigned = crate::steps::webhook_trigger::unsigned_webhooks(&workflows);
     let running = server::start(listener, engine, workflows, token.clone(), options)
         .await
         .map_err(|e| CliError::bad_input(format!("cannot start: {e}")))?;
@@ -854,19 +875,42 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     for id in &invalid {
         println!("  warning: workflow `{id}` does not validate; it will not run until fixed");
     }
-    println!("  data dir:  {}", dir.display());
-    match source {
-        auth::TokenSource::Generated => println!(
-            "  API token (generated, saved in {}/token; shown once): {token}",
-            dir.display()
-        ),
-        auth::TokenSource::File => println!("  API token: in {}/token", dir.display()),
-        auth::TokenSource::Given => println!("  API token: as given"),
+    // Beyond loopback, unsigned webhooks are open to the network: say so.
+    if !a.addr.ip().is_loopback() {
+        if let Some(n) = crate::steps::webhook_trigger::unsigned_notice(&unsigned, &running.url()) {
+            println!("  warning: {n}");
+        }
     }
+    println!("  data dir:  {}", dir.display());
+    let token_file = dir.join("token");
+    // The token is shown once, when this start generated it (as Jupyter and n8n show a new
+    // token's URL): a token read from the file or given by --token/FLUXO_TOKEN is never
+    // printed again, since stdout often ends in a log or a journal; the lines say where it is.
+    let shown = match source {
+        auth::TokenSource::Generated => {
+            println!(
+                "  API token: generated, saved in {} (mode 0600); shown this once",
+                token_file.display()
+            );
+            true
+        }
+        auth::TokenSource::File => {
+            println!("  API token: in {}", token_file.display());
+            false
+        }
+        auth::TokenSource::Given => {
+            println!("  API token: as given (--token / FLUXO_TOKEN)");
+            false
+        }
+    };
     match &ui_dir {
         // Like Jupyter's tokenised URL: the fragment never reaches the server's logs; the UI
         // keeps the token and removes it from the address bar.
-        Some(_) => println!("  browser UI: {}/#token={token}", running.url()),
+        Some(_) if shown => println!("  browser UI: {}/#token={token}", running.url()),
+        Some(_) => println!(
+            "  browser UI: {}/ (append #token=<API token>, or paste it when asked)",
+            running.url()
+        ),
         None => println!("  browser UI: not built (make ui)"),
     }
     println!("  webhooks:  POST {}/hooks/<workflow_id>", running.url());

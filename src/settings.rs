@@ -1,5 +1,6 @@
 //! App settings kept in the data dir (`settings.json`): environment variables for templates,
-//! retention, the desktop listener address, the outbound allowlist. Shared by `fluxo serve` and the desktop app.
+//! retention, the desktop listener address, the host names the server answers to, the
+//! outbound allowlist. Shared by `fluxo serve` and the desktop app.
 //!
 //! Values set here override the command-line defaults (`--retention-runs`, …); env variables
 //! set here win over `FLUXO_ENV_*` process variables of the same name.
@@ -48,6 +49,103 @@ pub struct AppSettings {
     /// taken from `env.*` need no entry. `FLUXO_OUTBOUND_ALLOW` (comma-separated) adds to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outbound_allow: Vec<String>,
+    /// More names the server answers to, besides its bound address and `localhost`,
+    /// `127.0.0.1`, `[::1]` with its port: each `name` (any port) or `name:port`, e.g.
+    /// `fluxo.example.com` behind a reverse proxy or a tunnel's host name. A request whose
+    /// `Host` is none of these is refused with `421 misdirected_request` (a DNS-rebinding
+    /// defence; see `server::door`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
+}
+
+/// A host as the `Host` header (RFC 9110 §7.2: `uri-host [ ":" port ]`) and the
+/// `allowed_hosts` setting write it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPort {
+    /// The host, lowercased: a DNS name (`localhost`, `fluxo.example.com`; a trailing dot is
+    /// dropped), an IPv4 address, or an IPv6 address written as it is in brackets.
+    pub host: Host,
+    /// The port, if one was written.
+    pub port: Option<u16>,
+}
+
+/// A host name or an IP address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Host {
+    Name(String),
+    Ip(std::net::IpAddr),
+}
+
+impl HostPort {
+    /// Parse `name`, `name:port`, `1.2.3.4[:port]` or `[v6][:port]` (RFC 3986 §3.2.2–3.2.3,
+    /// restricted to what names really are: letters, digits, `-`, `.`, `_`). An empty port
+    /// (`name:`) is no port. Anything else (a scheme, a path, user info, a bare IPv6 address,
+    /// a port over 65535) is refused with the reason.
+    pub fn parse(s: &str) -> Result<HostPort, String> {
+        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+            let (v6, after) = rest
+                .split_once(']')
+                .ok_or("an IPv6 address in brackets lacks its `]`")?;
+            let ip: std::net::Ipv6Addr = v6
+                .parse()
+                .map_err(|_| format!("`[{v6}]` is not an IPv6 address"))?;
+            let port = match after {
+                "" => None,
+                p => Some(
+                    p.strip_prefix(':')
+                        .ok_or("text after `]` that is not `:port`")?,
+                ),
+            };
+            (Host::Ip(std::net::IpAddr::V6(ip)), port)
+        } else {
+            let (name, port) = match s.split_once(':') {
+                Some((n, p)) => (n, Some(p)),
+                None => (s, None),
+            };
+            let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+            if name.is_empty() {
+                return Err("the host name is empty".into());
+            }
+            if let Ok(ip) = name.parse::<std::net::Ipv4Addr>() {
+                (Host::Ip(std::net::IpAddr::V4(ip)), port)
+            } else {
+                if !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+                {
+                    return Err(
+                        "a host name has only letters, digits, `-`, `.` and `_` (no scheme, \
+                         path, `@` or spaces; an IPv6 address goes in brackets)"
+                            .into(),
+                    );
+                }
+                (Host::Name(name), port)
+            }
+        };
+        let port = match port {
+            None | Some("") => None,
+            Some(p) if p.bytes().all(|b| b.is_ascii_digit()) && p.len() <= 5 => Some(
+                p.parse::<u16>()
+                    .map_err(|_| format!("port `{p}` is over 65535"))?,
+            ),
+            Some(_) => return Err("the port is not a number".into()),
+        };
+        Ok(HostPort { host, port })
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.host {
+            Host::Name(n) => write!(f, "{n}")?,
+            Host::Ip(std::net::IpAddr::V6(ip)) => write!(f, "[{ip}]")?,
+            Host::Ip(ip) => write!(f, "{ip}")?,
+        }
+        match self.port {
+            Some(p) => write!(f, ":{p}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Why settings were refused.
@@ -70,6 +168,12 @@ pub enum SettingsError {
     BadAddr(String),
     #[error(transparent)]
     BadOutboundAllow(#[from] crate::runtime::outbound::BadAllowEntry),
+    #[error("allowed_hosts[{index}] `{entry}`: {why} (write a host name, or name:port, e.g. fluxo.example.com)")]
+    BadHost {
+        index: usize,
+        entry: String,
+        why: String,
+    },
     #[error("{path} is not a valid settings file: {message}")]
     BadFile { path: String, message: String },
     #[error("cannot write {path}: {source}")]
@@ -110,6 +214,13 @@ impl AppSettings {
             }
         }
         self.outbound_allow()?;
+        for (index, entry) in self.allowed_hosts.iter().enumerate() {
+            HostPort::parse(entry).map_err(|why| SettingsError::BadHost {
+                index,
+                entry: entry.clone(),
+                why,
+            })?;
+        }
         Ok(())
     }
 
@@ -217,5 +328,62 @@ impl AppSettings {
                 path: path.display().to_string(),
                 source,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    #[test]
+    fn host_forms() {
+        let hp = |s: &str| HostPort::parse(s).unwrap();
+        assert_eq!(
+            hp("LocalHost.:8787"),
+            HostPort {
+                host: Host::Name("localhost".into()),
+                port: Some(8787)
+            }
+        );
+        assert_eq!(hp("fluxo.example.com").port, None);
+        assert_eq!(hp("fluxo.example.com:").port, None);
+        assert_eq!(
+            hp("127.0.0.1:80").host,
+            Host::Ip(IpAddr::from([127, 0, 0, 1]))
+        );
+        assert_eq!(
+            hp("[::1]:8787").host,
+            Host::Ip("::1".parse::<IpAddr>().unwrap())
+        );
+        assert_eq!(hp("[::1]:8787").to_string(), "[::1]:8787");
+        for bad in [
+            "",
+            ":80",
+            "http://x",
+            "x/y",
+            "user@x",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[nope]",
+            "x:65536",
+            "x:8o",
+            "x:1:2",
+            "a b",
+            "*.example.com",
+        ] {
+            assert!(HostPort::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn allowed_hosts_are_validated() {
+        let s = AppSettings {
+            allowed_hosts: vec!["ok.example.com".into(), "https://bad".into()],
+            ..Default::default()
+        };
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("allowed_hosts[1]"), "{e}");
     }
 }

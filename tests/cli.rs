@@ -265,6 +265,15 @@ fn bad_input_exits_2_and_writes_nothing() {
             ],
             "--status",
         ),
+        (
+            vec![
+                "runs".into(),
+                "list".into(),
+                "--cursor".into(),
+                "garbage".into(),
+            ],
+            "--cursor",
+        ),
         (vec!["frobnicate".into()], "unrecognized subcommand"),
     ];
     for (args, needle) in cases {
@@ -346,4 +355,111 @@ fn validate_reports_lint_warnings_with_step_ids() {
         &[],
     );
     assert_eq!(all.status.code(), Some(0), "{:?}", text(&all));
+}
+
+/// `fluxo serve` until it printed its start-up lines (up to `webhooks:`), then stopped.
+fn serve_banner(data: &Path, extra: &[&str]) -> String {
+    serve_banner_on(data, "127.0.0.1:0", extra)
+}
+
+/// [`serve_banner`] on another address; the workflows are in `<data>/../wf`.
+fn serve_banner_on(data: &Path, addr: &str, extra: &[&str]) -> String {
+    use std::io::BufRead;
+    let root = data.parent().unwrap();
+    let workflows = root.join("wf");
+    let ui = root.join("ui");
+    std::fs::create_dir_all(&workflows).unwrap();
+    std::fs::create_dir_all(&ui).unwrap();
+    std::fs::write(ui.join("index.html"), "<!doctype html>").unwrap();
+    let mut child = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(data)
+        .args(["serve", "--addr", addr, "--workflows"])
+        .arg(&workflows)
+        .arg("--ui")
+        .arg(&ui)
+        .args(extra)
+        .env_remove("FLUXO_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn fluxo serve");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let last = line.contains("webhooks:");
+            if tx.send(line).is_err() || last {
+                break;
+            }
+        }
+    });
+    let mut out = String::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        out.push_str(&line);
+        out.push('\n');
+        if line.contains("webhooks:") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.contains("webhooks:"), "serve did not start:\n{out}");
+    out
+}
+
+/// The API token is printed (in the browser UI's URL) only on the start that generated it;
+/// later starts, and a token given with --token, print where it is instead of its value.
+#[test]
+fn serve_prints_the_token_only_when_it_generated_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let first = serve_banner(&data, &[]);
+    let token = std::fs::read_to_string(data.join("token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert_eq!(token.len(), 64);
+    assert!(first.contains(&format!("/#token={token}")), "{first}");
+    assert!(first.contains("shown this once"), "{first}");
+
+    let again = serve_banner(&data, &[]);
+    assert!(
+        !again.contains(&token),
+        "the file's token was printed:\n{again}"
+    );
+    assert!(
+        again.contains(&data.join("token").display().to_string()),
+        "{again}"
+    );
+    assert!(again.contains("#token=<API token>"), "{again}");
+
+    let given = serve_banner(&data, &["--token", "given-secret-token-123"]);
+    assert!(!given.contains("given-secret-token-123"), "{given}");
+    assert!(!given.contains(&token), "{given}");
+    assert!(given.contains("as given"), "{given}");
+}
+
+/// Listening beyond loopback, `fluxo serve` names the webhooks that take unsigned deliveries
+/// and how to require a signature; on loopback it does not.
+#[test]
+fn serve_warns_of_unsigned_webhooks_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(dir.path().join("wf")).unwrap();
+    std::fs::copy(
+        "workflows/invoice-paid-once.json",
+        dir.path().join("wf/invoice-paid-once.json"),
+    )
+    .unwrap();
+    let open = serve_banner_on(&data, "0.0.0.0:0", &[]);
+    assert!(
+        open.contains("warning: these webhook workflows have no signing secret: invoice-paid-once"),
+        "{open}"
+    );
+    assert!(open.contains("signing_secret"), "{open}");
+    let local = serve_banner(&data, &[]);
+    assert!(!local.contains("no signing secret"), "{local}");
 }

@@ -155,6 +155,7 @@ async fn a_sender_that_disconnects_mid_claim_still_gets_its_run() {
     let request = impatient
         .post(format!("{}/hooks/wf1", s.url))
         .header("idempotency-key", "evt-d1")
+        .header("content-type", "application/json")
         .body(invoice_paid())
         .send();
     let sender = tokio::spawn(request);
@@ -478,7 +479,8 @@ async fn no_key_no_dedupe() {
 }
 
 /// HMAC signatures (SPEC §5): good → 202; bad, stale, from the future, malformed or missing →
-/// 401 problem+json, and a refused delivery claims nothing.
+/// 401 problem+json, and a refused delivery claims nothing. A signed delivery's key is its
+/// body's `id` (key headers are ignored: `tests/security_door.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hmac_signatures() {
     let s = Setup::new()
@@ -489,13 +491,14 @@ async fn hmac_signatures() {
         .env("HOOK_SECRET", "s3cret")
         .start()
         .await;
-    let body = invoice_paid();
+    let body_of =
+        |id: &str| serde_json::to_vec(&json!({"id": id, "type": "invoice.paid"})).unwrap();
+    let body = body_of("evt-s1");
     let now = s.clock.now_ms() / 1000;
-    let send = |sig: Option<String>, key: &'static str| {
-        let body = body.clone();
+    let send = |sig: Option<String>, body: Vec<u8>| {
         let s = &s;
         async move {
-            let mut h: Vec<(&str, Vec<u8>)> = vec![("idempotency-key", key.as_bytes().to_vec())];
+            let mut h: Vec<(&str, Vec<u8>)> = Vec::new();
             if let Some(sig) = sig {
                 h.push(("x-fluxo-signature", sig.into_bytes()));
             }
@@ -513,7 +516,7 @@ async fn hmac_signatures() {
         ("not hex", Some(format!("t={now},v1=zz"))),
     ];
     for (what, sig) in bad_cases {
-        let a = send(sig, "evt-s1").await;
+        let a = send(sig, body.clone()).await;
         assert_eq!(a.status.as_u16(), 401, "{what}: {}", a.text);
         a.problem(401, "invalid_signature");
     }
@@ -524,18 +527,21 @@ async fn hmac_signatures() {
         .unwrap()
         .is_none());
     // Good, including at the edge of the tolerance and with a rotated secret listed second.
-    let id = accepted(&send(Some(sign("s3cret", now, &body)), "evt-s1").await);
-    accepted(&send(Some(sign("s3cret", now - 300, &body)), "evt-s2").await);
-    let old = sign("old", now, &body);
-    let new = sign("s3cret", now, &body);
+    let id = accepted(&send(Some(sign("s3cret", now, &body)), body.clone()).await);
+    let body2 = body_of("evt-s2");
+    accepted(&send(Some(sign("s3cret", now - 300, &body2)), body2).await);
+    let body3 = body_of("evt-s3");
+    let old = sign("old", now, &body3);
+    let new = sign("s3cret", now, &body3);
     let rotated = format!("{old},{}", new.split(',').nth(1).unwrap());
-    accepted(&send(Some(rotated), "evt-s3").await);
+    accepted(&send(Some(rotated), body3).await);
     // A signed repeat is a duplicate; an unsigned repeat is refused, not answered.
     assert_eq!(
-        duplicate_of(&send(Some(sign("s3cret", now, &body)), "evt-s1").await),
+        duplicate_of(&send(Some(sign("s3cret", now, &body)), body.clone()).await),
         id
     );
-    send(None, "evt-s1").await.problem(401, "invalid_signature");
+    send(None, body).await.problem(401, "invalid_signature");
+    assert_eq!(s.runs_with_key("signed", "evt-s1"), vec![id]);
 }
 
 /// Unknown workflow → 404; a body that is not JSON → 400; both problem+json, no run.

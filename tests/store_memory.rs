@@ -163,10 +163,32 @@ fn case_list_delete_namespaces(store: &dyn MemoryStore) {
     assert!(store.delete("a", "x", T0).unwrap());
     assert_eq!(store.namespaces().unwrap(), ["shop", "shop2"]);
 
+    // Refused inputs are the caller's, not a store failure: not transient, nothing written.
+    for (ns, key) in [
+        ("bad\0ns", "k".to_string()),
+        ("bad\nns", "k".to_string()),
+        ("", "k".to_string()),
+        ("shop", "k".repeat(fluxo::store::MAX_MEMORY_KEY_BYTES + 1)),
+    ] {
+        let e = store
+            .write(ns, &key, &json!(1), keep, T0)
+            .expect_err("refused");
+        assert!(
+            matches!(e, fluxo::store::StoreError::Invalid(_)) && !e.is_transient(),
+            "{ns:?}: {e:?}"
+        );
+    }
     assert!(
-        store.write("bad\0ns", "k", &json!(1), keep, T0).is_err(),
-        "a NUL byte in a namespace is refused"
+        matches!(
+            store.read("bad\0ns", "k", T0),
+            Err(fluxo::store::StoreError::Invalid(_))
+        ),
+        "a NUL byte in a namespace is refused on reads too"
     );
+    let at_limit = "k".repeat(fluxo::store::MAX_MEMORY_KEY_BYTES);
+    store.write("shop", &at_limit, &json!(1), keep, T0).unwrap();
+    assert!(store.delete("shop", &at_limit, T0).unwrap());
+    assert_eq!(store.namespaces().unwrap(), ["shop", "shop2"]);
 }
 
 #[test]

@@ -57,6 +57,7 @@ pub fn run() {
             app.manage(commands::app::AppInfo {
                 listener_url: shell.server.url(),
                 data_dir: shell.data_dir.clone(),
+                notices: shell.notices.clone(),
             });
             app.manage(shell.server.state.clone());
             app.manage(Listener(Mutex::new(Some(shell.server))));

@@ -25,6 +25,9 @@ pub struct Shell {
     /// Run events, subscribed before the listener started (so recovered runs are seen too).
     pub events: broadcast::Receiver<RunEvent>,
     pub data_dir: PathBuf,
+    /// What the user should know about this launch, in plain words (also logged): on the
+    /// first launch, that the seeded webhook templates have no signing secret.
+    pub notices: Vec<String>,
 }
 
 impl Shell {
@@ -54,13 +57,22 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
     let events = engine.subscribe();
 
     let folder = data_dir.join("workflows");
-    if !folder.exists() {
+    let first_launch = !folder.exists();
+    if first_launch {
         let n = fluxo::samples::seed_templates(&folder)
             .map_err(|e| format!("cannot seed {}: {e}", folder.display()))?;
         tracing::info!(folder = %folder.display(), templates = n, "first launch: workflows folder seeded");
     }
     let workflows = WorkflowDir::load(&folder, engine.registry().clone())
         .map_err(|e| format!("cannot read the workflows folder {}: {e}", folder.display()))?;
+    // The seeded templates keep no signing secret (their senders, Stripe and GitHub, sign
+    // with their own headers, which Fluxo does not verify; a generated Fluxo secret would
+    // only make them refuse their real senders): say so plainly once they are listening.
+    let unsigned = if first_launch {
+        fluxo::steps::webhook_trigger::unsigned_webhooks(&workflows)
+    } else {
+        Vec::new()
+    };
 
     let (token, _) = auth::resolve_token(None, data_dir)
         .map_err(|e| format!("cannot write the API token in {}: {e}", data_dir.display()))?;
@@ -80,10 +92,24 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
         server.url(),
         data_dir.join("token").display()
     );
+    let notices: Vec<String> =
+        fluxo::steps::webhook_trigger::unsigned_notice(&unsigned, &server.url())
+            .map(|n| {
+                format!(
+                    "First launch: the templates were copied to {}; {n}",
+                    folder.display()
+                )
+            })
+            .into_iter()
+            .collect();
+    for n in &notices {
+        tracing::warn!("{n}");
+    }
     Ok(Shell {
         server,
         events,
         data_dir: data_dir.to_path_buf(),
+        notices,
     })
 }
 
@@ -113,7 +139,7 @@ mod tests {
     async fn post(addr: std::net::SocketAddr, path: &str, key: &str, body: &str) -> String {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
              Idempotency-Key: {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
@@ -144,6 +170,20 @@ mod tests {
         assert_eq!(ids.len(), fluxo::samples::TEMPLATES.len());
         assert!(ids.contains(&"invoice-paid-once".to_string()));
         assert!(dir.path().join("token").exists());
+        // The first launch says plainly that the seeded webhooks are unsigned.
+        assert_eq!(shell.notices.len(), 1, "{:?}", shell.notices);
+        let notice = &shell.notices[0];
+        for id in [
+            "ai-enrichment-relay",
+            "github-issue-to-ticket",
+            "invoice-paid-once",
+            "stripe-to-ledger",
+        ] {
+            assert!(notice.contains(id), "{notice}");
+        }
+        assert!(!notice.contains("polling-sync"), "not a webhook: {notice}");
+        assert!(notice.contains(&shell.server.url()), "{notice}");
+        assert!(notice.contains("signing_secret"), "{notice}");
 
         // A workflow saved through the shared folder (what `save_workflow` does) is what the
         // listener's webhook route runs.
@@ -178,6 +218,11 @@ mod tests {
         };
         assert!(shell.state().workflows().get("invoice-paid-once").is_none());
         assert!(shell.state().workflows().get("desk-hook").is_some());
+        assert!(
+            shell.notices.is_empty(),
+            "only the first launch: {:?}",
+            shell.notices
+        );
         shell.server.shutdown().await;
     }
 }

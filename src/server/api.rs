@@ -475,7 +475,8 @@ fn key_not_found(ns: &str, key: &str) -> ApiError {
     params(("namespace" = String, Path, description = "The namespace."), MemoryListParams),
     responses(
         (status = 200, description = "A page of live keys in key order.", body = doc::MemoryPage),
-        (status = 400, description = "`invalid_parameter`.", body = Problem,
+        (status = 400, description = "`invalid_parameter`; `invalid_namespace` (empty, over \
+            128 bytes, or a control character).", body = Problem,
             content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`: a store failure.", body = Problem,
             content_type = "application/problem+json",
@@ -515,6 +516,7 @@ pub fn memory_page(
             format!("`limit`: {limit} is not between 1 and 1000"),
         ));
     }
+    crate::store::check_namespace(ns).map_err(|e| ApiError::memory_name("namespace", e))?;
     let now = state.clock().now_ms();
     let entries = state
         .store()
@@ -542,6 +544,9 @@ pub fn memory_page(
     ),
     responses(
         (status = 200, description = "The key, with its time left.", body = doc::MemoryEntry),
+        (status = 400, description = "`invalid_namespace` (empty, over 128 bytes, or a \
+            control character) or `key_too_long` (over 1024 bytes).", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, description = "`key_not_found` (or it expired).", body = Problem,
             content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`: a store failure.", body = Problem,
@@ -556,8 +561,18 @@ async fn memory_get(
     Ok(Json(memory_entry(&state, &ns, &key)?))
 }
 
+/// The namespace and key of a Memory path, by the store's rules
+/// ([`crate::store::check_namespace`], [`crate::store::check_memory_key`]): `400
+/// invalid_namespace` / `key_too_long` before the store is asked (a NUL in a namespace used to
+/// reach the store and come back as a retryable 503).
+fn check_memory_path(ns: &str, key: &str) -> ApiResult<()> {
+    crate::store::check_namespace(ns).map_err(|e| ApiError::memory_name("namespace", e))?;
+    crate::store::check_memory_key(key).map_err(|e| ApiError::memory_name("key", e))
+}
+
 /// One live key with its time left, or `404 key_not_found`.
 pub fn memory_entry(state: &AppState, ns: &str, key: &str) -> ApiResult<Value> {
+    check_memory_path(ns, key)?;
     let now = state.clock().now_ms();
     let e = state
         .store()
@@ -580,6 +595,9 @@ pub fn memory_entry(state: &AppState, ns: &str, key: &str) -> ApiResult<Value> {
     ),
     responses(
         (status = 200, description = "Deleted.", body = doc::Deleted),
+        (status = 400, description = "`invalid_namespace` (empty, over 128 bytes, or a \
+            control character) or `key_too_long` (over 1024 bytes).", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, description = "`key_not_found`: there was no live key.", body = Problem,
             content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`: a store failure.", body = Problem,
@@ -598,6 +616,7 @@ async fn memory_delete(
 /// Delete a key by hand (the manual compensation after checking the destination), made
 /// durable before answering; `404 key_not_found` if there was no live key.
 pub async fn memory_remove(state: &AppState, ns: &str, key: &str) -> ApiResult<()> {
+    check_memory_path(ns, key)?;
     let now = state.clock().now_ms();
     let deleted = state
         .store()

@@ -80,7 +80,22 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         == 0
 }
 
-/// Middleware: `Authorization: Bearer <token>` or 401 problem+json.
+/// The token of an `Authorization: Bearer <token>` value, or `None` for another scheme or no
+/// token. The scheme is matched case-insensitively (`Bearer`, `bearer`, `BEARER`: RFC 9110
+/// §11.1, "auth-scheme is case-insensitive"; RFC 6750 §2.1 for Bearer), followed by one or more
+/// spaces (`credentials = auth-scheme [ 1*SP ( token68 / … ) ]`); the token itself is compared
+/// exactly.
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim_matches(' ');
+    (!token.is_empty()).then_some(token)
+}
+
+/// Middleware: `Authorization: Bearer <token>` (scheme in any case, see [`bearer_token`]) or
+/// 401 problem+json.
 pub async fn require_token(
     State(state): State<AppState>,
     req: Request,
@@ -90,11 +105,7 @@ pub async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+        .and_then(bearer_token);
     match given {
         None => Err(ApiError::new(
             axum::http::StatusCode::UNAUTHORIZED,
@@ -109,5 +120,29 @@ pub async fn require_token(
             "unauthorized",
             "wrong API token",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR   t0k "] {
+            assert_eq!(bearer_token(v), Some("t0k"), "{v}");
+        }
+        for v in [
+            "Basic dXNlcg==",
+            "Bearer",
+            "Bearer ",
+            "Bearert0k",
+            "t0k",
+            "",
+        ] {
+            assert_eq!(bearer_token(v), None, "{v}");
+        }
+        // The token is compared as given.
+        assert_eq!(bearer_token("Bearer T0K"), Some("T0K"));
     }
 }

@@ -47,6 +47,9 @@ pub struct ApiError {
     pub extra: Option<Value>,
     /// `Retry-After` seconds, for 503/429.
     pub retry_after_s: Option<u64>,
+    /// Answer with `Connection: close` (the request was not read to its end, e.g. a stalled
+    /// body: the connection cannot carry another request).
+    pub close: bool,
 }
 
 impl ApiError {
@@ -58,6 +61,7 @@ impl ApiError {
             detail: detail.into(),
             extra: None,
             retry_after_s: None,
+            close: false,
         }
     }
     /// 400.
@@ -79,10 +83,26 @@ impl ApiError {
             ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
         }
     }
-    /// A store failure: logged in full, answered as a retryable 503.
+    /// A store failure: logged in full, answered as a retryable 503; an input the store
+    /// refused ([`crate::store::StoreError::Invalid`]) is the client's `400 invalid_input`
+    /// instead (a 503 with `Retry-After` would make clients send it again forever). The API
+    /// checks its inputs before the store does, with more precise codes; this is the backstop.
     pub fn store(e: crate::store::StoreError) -> Self {
+        if !e.is_transient() {
+            return Self::bad_request("invalid_input", e.to_string());
+        }
         tracing::error!(error = %e, "store failure");
         Self::unavailable("the store could not complete the request; retry later", 1)
+    }
+    /// `400` for a Memory namespace or key that breaks its rule (`invalid_namespace`,
+    /// `empty_key`, `key_too_long`), naming where it came from.
+    pub fn memory_name(where_: &str, e: crate::store::MemoryNameError) -> Self {
+        Self::bad_request(e.code(), format!("{where_}: {e}"))
+    }
+    /// Close the connection after this answer (`Connection: close`).
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
     }
     /// Attach extra members.
     pub fn with_extra(mut self, extra: Value) -> Self {
@@ -127,6 +147,10 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.close {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if let Some(s) = self.retry_after_s {
             if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);

@@ -1,11 +1,19 @@
 //! `POST /hooks/{workflow_id}`: the webhook trigger with dedupe at the door (SPEC §5).
 //!
+//! 0. Every route: the `Host` must be one of the server's names (421, [`super::door`]).
 //! 1. The workflow must exist, validate and start with a `webhook_trigger`.
-//! 2. Body limit (413), optional HMAC signature (401), JSON body (400).
-//! 3. Key: `Idempotency-Key` (bare or RFC 8941 quoted), else `X-Fluxo-Event-Id`, else the
+//! 2. The door ([`super::door`]): no request a browser sends on another site's behalf unless
+//!    its origin is on the trigger's `allowed_origins` (403 `cross_site_request`), and a JSON
+//!    media type (415 `unsupported_media_type`).
+//! 3. Optional HMAC signature (401), JSON body (400). (The body limit, 413, and the body read
+//!    timeout, 408, apply while the body is read, before any of this.)
+//! 4. Key: `Idempotency-Key` (bare or RFC 8941 quoted), else `X-Fluxo-Event-Id`, else the
 //!    trigger's `dedupe_key` template over the body, else no dedupe. A malformed key is
-//!    `400 invalid_idempotency_key`, never a silent run without dedupe.
-//! 4. The claim (window from the first delivery, never extended) and the queued run are
+//!    `400 invalid_idempotency_key`, never a silent run without dedupe. With a
+//!    `signing_secret` the key headers are ignored: the key is the `dedupe_key` (default
+//!    `{{ input.id }}`) over the signed body, so a captured signed delivery replayed with
+//!    `Idempotency-Key: <another event>` cannot claim that event's key.
+//! 5. The claim (window from the first delivery, never extended) and the queued run are
 //!    written in one transaction, made durable by the group commit, then `202
 //!    {"run_id", "duplicate": false}`. A repeat within the window is `200 {"run_id":
 //!    <original>, "duplicate": true}` and writes nothing. If queuing fails nothing stays
@@ -21,6 +29,7 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
+use super::door;
 use super::error::{ApiError, ApiResult};
 use super::runs::{body_bytes, parse_json};
 use super::AppState;
@@ -69,6 +78,13 @@ pub async fn webhook(
             format!("workflow `{workflow_id}`: bad trigger config"),
         )
     })?;
+    let allowed_origins: Vec<webhook_trigger::WebOrigin> = config
+        .allowed_origins
+        .iter()
+        .filter_map(|o| webhook_trigger::WebOrigin::parse(o).ok())
+        .collect();
+    door::check_cross_site(&headers, &allowed_origins)?;
+    door::check_media_type(&headers)?;
     let now = state.clock().now_ms();
 
     if let Some(secret_tmpl) = &config.signing_secret {
@@ -84,8 +100,11 @@ pub async fn webhook(
     }
 
     // A key from a header is known before the body is read: a repeat of a live claim is
-    // answered at once (a plain read: no body parsing, no transaction, no run built).
-    let header_key = header_key(&headers)?;
+    // answered at once (a plain read: no body parsing, no transaction, no run built). A signed
+    // delivery's key comes from its signed body only: the signature does not cover headers,
+    // so a captured delivery replayed with another key header must not claim that key.
+    let signed = config.signing_secret.is_some();
+    let header_key = if signed { None } else { header_key(&headers)? };
     if let Some(k) = &header_key {
         if let Some(resp) = known_duplicate(&state, &workflow_id, k, now).await? {
             return Ok(resp);
@@ -387,13 +406,17 @@ pub fn key_header(
         .map_err(|e| invalid(e.to_string()))
 }
 
-/// The delivery's key: header, else event-id header, else the trigger's template.
+/// The delivery's key: header, else event-id header, else the trigger's template; for a
+/// trigger with a `signing_secret`, the template only (see [`template_key`]).
 pub fn delivery_key(
     headers: &HeaderMap,
     config: &webhook_trigger::Config,
     input: &Value,
     env: &std::collections::BTreeMap<String, String>,
 ) -> ApiResult<Option<String>> {
+    if config.signing_secret.is_some() {
+        return template_key(config, input, env);
+    }
     match header_key(headers)? {
         Some(k) => Ok(Some(k)),
         None => template_key(config, input, env),
@@ -414,25 +437,41 @@ pub fn header_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
 }
 
 /// The key from the trigger's `dedupe_key` template over the body, if it has one; a body it
-/// cannot render a valid key from is `400 invalid_idempotency_key`.
+/// cannot render a valid key from is `400 invalid_idempotency_key`. A trigger with a
+/// `signing_secret` always has one: its `dedupe_key`, else
+/// [`webhook_trigger::SIGNED_DEDUPE_KEY`] (`{{ input.id }}`), since key headers are not
+/// signed and are ignored on signed deliveries.
 pub fn template_key(
     config: &webhook_trigger::Config,
     input: &Value,
     env: &std::collections::BTreeMap<String, String>,
 ) -> ApiResult<Option<String>> {
-    let Some(tmpl) = &config.dedupe_key else {
+    let signed = config.signing_secret.is_some();
+    let Some(tmpl) = config
+        .dedupe_key
+        .as_deref()
+        .or(signed.then_some(webhook_trigger::SIGNED_DEDUPE_KEY))
+    else {
         return Ok(None);
+    };
+    let why_template = if signed {
+        "a signed delivery takes its key from the signed body (key headers are ignored), and \
+         the trigger's dedupe_key"
+    } else {
+        "no Idempotency-Key header, and the trigger's dedupe_key"
     };
     let mut t = Templates::new();
     t.add(tmpl)
         .map_err(|e| ApiError::conflict("workflow_invalid", format!("dedupe_key: {e}")))?;
     let scope = Scope::new(input, &Value::Null, env);
-    let v = t.render_str(tmpl, &scope.context(), "dedupe_key").map_err(|e| {
-        ApiError::bad_request(
-            "invalid_idempotency_key",
-            format!("no Idempotency-Key header, and the trigger's dedupe_key `{tmpl}` failed on this body: {e}"),
-        )
-    })?;
+    let v = t
+        .render_str(tmpl, &scope.context(), "dedupe_key")
+        .map_err(|e| {
+            ApiError::bad_request(
+                "invalid_idempotency_key",
+                format!("{why_template} `{tmpl}` failed on this body: {e}"),
+            )
+        })?;
     let key = key_text(&v, "dedupe_key").map_err(|e| {
         ApiError::bad_request(
             "invalid_idempotency_key",
@@ -459,8 +498,14 @@ fn render_text(
     }
 }
 
-/// Check `X-Fluxo-Signature: t=<unix>,v1=<hex>` = HMAC-SHA256(secret, `"<t>.<body>"`) within
-/// ±5 minutes of `now_s`. Several `v1=` values are accepted (secret rotation).
+/// Check `X-Fluxo-Signature: t=<unix seconds>,v1=<hex>` = HMAC-SHA256(secret, `"<t>.<body>"`)
+/// within ±[`SIGNATURE_TOLERANCE_S`] (300 s) of `now_s` (unix seconds). Several `v1=` values are
+/// accepted (secret rotation); other `key=value` parts are ignored (future schemes).
+///
+/// Every failure is `401 invalid_signature`, never a panic: `t` must be given once, as 1–19
+/// ASCII digits (a non-negative `i64`; no sign, no spaces), and the distance to `now_s` is
+/// computed with [`i64::abs_diff`], which cannot overflow whatever both values are (a
+/// `t=-9223372036854775808` once overflowed `now_s - t`).
 pub fn verify_signature(
     headers: &HeaderMap,
     body: &[u8],
@@ -474,28 +519,38 @@ pub fn verify_signature(
             why.to_string(),
         )
     };
-    let header = headers
-        .get(SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok())
+    let mut values = headers.get_all(SIGNATURE_HEADER).iter();
+    let header = values
+        .next()
         .ok_or_else(|| unauthorized("missing X-Fluxo-Signature header"))?;
-    let mut t: Option<i64> = None;
+    if values.next().is_some() {
+        return Err(unauthorized("X-Fluxo-Signature appears more than once"));
+    }
+    let header = header.to_str().map_err(|_| {
+        unauthorized("X-Fluxo-Signature contains a character outside visible ASCII")
+    })?;
+    let mut t: Option<&str> = None;
     let mut sigs = Vec::new();
     for part in header.split(',') {
         match part.trim().split_once('=') {
-            Some(("t", v)) => t = v.parse().ok(),
-            Some(("v1", v)) => sigs.push(v.to_string()),
+            Some(("t", _)) if t.is_some() => {
+                return Err(unauthorized("X-Fluxo-Signature has more than one t="));
+            }
+            Some(("t", v)) => t = Some(v),
+            Some(("v1", v)) => sigs.push(v),
             _ => {}
         }
     }
-    let t = t.ok_or_else(|| unauthorized("X-Fluxo-Signature has no valid t=<unix seconds>"))?;
-    // `abs_diff`: any `t` a sender writes (i64::MIN included) compares without overflow.
+    let t = t
+        .and_then(parse_unix_seconds)
+        .ok_or_else(|| unauthorized("X-Fluxo-Signature has no valid t=<unix seconds>"))?;
     if now_s.abs_diff(t) > SIGNATURE_TOLERANCE_S.unsigned_abs() {
         return Err(unauthorized(
             "X-Fluxo-Signature timestamp is outside the 5-minute tolerance",
         ));
     }
     for sig in sigs {
-        let Ok(bytes) = hex::decode(&sig) else {
+        let Ok(bytes) = hex::decode(sig) else {
             continue;
         };
         let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
@@ -508,6 +563,14 @@ pub fn verify_signature(
         }
     }
     Err(unauthorized("X-Fluxo-Signature does not match the body"))
+}
+
+/// Unix seconds as the signature's `t=` carries them: 1–19 ASCII digits that fit an `i64`.
+fn parse_unix_seconds(v: &str) -> Option<i64> {
+    if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse::<i64>().ok()
 }
 
 /// Compute a signature header value (for senders and tests).

@@ -7,7 +7,10 @@
 //! * [`api`]: workflows CRUD, validate, dry-run, memory, step kinds, events (SSE), health.
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
 //! * [`queue`]: the worker pool and crash recovery.
+//! * [`door`]: what every request must show before a handler runs (the `Host` allowlist).
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
+//! * [`listen`]: the connection layer: HTTP/1.1 with header and body read timeouts and a
+//!   bound on open connections.
 //! * [`openapi`]: the OpenAPI 3.1 document, built from the same routes as the router.
 
 // Handlers return `ApiResult<T>`; `ApiError` is large (a problem document in the making) but
@@ -16,9 +19,11 @@
 
 pub mod api;
 pub mod auth;
+pub mod door;
 pub mod error;
 pub mod hooks;
 pub mod idempotency;
+pub mod listen;
 pub mod openapi;
 pub mod queue;
 pub mod runs;
@@ -36,6 +41,7 @@ use tokio::sync::watch;
 use tower_http::request_id::{
     MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
 };
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -64,6 +70,8 @@ pub struct ServerOptions {
     /// What start-up does with runs a dead process left `running` (`--recover`; default:
     /// resume those whose in-flight step is safe to repeat).
     pub recover: crate::runtime::RecoverPolicy,
+    /// Slow-client timeouts and the connection bound ([`listen::ConnLimits`]).
+    pub limits: listen::ConnLimits,
 }
 
 impl Default for ServerOptions {
@@ -75,6 +83,7 @@ impl Default for ServerOptions {
             ui_dir: None,
             data_dir: None,
             recover: crate::runtime::RecoverPolicy::default(),
+            limits: listen::ConnLimits::default(),
         }
     }
 }
@@ -84,6 +93,8 @@ impl Default for ServerOptions {
 pub struct AppState(Arc<Inner>);
 
 struct Inner {
+    /// The bound address (the listener's).
+    addr: SocketAddr,
     engine: Engine,
     workflows: WorkflowDir,
     token: RwLock<String>,
@@ -97,6 +108,8 @@ struct Inner {
     pending_claims: hooks::PendingClaims,
     /// Durable webhook claims seen lately (answers repeats without a store read).
     recent_claims: hooks::RecentClaims,
+    /// The hosts this server answers to: its bound address and the settings' `allowed_hosts`.
+    hosts: RwLock<door::HostRules>,
 }
 
 impl AppState {
@@ -164,8 +177,25 @@ impl AppState {
         self.0.engine.set_secret_env(s.secret_env.clone());
         self.0.engine.set_settings_env(s.env.clone());
         self.0.engine.set_outbound_allow(&s.outbound_allow)?;
+        {
+            let mut hosts = self.0.hosts.write().unwrap_or_else(|e| e.into_inner());
+            *hosts = door::HostRules::new(self.0.addr, &s.allowed_hosts);
+        }
         *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
         Ok(())
+    }
+    /// The address the server is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.0.addr
+    }
+    /// `Ok` if the request's `Host` is one of this server's names, else the problem to answer
+    /// (`400 invalid_host`, `421 misdirected_request`; see [`door`]).
+    pub fn check_host<B>(&self, req: &axum::http::Request<B>) -> Result<(), error::ApiError> {
+        self.0
+            .hosts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .check(req)
     }
     /// The retention policy in force: settings over the command-line defaults.
     pub fn retention(&self) -> Retention {
@@ -201,7 +231,8 @@ pub fn public_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(api::openapi))
 }
 
-/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`. Every
+/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`, all
+/// behind the `Host` check ([`door`]). Every
 /// route comes from [`public_routes`] and [`api_routes`], the source of the OpenAPI document
 /// too ([`openapi`]).
 pub fn router(state: AppState) -> Router {
@@ -223,6 +254,11 @@ pub fn router(state: AppState) -> Router {
     let mut app = public
         .nest("/api/v1", api)
         .layer(DefaultBodyLimit::max(limit))
+        // A body that stalls longer than this between two chunks ends its request (408, see
+        // `runs::body_bytes`); the header timeout and the connection bound are in `listen`.
+        .layer(RequestBodyTimeoutLayer::new(
+            state.options().limits.body_read_timeout,
+        ))
         // Read bottom-up (the last layer is the outermost): take the client's `X-Request-Id`
         // or make one (UUID v4), open the request's span with it, echo it on the answer (tower-http's layers: no boxing
         // per request, unlike a `from_fn` middleware, which cost ~14% of duplicate throughput).
@@ -235,7 +271,10 @@ pub fn router(state: AppState) -> Router {
                 .fallback(tower_http::services::ServeFile::new(dir.join("index.html"))),
         );
     }
-    app.with_state(state)
+    // Outermost, after the fallback: every request (API, webhooks, the UI, unknown paths)
+    // shows a Host this server answers to (a DNS-rebinding defence, see `door`).
+    app.layer(door::HostCheckLayer::new(state.clone()))
+        .with_state(state)
 }
 
 /// The span of a request: its id (`X-Request-Id`, the client's or a generated one), method and
@@ -300,7 +339,9 @@ pub async fn start(
     engine
         .set_outbound_allow(&settings.outbound_allow)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let hosts = door::HostRules::new(addr, &settings.allowed_hosts);
     let state = AppState(Arc::new(Inner {
+        addr,
         engine,
         workflows,
         token: RwLock::new(token),
@@ -311,6 +352,7 @@ pub async fn start(
         instance_id: uuid::Uuid::new_v4().to_string(),
         pending_claims: hooks::PendingClaims::default(),
         recent_claims: hooks::RecentClaims::default(),
+        hosts: RwLock::new(hosts),
     }));
     queue::recover(&state)
         .await
@@ -323,14 +365,10 @@ pub async fn start(
     );
     let maintenance = queue::spawn_maintenance(state.clone(), shutdown_rx.clone());
     let app = router(state.clone());
-    let mut rx = shutdown_rx.clone();
+    let limits = options.limits;
+    let rx = shutdown_rx.clone();
     let task = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = rx.wait_for(|s| *s).await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "server stopped with an error");
-        }
+        listen::serve(listener, app, limits, rx).await;
         for w in workers {
             let _ = w.await;
         }

@@ -69,7 +69,32 @@ pub fn openapi() -> OpenApi {
     doc.merge(super::public_routes().into_openapi());
     let mut doc = doc.nest("/api/v1", api);
     optional_bodies(&mut doc);
+    host_checked(&mut doc);
     doc
+}
+
+/// Every route is behind the `Host` check ([`super::door`]): each operation may answer `421
+/// misdirected_request`.
+fn host_checked(api: &mut OpenApi) {
+    let misdirected = ResponseBuilder::new()
+        .description(
+            "`misdirected_request`: the `Host` is not one of this server's names (its bound \
+             address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' \
+             `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed \
+             `Host` is `400 invalid_host`.)",
+        )
+        .content(
+            PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build();
+    for op in operations_mut(api) {
+        op.responses
+            .responses
+            .insert("421".into(), misdirected.clone().into());
+    }
 }
 
 /// Every operation of a document.
@@ -145,7 +170,9 @@ fn require_token(api: &mut OpenApi) {
             (the token is in `<data-dir>/token`); webhook routes may require an HMAC signature \
             per workflow. Errors are RFC 9457 problem details (`application/problem+json`) \
             with an extra `code` member. Bodies over the limit (default 1 MiB) get `413 \
-            payload_too_large`. Times are RFC 3339 UTC strings unless a name says otherwise \
+            payload_too_large`. Every route answers only to the server's own names (`Host`: \
+            its bound address, `localhost`, `127.0.0.1`, `[::1]` with its port, or the \
+            settings' `allowed_hosts`), else `421 misdirected_request`. Times are RFC 3339 UTC strings unless a name says otherwise \
             (`*_ms`: milliseconds, `*_s`: seconds).",
         license(name = "MIT", identifier = "MIT"),
     ),
@@ -205,16 +232,23 @@ mod webhook_doc {
             window (`dedupe_window_s`, default 24 h, measured from the first claim and never \
             extended) answers `200` with the original run id and starts nothing. If queuing \
             fails nothing stays claimed: `503` with `Retry-After`, so a retry is accepted. \
-            No bearer token: the trigger may require an HMAC signature instead.",
+            No bearer token: the trigger may require an HMAC signature instead. The door: \
+            the body must be JSON (`Content-Type: application/json` or a `+json` type, else \
+            `415`), and a request a browser sends on another site's behalf (`Sec-Fetch-Site` \
+            other than `none`/`same-origin`, or an `Origin` that is not the trigger's \
+            `allowed_origins` nor this server's own) is refused with `403`. No CORS headers \
+            are ever sent.",
         params(
             ("workflow_id" = String, Path, description = "The workflow to start."),
             ("Idempotency-Key" = Option<String>, Header,
                 description = "The delivery's dedupe key: 1–255 chars of visible ASCII, bare \
                     or as an RFC 8941 quoted string (`\"abc\"`). Given twice or malformed: \
-                    `400 invalid_idempotency_key`."),
+                    `400 invalid_idempotency_key`. Ignored when the trigger has a \
+                    `signing_secret`: the key is then the `dedupe_key` (default \
+                    `{{ input.id }}`) over the signed body."),
             ("X-Fluxo-Event-Id" = Option<String>, Header,
                 description = "The sender's event id, the dedupe key when there is no \
-                    `Idempotency-Key` (same rules)."),
+                    `Idempotency-Key` (same rules; ignored on signed deliveries too)."),
             ("X-Fluxo-Signature" = Option<String>, Header,
                 description = "Required when the trigger has a `signing_secret`: \
                     `t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`, within 5 \
@@ -237,6 +271,10 @@ mod webhook_doc {
             (status = 401, description = "`invalid_signature`: the trigger requires \
                 `X-Fluxo-Signature` and it is missing, stale (over 5 minutes) or wrong.",
                 body = Problem, content_type = "application/problem+json"),
+            (status = 403, description = "`cross_site_request`: a browser sent this on \
+                behalf of another site's page (`Sec-Fetch-Site: cross-site` or `same-site`, \
+                or an `Origin` not on the trigger's `allowed_origins`).",
+                body = Problem, content_type = "application/problem+json"),
             (status = 404, description = "`workflow_not_found`, or `no_webhook_trigger` (the \
                 workflow starts with another trigger).",
                 body = Problem, content_type = "application/problem+json"),
@@ -245,6 +283,12 @@ mod webhook_doc {
                 body = Problem, content_type = "application/problem+json"),
             (status = 413, description = "`payload_too_large`: the body is over the limit \
                 (default 1 MiB).", body = Problem, content_type = "application/problem+json"),
+            (status = 408, description = "`request_timeout`: the body stalled longer than \
+                the body read timeout (default 30 s) between two chunks; the connection is \
+                closed.", body = Problem, content_type = "application/problem+json"),
+            (status = 415, description = "`unsupported_media_type`: the `Content-Type` is \
+                missing or not JSON (`application/json` or a `+json` type).",
+                body = Problem, content_type = "application/problem+json"),
             (status = 500, description = "`signing_secret_unavailable`: the trigger's \
                 `signing_secret` template cannot be resolved.",
                 body = Problem, content_type = "application/problem+json"),

@@ -49,11 +49,20 @@ pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult
     parse_json(&bytes)
 }
 
-/// A request body within `limit` bytes: over it `413 payload_too_large`, unreadable `400
+/// A request body within `limit` bytes: over it `413 payload_too_large`; a body that stalled
+/// past the body read timeout ([`super::listen::ConnLimits::body_read_timeout`]) `408
+/// request_timeout` (RFC 9110 §15.5.9; the connection is closed); otherwise unreadable `400
 /// bad_body`.
 pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
     body.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if timed_out(&rej) {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body stalled: no data came within the body read timeout",
+            )
+            .closing()
+        } else if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
@@ -63,6 +72,18 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResul
             ApiError::bad_request("bad_body", rej.body_text())
         }
     })
+}
+
+/// Whether a body failed because tower-http's body timeout fired (anywhere in its sources).
+fn timed_out(rej: &BytesRejection) -> bool {
+    let mut e: Option<&(dyn std::error::Error + 'static)> = Some(rej);
+    while let Some(err) = e {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        e = err.source();
+    }
+    false
 }
 
 /// JSON, or `400 invalid_json` naming the line and column.
@@ -329,9 +350,18 @@ pub struct RunsParams {
     /// Runs per page: 1..=500, default 50.
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<usize>,
-    /// The `next_cursor` of the previous page (opaque). A page may hold fewer than `limit`
-    /// runs and still have a `next_cursor`; only a missing one means the end.
+    /// The `next_cursor` of the previous page (opaque), or a run id (list from it, exclusive).
+    /// A page may hold fewer than `limit` runs and still have a `next_cursor`; only a missing
+    /// one means the end. Anything else is `400 invalid_cursor`.
     pub cursor: Option<String>,
+}
+
+/// At most 80 characters of client input, for a problem's `detail`.
+fn truncate_for_message(s: &str) -> String {
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 /// An instant given as RFC 3339 or unix milliseconds.
@@ -406,7 +436,22 @@ impl RunsParams {
                 .transpose()?,
             q: self.q.clone().filter(|s| !s.is_empty()),
             limit,
-            cursor: self.cursor.clone().filter(|s| !s.is_empty()),
+            cursor: match self.cursor.as_deref().filter(|s| !s.is_empty()) {
+                None => None,
+                Some(c) => {
+                    crate::store::check_cursor(c).map_err(|why| {
+                        ApiError::bad_request(
+                            "invalid_cursor",
+                            format!(
+                                "`cursor`: `{}` is not a cursor of this listing: {why}; pass \
+                                 the `next_cursor` of the previous page as it came",
+                                truncate_for_message(c)
+                            ),
+                        )
+                    })?;
+                    Some(c.to_string())
+                }
+            },
         })
     }
 }
@@ -420,7 +465,8 @@ impl RunsParams {
     responses(
         (status = 200, description = "A page of run summaries.", body = crate::store::RunPage),
         (status = 400, description = "`invalid_parameter`: an unknown parameter or a bad \
-            value (named in `detail`).", body = Problem,
+            value (named in `detail`); `invalid_cursor`: a `cursor` that is neither a \
+            `next_cursor` nor a run id.", body = Problem,
             content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`: a store failure.", body = Problem,
             content_type = "application/problem+json",

@@ -59,9 +59,11 @@ pub enum Scope {
 pub struct Config {
     /// `write`, `read` or `delete`.
     pub operation: Operation,
-    /// Namespace, e.g. `processed-invoices`: 1–128 characters, no control characters.
+    /// Namespace, e.g. `processed-invoices`: 1–128 bytes, no control characters (checked
+    /// again once rendered: `invalid_namespace`).
     pub namespace: String,
-    /// Key template, e.g. `{{ input.id }}`. Rendering to empty is an `empty_key` error.
+    /// Key template, e.g. `{{ input.id }}`: the rendered key is 1–1024 bytes. Rendering to
+    /// empty is an `empty_key` error; longer than 1024 bytes, `key_too_long`.
     #[schemars(with = "String")]
     pub key: Value,
     /// Value to store (write only); any JSON, templates allowed. Default `true`.
@@ -111,13 +113,10 @@ impl StepKind for Memory {
             Err(p) => return p,
         };
         let mut problems = Vec::new();
-        if c.namespace.is_empty()
-            || c.namespace.len() > 128
-            || c.namespace.chars().any(|ch| ch.is_control())
-        {
+        if let Err(e) = crate::store::check_namespace(&c.namespace) {
             problems.push(ConfigProblem {
                 path: "namespace".into(),
-                message: "must be 1-128 characters without control characters".into(),
+                message: e.to_string(),
             });
         }
         if matches!(&c.key, Value::String(s) if s.trim().is_empty()) || c.key.is_null() {
@@ -188,7 +187,13 @@ impl StepKind for Memory {
     }
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
         let c: Config = parse_rendered(config)?;
+        // Both may be rendered from the trigger's payload: the rules apply to what was
+        // rendered, before the store sees it.
+        crate::store::check_namespace(&c.namespace)
+            .map_err(|e| StepError::new(e.code(), format!("config.namespace: {e}")))?;
         let key = key_text(&c.key, "key")?;
+        crate::store::check_memory_key(&key)
+            .map_err(|e| StepError::new(e.code(), format!("config.key: {e}")))?;
         let store = cx.effects.memory(c.scope);
         let now = cx.clock.now_ms();
         let out = match c.operation {

@@ -106,8 +106,9 @@ pub struct ConfigProblem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepError {
     /// `template_error`, `empty_key`, `config`, `http_status`, `timeout`, `connection`,
-    /// `deadline_exceeded`, `store`; the outbound rules' `url_not_allowed`,
-    /// `redirect_not_followed`, `response_too_large` ([`crate::runtime::outbound`]).
+    /// `deadline_exceeded`, `store`, `invalid_input`; Memory: `invalid_namespace`,
+    /// `key_too_long`; the outbound rules' `url_not_allowed`, `redirect_not_followed`,
+    /// `response_too_large` ([`crate::runtime::outbound`]).
     pub code: &'static str,
     pub message: String,
     pub http_status: Option<u16>,
@@ -132,8 +133,15 @@ impl StepError {
 }
 
 impl From<crate::store::StoreError> for StepError {
+    /// `store` for a store failure; `invalid_input` for an input the store refused
+    /// ([`crate::store::StoreError::Invalid`], which no retry changes).
     fn from(e: crate::store::StoreError) -> Self {
-        StepError::new("store", e.to_string())
+        let code = if e.is_transient() {
+            "store"
+        } else {
+            "invalid_input"
+        };
+        StepError::new(code, e.to_string())
     }
 }
 

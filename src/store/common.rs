@@ -17,11 +17,21 @@ use crate::run::{RunRecord, RunStatus};
 /// byte inside them would make two different pairs share one key.
 pub(crate) fn check_ident(what: &str, s: &str) -> StoreResult<()> {
     if s.as_bytes().contains(&0) {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::Invalid(format!(
             "invalid {what}: contains a NUL byte"
         )));
     }
     Ok(())
+}
+
+/// What every backend checks before a Memory write: the namespace and key rules
+/// ([`super::check_namespace`], [`super::check_memory_key`]). Reads and deletes only refuse a
+/// NUL in the namespace ([`check_ident`]), so entries written before a rule existed stay
+/// reachable.
+pub(crate) fn check_memory_write(namespace: &str, key: &str) -> StoreResult<()> {
+    super::check_namespace(namespace)
+        .and_then(|_| super::check_memory_key(key))
+        .map_err(|e| StoreError::Invalid(e.to_string()))
 }
 
 /// Checks the identifiers of a run that become composite-key prefixes.

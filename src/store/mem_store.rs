@@ -108,7 +108,7 @@ impl MemoryStore for InMemoryStore {
         opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult> {
-        common::check_ident("namespace", namespace)?;
+        common::check_memory_write(namespace, key)?;
         self.check_writable()?;
         let mut inner = self.lock();
         let id = (namespace.to_string(), key.to_string());

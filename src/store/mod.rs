@@ -50,6 +50,19 @@ pub enum StoreError {
     /// A fault injected by a test (see `tests/`), reported like a backend failure.
     #[error("injected fault: {0}")]
     Injected(String),
+    /// The store refused the input itself (a namespace with a NUL byte, a key over
+    /// [`MAX_MEMORY_KEY_BYTES`], …): not a failure of the store, and sending the same input
+    /// again gives the same answer. The HTTP API answers it `400`, never `503`.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl StoreError {
+    /// True when the same call may succeed later (a backend failure); false when the input
+    /// itself was refused ([`StoreError::Invalid`]), which no retry changes.
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, StoreError::Invalid(_))
+    }
 }
 
 /// Result alias for store operations.
@@ -58,6 +71,73 @@ pub type StoreResult<T> = Result<T, StoreError>;
 // ---------------------------------------------------------------------------------------------
 // Memory keys
 // ---------------------------------------------------------------------------------------------
+
+/// Longest Memory namespace, in bytes of UTF-8: 128.
+pub const MAX_NAMESPACE_BYTES: usize = 128;
+/// Longest Memory key, in bytes of UTF-8: 1024. Keys are often rendered from a sender's payload
+/// (`{{ input.id }}`); a cap keeps one delivery from storing (and indexing) megabytes of key.
+pub const MAX_MEMORY_KEY_BYTES: usize = 1024;
+
+/// Why a Memory namespace or key was refused (the Memory step fails with [`Self::code`]; the
+/// API answers `400` with it). The message names the rule and the length or position, never
+/// the (possibly huge or binary) value itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryNameError {
+    #[error("the namespace is empty (1-{MAX_NAMESPACE_BYTES} bytes)")]
+    EmptyNamespace,
+    #[error("the namespace is {len} bytes long; at most {MAX_NAMESPACE_BYTES} are allowed")]
+    NamespaceTooLong { len: usize },
+    #[error("the namespace has a control character (U+{code:04X}) at character {pos}; namespaces are 1-{MAX_NAMESPACE_BYTES} bytes without control characters")]
+    NamespaceControl { pos: usize, code: u32 },
+    #[error("the key is empty")]
+    EmptyKey,
+    #[error("the key is {len} bytes long; Memory keys are at most {MAX_MEMORY_KEY_BYTES} bytes (use a shorter, stable id)")]
+    KeyTooLong { len: usize },
+}
+
+impl MemoryNameError {
+    /// The machine code: `invalid_namespace`, `empty_key` or `key_too_long`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            MemoryNameError::EmptyNamespace
+            | MemoryNameError::NamespaceTooLong { .. }
+            | MemoryNameError::NamespaceControl { .. } => "invalid_namespace",
+            MemoryNameError::EmptyKey => "empty_key",
+            MemoryNameError::KeyTooLong { .. } => "key_too_long",
+        }
+    }
+}
+
+/// The namespace rule: 1–[`MAX_NAMESPACE_BYTES`] bytes of UTF-8, no control character (Unicode
+/// `Cc`: NUL, newlines, DEL, …; a NUL would also break the store's `namespace 0x00 key`
+/// layout). The Memory step checks it on its config and again once rendered; the API on the
+/// path; the store on every write.
+pub fn check_namespace(ns: &str) -> Result<(), MemoryNameError> {
+    if ns.is_empty() {
+        return Err(MemoryNameError::EmptyNamespace);
+    }
+    if ns.len() > MAX_NAMESPACE_BYTES {
+        return Err(MemoryNameError::NamespaceTooLong { len: ns.len() });
+    }
+    if let Some((pos, c)) = ns.chars().enumerate().find(|(_, c)| c.is_control()) {
+        return Err(MemoryNameError::NamespaceControl {
+            pos,
+            code: c as u32,
+        });
+    }
+    Ok(())
+}
+
+/// The key rule: 1–[`MAX_MEMORY_KEY_BYTES`] bytes of UTF-8 (any characters).
+pub fn check_memory_key(key: &str) -> Result<(), MemoryNameError> {
+    if key.is_empty() {
+        return Err(MemoryNameError::EmptyKey);
+    }
+    if key.len() > MAX_MEMORY_KEY_BYTES {
+        return Err(MemoryNameError::KeyTooLong { len: key.len() });
+    }
+    Ok(())
+}
 
 /// One Memory entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,6 +316,37 @@ pub struct RunQuery {
     /// Opaque cursor from the previous page's `next_cursor` (a bare run id is accepted too;
     /// an unknown one gives an empty page).
     pub cursor: Option<String>,
+}
+
+/// Check a listing cursor as clients send it (`GET /api/v1/runs?cursor=`, `fluxo runs list
+/// --cursor`, the app's history): the `next_cursor` of a page, `<created_at unix ms>:<run id>`
+/// (1–19 ASCII digits, a colon, a run id), or a bare run id; a run id is a UUID in its
+/// canonical hyphenated form (36 characters), which is what the engine mints. Anything else is
+/// refused with the reason, so a mistyped cursor is an error (`400 invalid_cursor`), not a
+/// silently empty page. (The backends themselves accept any text, for tests and tools.)
+pub fn check_cursor(cursor: &str) -> Result<(), String> {
+    fn run_id(id: &str) -> bool {
+        id.len() == 36 && uuid::Uuid::try_parse(id).is_ok()
+    }
+    match cursor.split_once(':') {
+        Some((ms, id)) => {
+            let ms_ok = !ms.is_empty()
+                && ms.len() <= 19
+                && ms.bytes().all(|b| b.is_ascii_digit())
+                && ms.parse::<i64>().is_ok();
+            if !ms_ok {
+                return Err("the part before the colon is not a time in unix milliseconds".into());
+            }
+            if !run_id(id) {
+                return Err("the part after the colon is not a run id".into());
+            }
+            Ok(())
+        }
+        None if run_id(cursor) => Ok(()),
+        None => {
+            Err("it is neither a `next_cursor` (`<unix ms>:<run id>`) nor a run id".to_string())
+        }
+    }
 }
 
 /// Most run summaries one [`RunStore::list_runs`] call examines when its filters are not

@@ -391,7 +391,7 @@ impl MemoryStore for SledStore {
         opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult> {
-        common::check_ident("namespace", namespace)?;
+        common::check_memory_write(namespace, key)?;
         let k = pair(namespace, key);
         let expires_at = common::expiry(now_ms, opts.ttl_ms);
         let entry = MemoryEntry {

@@ -11,10 +11,15 @@ use crate::error::IpcResult;
 pub struct AppInfo {
     pub listener_url: String,
     pub data_dir: std::path::PathBuf,
+    /// Plain-words notices of this launch (the first launch's "these webhooks have no signing
+    /// secret"), for the window to show once.
+    pub notices: Vec<String>,
 }
 
-/// `{listener_url, webhook_base, data_dir, workflows_dir}`: the URL a sender posts webhooks to
-/// is `<webhook_base>/<workflow_id>` (the page's own origin is `tauri://localhost`).
+/// `{listener_url, webhook_base, data_dir, workflows_dir, notices}`: the URL a sender posts
+/// webhooks to is `<webhook_base>/<workflow_id>` (the page's own origin is
+/// `tauri://localhost`); `notices` are this launch's plain-words notices (empty but on the
+/// first launch).
 #[tauri::command]
 pub async fn app_info(info: State<'_, AppInfo>, state: State<'_, AppState>) -> IpcResult<Value> {
     Ok(json!({
@@ -22,5 +27,6 @@ pub async fn app_info(info: State<'_, AppInfo>, state: State<'_, AppState>) -> I
         "webhook_base": format!("{}/hooks", info.listener_url),
         "data_dir": info.data_dir,
         "workflows_dir": state.workflows().path(),
+        "notices": info.notices,
     }))
 }
