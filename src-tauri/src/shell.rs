@@ -40,7 +40,8 @@ impl Shell {
 /// Start everything in `data_dir` (created if missing), the listener on `addr` (or, if that
 /// is busy, any free port on the same interface). Must run inside a tokio runtime.
 pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
-    std::fs::create_dir_all(data_dir)
+    // 0700 from the start (SPEC §5), so the first launch has nothing to tighten.
+    fluxo::secrets::secure_dir(data_dir)
         .map_err(|e| format!("cannot create the data dir {}: {e}", data_dir.display()))?;
 
     let store = SledStore::open(&SledConfig::new(data_dir.join("store"))).map_err(|e| {
