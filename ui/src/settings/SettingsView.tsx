@@ -248,11 +248,10 @@ export function SettingsView() {
             <>
               <p className="fx-help">
                 The server answers only to its own address (<code>localhost</code>, <code>127.0.0.1</code>, the address it listens on) and to the names
-                listed here; a request for any other name is refused with 421. This stops a web page from reaching Fluxo through a look-alike domain
-                (DNS rebinding).
+                listed here; any other name gets 421. This stops web pages from reaching Fluxo through a look-alike domain (DNS rebinding).
               </p>
               <p className="fx-help">
-                Add the public name when Fluxo sits behind a reverse proxy or a tunnel: <code>name</code> (any port) or <code>name:port</code>, e.g.{' '}
+                Behind a reverse proxy or a tunnel, add its public name: <code>name</code> (any port) or <code>name:port</code>, e.g.{' '}
                 <code>fluxo.example.com</code>.
               </p>
             </>
@@ -378,15 +377,12 @@ export function SettingsView() {
           errorKey={(id) => `outbound:${id}`}
           onChange={(rows, key) => edit(key, (f) => ({ ...f, outbound: rows }))}
           help={
-            <>
-              <p className="fx-help">
-                A step with <em>Allow input host</em> on may call a host that comes from the event (e.g. <code>{'{{ input.callback_url }}'}</code>).
-                Such a call is refused when the host is private: this machine (<code>127.0.0.1</code>), the local network (<code>10.x</code>,{' '}
-                <code>192.168.x</code>) or a cloud metadata address. List here the private destinations those steps may still reach: a host name (
-                <code>crm.internal</code>), an IP address (<code>127.0.0.1</code>) or a block (<code>10.0.0.0/8</code>).
-              </p>
-              <p className="fx-help">Hosts written in a workflow or taken from env variables need no entry.</p>
-            </>
+            <p className="fx-help">
+              A step with <em>Allow input host</em> on may call a host taken from the event (e.g. <code>{'{{ input.callback_url }}'}</code>); Fluxo refuses
+              such a call when the host is private: this machine, the local network, a cloud metadata address. List here the private destinations those
+              steps may still reach: a host name (<code>crm.internal</code>), an IP (<code>127.0.0.1</code>) or a block (<code>10.0.0.0/8</code>). Hosts
+              written in a workflow or taken from env variables need no entry.
+            </p>
           }
         />
 
@@ -445,10 +441,16 @@ export function SettingsView() {
         </section>
       </div>
       <div className="fx-settings-foot">
-        {footError && (
+        {footError ? (
           <span className="fx-error-text" data-testid="settings-error">
             {footError}
           </span>
+        ) : dirty && invalid ? (
+          <span className="fx-warning-text" data-testid="settings-invalid">
+            Fix the fields marked in red to save.
+          </span>
+        ) : (
+          dirty && <span className="fx-muted-2">Unsaved changes.</span>
         )}
         <span className="fx-spacer" />
         <button className="fx-btn" onClick={() => apply(view)} disabled={!dirty || saving} data-testid="settings-revert">
