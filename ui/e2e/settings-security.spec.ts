@@ -4,6 +4,7 @@
 // values must survive a save of an unrelated change; secrets are write-only in the form.
 
 import { request as httpRequest } from 'node:http';
+import { resolve } from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { baseUrl, token } from './helpers';
 import { api, startMock, startRun, type Mock } from './history-helpers';
@@ -244,5 +245,36 @@ test.describe.serial('settings: security fields survive the form; secrets are wr
     expect(s.env[SLACK]).toBe('••••1234');
     expect(await statusWithHost('/api/v1/settings', 'proxy.e2e.test')).toBe(200);
     expect(await statusWithHost('/api/v1/settings', 'fluxo.e2e.test')).toBe(421);
+  });
+});
+
+// `FLUXO_UPDATE_SCREENSHOTS=1 npx playwright test e2e/settings-security.spec.ts -g screenshot`
+// refreshes docs/screenshots/settings-security.png (1440x900).
+test.describe('settings screenshot', () => {
+  test.skip(!process.env.FLUXO_UPDATE_SCREENSHOTS, 'only with FLUXO_UPDATE_SCREENSHOTS=1');
+
+  test('screenshot: host names, secret env variables, outbound allowlist', async ({ page, request }) => {
+    const before = (await api<View>(request, 'GET', '/settings')).settings;
+    await api(request, 'PUT', '/settings', {
+      ...before,
+      env: {
+        ...before.env,
+        CRM_URL: 'https://crm.example.com',
+        SLACK_WEBHOOK_URL: 'https://hooks.slack.com/services/T000/B000/XXXXXXXX8f2c',
+        STRIPE_API_KEY: 'sk_live_51Hxxxxxxxxxxxxxxxxxxx4242',
+      },
+      secret_env: [...new Set([...(before.secret_env ?? []), 'SLACK_WEBHOOK_URL'])].sort(),
+      allowed_hosts: ['fluxo.example.com'],
+      outbound_allow: ['crm.internal', '10.0.0.0/8'],
+    });
+    try {
+      await page.setViewportSize({ width: 1440, height: 900 });
+      await openSettings(page);
+      await page.getByTestId('settings-hosts').evaluate((e) => e.scrollIntoView({ block: 'start' }));
+      await page.mouse.move(0, 0);
+      await page.screenshot({ path: resolve(process.cwd(), '..', 'docs', 'screenshots', 'settings-security.png') });
+    } finally {
+      await api(request, 'PUT', '/settings', before);
+    }
   });
 });
