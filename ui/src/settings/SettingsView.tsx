@@ -38,6 +38,7 @@ function hostProblem(v: string): string | null {
   if (t.includes('/')) return 'no path: only name or name:port';
   if (t.includes('*')) return 'no wildcards: list each name';
   if (t.includes('@')) return 'no user name: only name or name:port';
+  if (!t.startsWith('[') && (t.match(/:/g) ?? []).length > 1) return 'an IPv6 address goes in brackets, e.g. [::1]:8787';
   const port = t.startsWith('[') ? t.slice(t.indexOf(']') + 1).replace(/^:/, '') : t.split(':').slice(1).join(':');
   if (port && !(/^\d{1,5}$/.test(port) && Number(port) <= 65535)) return 'the port must be a number up to 65535';
   return null;
