@@ -35,6 +35,12 @@ export interface Api {
   readonly transport: 'http' | 'tauri';
   /** Where webhooks reach this engine: `<listener>/hooks` (the app's local listener, or this server). */
   webhookBase(): Promise<string>;
+  /**
+   * Plain-words notices of this launch, to show once: the desktop app's first launch says its
+   * seeded webhooks are unsigned and how to require signatures (`app_info().notices`). Always
+   * empty in the browser.
+   */
+  notices(): Promise<string[]>;
   listWorkflows(): Promise<WorkflowSummary[]>;
   /** The workflow file exactly as stored. */
   getWorkflow(id: string): Promise<Workflow>;

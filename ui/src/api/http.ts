@@ -43,6 +43,10 @@ export class HttpApi implements Api {
     return Promise.resolve(`${this.base || window.location.origin}/hooks`);
   }
 
+  notices(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
+
   /**
    * One call. Bodies are written with {@link stringifyJson}; answers are read with
    * {@link parseJson} (integers beyond 2^53 kept exactly) when `lossless`, else `JSON.parse`.

@@ -56,13 +56,24 @@ import {
  * | `memory_namespaces` | – | `string[]` |
  * | `memory_list` | `{namespace, prefix, after, limit}` | `{entries, next_after}` |
  * | `memory_get` / `memory_delete` | `{namespace, key}` | `MemoryEntry` / – |
- * | `get_settings` | – | `{settings, effective, data_dir, workflows_dir}` |
+ * | `app_info` | – | `{listener_url, webhook_base, data_dir, workflows_dir, notices}` |
+ * | `get_settings` | – | `{settings, secret_names, effective, data_dir, workflows_dir}` |
  * | `save_settings` | `{settings}` | the same as `get_settings` |
  * | `get_token` / `regenerate_token` | – | the token (string) |
  *
  * Errors cross as `{code, message, problems?}`. Run progress arrives as the `run-event` event
  * with the same payload as the HTTP server's SSE `run` event.
  */
+/** The `app_info` command's answer (`src-tauri/src/commands/app.rs`). */
+interface AppInfo {
+  listener_url: string;
+  webhook_base: string;
+  data_dir: string;
+  workflows_dir?: string | null;
+  /** Non-empty only on the first launch. */
+  notices?: string[];
+}
+
 export class TauriApi implements Api {
   readonly transport = 'tauri' as const;
 
@@ -79,8 +90,20 @@ export class TauriApi implements Api {
   }
 
   async webhookBase(): Promise<string> {
-    const info = await this.call<{ webhook_base: string }>('app_info');
-    return info.webhook_base;
+    return (await this.appInfo()).webhook_base;
+  }
+
+  async notices(): Promise<string[]> {
+    return (await this.appInfo()).notices ?? [];
+  }
+
+  /** `app_info` is fixed at launch: asked once. */
+  private info?: Promise<AppInfo>;
+  private appInfo(): Promise<AppInfo> {
+    this.info ??= this.call<AppInfo>('app_info');
+    // A failed call is asked again next time.
+    this.info.catch(() => (this.info = undefined));
+    return this.info;
   }
 
   listWorkflows(): Promise<WorkflowSummary[]> {

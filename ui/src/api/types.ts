@@ -299,17 +299,31 @@ export interface MemoryPage {
   next_after?: string | null;
 }
 
-/** The settings document (`<data-dir>/settings.json`). */
+/**
+ * The settings document (`<data-dir>/settings.json`, `src/settings.rs`). `PUT /settings`
+ * REPLACES it: send back the loaded document with only the edited fields changed, never one
+ * rebuilt from the fields a form knows (see `settings/model.ts`).
+ */
 export interface AppSettings {
+  /** Variables templates see as `env.NAME`. Secret ones come back masked (`••••1234`); sending the mask back keeps the stored value. */
   env: Record<string, string>;
+  /** Env variables that are secret although their names do not say so (e.g. `SLACK_WEBHOOK_URL`). Omitted when empty. */
+  secret_env?: string[];
   retention_runs?: number;
   retention_days?: number;
   listener_addr?: string;
+  /** Private/loopback destinations that steps with `allow_input_host` may still reach: host names, IPs, CIDR blocks. Omitted when empty. */
+  outbound_allow?: string[];
+  /** More names the server answers to (`name` or `name:port`), besides its own address. Omitted when empty. */
+  allowed_hosts?: string[];
 }
 
 /** `GET|PUT /settings`. */
 export interface SettingsView {
+  /** The document, secret env values masked. */
   settings: AppSettings;
+  /** The env variables that are secret (by name, or listed in `secret_env`): their values are masks. Read-only: not part of `settings`, never sent back. */
+  secret_names?: string[];
   /** The policy in force (the settings over the command-line defaults). */
   effective: { retention_runs?: number | null; retention_days?: number | null };
   data_dir?: string | null;

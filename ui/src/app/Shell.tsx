@@ -6,6 +6,7 @@ import { useBeforeUnload } from './Shortcuts';
 import { RunsView } from '../history/RunsView';
 import { MemoryView } from '../memory/MemoryView';
 import { SettingsView } from '../settings/SettingsView';
+import { NoticeBanner, useNotices } from './Notices';
 import '../history/views.css';
 
 const TABS: { view: View; label: string; title: string }[] = [
@@ -23,10 +24,12 @@ export function Shell({ editor }: { editor: ReactNode }) {
   const view = useNav((s) => s.view);
   const go = useNav((s) => s.go);
   const ready = useEditor((s) => s.ready);
+  const api = useEditor((s) => s.api);
+  const [notices, dismissNotices] = useNotices(api);
   // The editor's guard, also while another view is shown.
   useBeforeUnload();
   return (
-    <div className="fx-shell" data-testid="shell" data-view={view}>
+    <div className={`fx-shell ${notices.length ? 'has-notice' : ''}`} data-testid="shell" data-view={view}>
       <nav className="fx-appnav" aria-label="Views">
         <span className="fx-brand" title="Fluxo">
           <span className="fx-logo">◆</span> Fluxo
@@ -44,6 +47,7 @@ export function Shell({ editor }: { editor: ReactNode }) {
           </button>
         ))}
       </nav>
+      <NoticeBanner notices={notices} onDismiss={dismissNotices} onOpenSettings={view === 'settings' ? undefined : () => go('settings')} />
       <div className="fx-shell-body">
         {view === 'editor' ? (
           ready ? (

@@ -48,6 +48,10 @@ function uiFor(name: string, raw: JsonSchema, root: JsonSchema): UiSchema {
     const props = (item.properties ?? {}) as Record<string, JsonSchema>;
     const items: UiSchema = { 'ui:label': false };
     for (const [k, v] of Object.entries(props)) items[k] = uiFor(k, v, root);
+    // A list of plain strings (a webhook's `allowed_origins`): an item left empty is "", not
+    // null, so the engine says what it wants ("`` is not a web origin …") instead of "invalid
+    // type: null".
+    if (typesOf(item).includes('string') && !item.properties) items['ui:emptyValue'] = '';
     return { ...ui, items, 'ui:options': { orderable: true } };
   }
   if (hasChoices) return { ...ui, 'ui:placeholder': 'default' };
@@ -70,6 +74,10 @@ function normalise(v: unknown): unknown {
   if (!isObj(v)) return v;
   const out: JsonSchema = Object.fromEntries(Object.entries(v).map(([k, x]) => [k, normalise(x)]));
   const alts = out.oneOf;
+  // A new item of a list of strings starts as "" (the form library would add null).
+  if (out.type === 'array' && isObj(out.items) && (out.items as JsonSchema).type === 'string' && (out.items as JsonSchema).default === undefined) {
+    out.items = { ...(out.items as JsonSchema), default: '' };
+  }
   if (Array.isArray(alts) && alts.length && alts.every((a) => isObj(a) && 'const' in a)) {
     if (!out.type) out.type = (alts[0] as JsonSchema).type ?? 'string';
     out.oneOf = alts.map((a) => ({ ...(a as JsonSchema), title: (a as JsonSchema).title ?? String((a as JsonSchema).const) }));
