@@ -350,16 +350,24 @@ pub struct OutboundAllow {
 
 /// An `outbound_allow` entry that is neither a host name, an IP address nor a CIDR block.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("outbound_allow entry `{0}` is not a host name, an IP address or a CIDR block (e.g. crm.internal, 127.0.0.1, 10.0.0.0/8, fd00::/8)")]
-pub struct BadAllowEntry(pub String);
+#[error("outbound_allow[{index}] `{entry}` is not a host name, an IP address or a CIDR block (e.g. crm.internal, 127.0.0.1, 10.0.0.0/8, fd00::/8)")]
+pub struct BadAllowEntry {
+    /// The entry's position in the list (0-based).
+    pub index: usize,
+    /// The entry as given.
+    pub entry: String,
+}
 
 impl OutboundAllow {
     /// Parse entries: `crm.internal`, `127.0.0.1`, `::1`, `[::1]`, `10.0.0.0/8`, `fd00::/8`.
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, BadAllowEntry> {
         let mut allow = OutboundAllow::default();
-        for e in entries {
+        for (index, e) in entries.iter().enumerate() {
             let raw = e.as_ref().trim();
-            let bad = || BadAllowEntry(raw.to_string());
+            let bad = || BadAllowEntry {
+                index,
+                entry: raw.to_string(),
+            };
             if raw.is_empty() {
                 return Err(bad());
             }

@@ -149,17 +149,15 @@ export function placeOf(detail: string, f: SettingsForm): ErrorPlace {
     const r = envRow(m[1]);
     if (r) return { field: 'env', rowId: r.id };
   }
-  m = /^allowed_hosts\[(\d+)\]/.exec(detail);
-  if (m) {
-    // Index into the list as sent (blank rows are not sent).
-    const sent = f.hosts.filter((r) => r.value.trim());
-    const r = sent[Number(m[1])];
-    if (r) return { field: 'hosts', rowId: r.id };
-  }
-  m = /^outbound_allow entry `([^`]*)`/.exec(detail);
-  if (m) {
-    const r = f.outbound.find((x) => x.value.trim() === m![1]);
-    if (r) return { field: 'outbound', rowId: r.id };
+  // `allowed_hosts[i] …` / `outbound_allow[i] …`: an index into the list as sent (blank rows
+  // are not sent).
+  for (const [name, field] of [['allowed_hosts', 'hosts'], ['outbound_allow', 'outbound']] as const) {
+    m = new RegExp(`^${name}\\[(\\d+)\\]`).exec(detail);
+    if (m) {
+      const sent = f[field].filter((r) => r.value.trim());
+      const r = sent[Number(m[1])];
+      if (r) return { field, rowId: r.id };
+    }
   }
   if (detail.startsWith('retention_runs')) return { field: 'retRuns' };
   if (detail.startsWith('retention_days')) return { field: 'retDays' };
