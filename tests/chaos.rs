@@ -46,7 +46,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -60,6 +60,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
+mod common;
+
+use common::child::{free_port, serve_command, wait_ready};
 use fluxo::sandbox::conn::{ConnHandle, KillableListener};
 use fluxo::sandbox::{router, SandboxConfig, SandboxState, FAULT_HEADER};
 
@@ -76,14 +79,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn workflow() -> Value {
@@ -240,49 +235,15 @@ fn log_tail(log: &Path, lines: usize) -> String {
 
 async fn spawn_serve(paths: &Paths, crm_url: &str, probe: &reqwest::Client) -> Serve {
     let port = free_port();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&paths.log)
-        .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_fluxo"))
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .arg("--workflows")
-        .arg(&paths.workflows)
-        .arg("--data-dir")
-        .arg(&paths.data)
-        .args(["--token", TOKEN, "--cache-mb", "16"])
-        .args(["--retention-runs", "100000000"])
+    let mut child = serve_command(port, &paths.workflows, &paths.data, TOKEN, &paths.log)
+        .args(["--cache-mb", "16", "--retention-runs", "100000000"])
         .env("FLUXO_LOG", "warn")
         .env("FLUXO_ENV_CRM_URL", crm_url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
         .spawn()
         .expect("spawn fluxo serve");
-    let mut serve = Serve {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(r) = probe.get(format!("{}/healthz", serve.url)).send().await {
-            if r.status().is_success() {
-                return serve;
-            }
-        }
-        if let Ok(Some(status)) = serve.child.try_wait() {
-            panic!(
-                "fluxo serve exited ({status}) before it was ready:\n{}",
-                log_tail(&paths.log, 60)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "fluxo serve was not ready in 20 s:\n{}",
-        log_tail(&paths.log, 60)
-    );
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(probe, &url, &mut child, &paths.log).await;
+    Serve { child, url }
 }
 
 // ---------------------------------------------------------------------------------------------

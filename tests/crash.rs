@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -23,6 +23,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
+mod common;
+
+use common::child::{free_port, serve_command, wait_ready};
 use fluxo::run::RunStatus;
 use fluxo::store::{RunQuery, RunStore, SledConfig, SledStore};
 
@@ -30,60 +33,17 @@ const TOKEN: &str = "crash-test-token";
 const CLIENTS: usize = 12;
 const KILLS: usize = 20;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn spawn_server(data: &Path, workflows: &Path, log: &Path) -> (Child, String) {
     let port = free_port();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_fluxo"))
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .arg("--workflows")
-        .arg(workflows)
-        .arg("--data-dir")
-        .arg(data)
-        .args(["--token", TOKEN, "--cache-mb", "16"])
+    let child = serve_command(port, workflows, data, TOKEN, log)
+        .args(["--cache-mb", "16"])
         // Every run must stay for the count at the end: no retention pruning (the default
         // keeps 10,000 per workflow, fewer than a fast machine's storm creates).
         .args(["--retention-runs", "100000000"])
         .env("FLUXO_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
         .spawn()
         .expect("spawn fluxo serve");
     (child, format!("http://127.0.0.1:{port}"))
-}
-
-async fn wait_ready(client: &reqwest::Client, url: &str, child: &mut Child, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if let Ok(r) = client.get(format!("{url}/healthz")).send().await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "fluxo serve exited ({status}) before it was ready:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "fluxo serve was not ready in 15 s:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
 }
 
 #[derive(Default)]
@@ -223,7 +183,7 @@ async fn sigkill_storm_keeps_every_promise() {
     let seed: u64 = std::env::var("FLUXO_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::random());
+        .unwrap_or_else(rand::random);
     eprintln!("crash test seed: {seed} (FLUXO_CRASH_SEED={seed} replays it)");
     let mut rng = StdRng::seed_from_u64(seed);
 

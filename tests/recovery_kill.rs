@@ -12,9 +12,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
+use common::child::{free_port, serve_command, wait_ready};
 use common::{Action, Mock};
 use serde_json::{json, Value};
 
@@ -66,29 +67,12 @@ impl Drop for Serve {
 
 impl Serve {
     async fn start(dir: &Path, crm: &str, extra: &[&str]) -> Serve {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("serve.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_fluxo"))
-            .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-            .arg("--workflows")
-            .arg(dir.join("workflows"))
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["--token", TOKEN])
+        let port = free_port();
+        let log = dir.join("serve.log");
+        let mut child = serve_command(port, &dir.join("workflows"), &dir.join("data"), TOKEN, &log)
             .args(extra)
             .env("FLUXO_ENV_CRM", crm)
             .env("FLUXO_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
             .spawn()
             .expect("spawn fluxo serve");
         let client = reqwest::Client::builder()
@@ -96,27 +80,9 @@ impl Serve {
             .timeout(Duration::from_secs(10))
             .build()
             .unwrap();
-        let mut s = Serve {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            client,
-        };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(r) = s.client.get(format!("{}/healthz", s.url)).send().await {
-                if r.status().is_success() {
-                    return s;
-                }
-            }
-            if let Ok(Some(status)) = s.child.try_wait() {
-                panic!(
-                    "fluxo serve exited ({status}):\n{}",
-                    std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("fluxo serve was not ready in 15 s");
+        let url = format!("http://127.0.0.1:{port}");
+        wait_ready(&client, &url, &mut child, &log).await;
+        Serve { child, url, client }
     }
 
     /// SIGKILL, no goodbye.

@@ -7,8 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,7 @@ use axum::extract::Request;
 use axum::response::IntoResponse;
 use serde_json::{json, Value};
 
+use common::child::{free_port, serve_command, wait_ready};
 use common::{compile, step, Harness};
 use fluxo::store::RunStore;
 
@@ -214,37 +214,6 @@ async fn engine_records_are_masked_but_the_destination_gets_the_secret() {
 // A real `fluxo serve`
 // ---------------------------------------------------------------------------------------------
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn fluxo() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fluxo"))
-}
-
-async fn wait_ready(client: &reqwest::Client, url: &str, child: &mut Child, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(r) = client.get(format!("{url}/healthz")).send().await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "fluxo serve exited ({status}):\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("fluxo serve was not ready in 20 s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_never_reaches_records_exports_or_logs() {
     let dest = echo().await;
@@ -259,18 +228,9 @@ async fn a_secret_never_reaches_records_exports_or_logs() {
     let log = logs.path().join("serve.log");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let mut child = fluxo()
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .arg("--workflows")
-        .arg(workflows.path())
-        .arg("--data-dir")
-        .arg(data.path())
-        .args(["--token", TOKEN])
+    let mut child = serve_command(port, workflows.path(), data.path(), TOKEN, &log)
         .env("FLUXO_ENV_API_KEY", API_KEY)
         .env("FLUXO_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("spawn fluxo serve");
     let client = reqwest::Client::builder()
@@ -413,7 +373,7 @@ async fn a_secret_never_reaches_records_exports_or_logs() {
     let _ = child.wait();
 
     // `fluxo runs show --json` (the CLI's export).
-    let out = fluxo()
+    let out = Command::new(env!("CARGO_BIN_EXE_fluxo"))
         .args(["runs", "show", &run_id, "--json", "--data-dir"])
         .arg(data.path())
         .output()

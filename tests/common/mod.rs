@@ -30,6 +30,8 @@ use fluxo::steps::Registry;
 use fluxo::store::{InMemoryStore, MemoryEntry, MemoryStore};
 use fluxo::workflow::{self, Compiled};
 
+/// A real `fluxo serve` child process (kill tests, logs, the binary's flags).
+pub mod child;
 /// The in-process HTTP server harness (`tests/server_*.rs`).
 pub mod server;
 
