@@ -55,6 +55,8 @@ pub enum Trigger {
     Cli,
     /// A resume of a failed, timed-out or interrupted run (by a person, or by crash recovery).
     Resume,
+    /// A tick of a `schedule_trigger` (its key is `<workflow_id>@<scheduled instant>`).
+    Schedule,
 }
 
 /// `live` runs act; `dry` runs simulate every side effect (SPEC §4 "Dry run").
@@ -78,17 +80,21 @@ pub enum RunStatus {
     Failed,
     TimedOut,
     Interrupted,
+    /// A schedule tick that started nothing (`overlap: skip` while an earlier run of the
+    /// workflow was queued or running): recorded so history shows it, never executed.
+    Skipped,
 }
 
 impl RunStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 7] = [
         RunStatus::Queued,
         RunStatus::Running,
         RunStatus::Succeeded,
         RunStatus::Failed,
         RunStatus::TimedOut,
         RunStatus::Interrupted,
+        RunStatus::Skipped,
     ];
     /// The wire name (`timed_out`, …).
     pub fn as_str(self) -> &'static str {
@@ -99,6 +105,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::TimedOut => "timed_out",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Skipped => "skipped",
         }
     }
     /// Parse a wire name.
@@ -127,6 +134,7 @@ impl Trigger {
             Trigger::Replay => "replay",
             Trigger::Cli => "cli",
             Trigger::Resume => "resume",
+            Trigger::Schedule => "schedule",
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod listen;
 pub mod openapi;
 pub mod queue;
 pub mod runs;
+pub mod scheduler;
 pub mod settings;
 
 use std::net::SocketAddr;
@@ -364,11 +365,14 @@ pub async fn start(
         shutdown_rx.clone(),
     );
     let maintenance = queue::spawn_maintenance(state.clone(), shutdown_rx.clone());
+    let scheduler = scheduler::spawn(state.clone(), shutdown_rx.clone());
     let app = router(state.clone());
     let limits = options.limits;
     let rx = shutdown_rx.clone();
     let task = tokio::spawn(async move {
         listen::serve(listener, app, limits, rx).await;
+        // The scheduler stops with the workers: no tick is claimed once shutdown began.
+        let _ = scheduler.await;
         for w in workers {
             let _ = w.await;
         }

@@ -16,6 +16,7 @@ pub mod manual_trigger;
 pub mod memory;
 pub mod publish_output;
 pub mod router;
+pub mod schedule_trigger;
 pub mod transform;
 pub mod webhook_trigger;
 
@@ -397,6 +398,7 @@ impl Registry {
         let kinds: Vec<Arc<dyn StepKind>> = vec![
             Arc::new(webhook_trigger::WebhookTrigger),
             Arc::new(manual_trigger::ManualTrigger),
+            Arc::new(schedule_trigger::ScheduleTrigger),
             Arc::new(memory::Memory),
             Arc::new(router::Router),
             Arc::new(error_handler::ErrorHandler),
