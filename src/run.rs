@@ -57,6 +57,8 @@ pub enum Trigger {
     Resume,
     /// A tick of a `schedule_trigger` (its key is `<workflow_id>@<scheduled instant>`).
     Schedule,
+    /// A child run started by a `fan_out` step (its record names the parent in `parent_run`).
+    FanOut,
 }
 
 /// `live` runs act; `dry` runs simulate every side effect (SPEC §4 "Dry run").
@@ -135,6 +137,7 @@ impl Trigger {
             Trigger::Cli => "cli",
             Trigger::Resume => "resume",
             Trigger::Schedule => "schedule",
+            Trigger::FanOut => "fan_out",
         }
     }
 }
@@ -266,6 +269,9 @@ pub struct RunRecord {
     /// replayed run's input).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub input_edited: bool,
+    /// The run whose `fan_out` step started this one (trigger `fan_out`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run: Option<String>,
     /// The trigger's input (a webhook's JSON body, `input` of an API start).
     pub input: Value,
     pub status: RunStatus,

@@ -355,6 +355,19 @@ pub async fn start(
         recent_claims: hooks::RecentClaims::default(),
         hosts: RwLock::new(hosts),
     }));
+    // `fan_out` steps start runs of the folder's workflows through the worker queue. The hooks
+    // hold the state weakly: the engine lives inside it.
+    let weak = Arc::downgrade(&state.0);
+    let dispatch_queue = state.queue().clone();
+    state
+        .engine()
+        .set_child_hooks(crate::runtime::children::ChildHooks {
+            workflow: Box::new(move |id| {
+                let inner = weak.upgrade()?;
+                inner.workflows.get(id).and_then(|e| e.compiled.clone())
+            }),
+            dispatch: Box::new(move |run_id| dispatch_queue.push(run_id)),
+        });
     queue::recover(&state)
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;

@@ -409,7 +409,7 @@ impl RunsParams {
                     bad(
                         "trigger",
                         t,
-                        "webhook, api, manual, replay, cli, resume, schedule",
+                        "webhook, api, manual, replay, cli, resume, schedule, fan_out",
                     )
                 })?,
             ),

@@ -10,6 +10,7 @@
 //! store, the HTTP transport and the clock, already chosen for the run's mode (live or dry).
 
 pub mod error_handler;
+pub mod fan_out;
 pub mod find_or_create;
 pub mod http_request;
 pub mod manual_trigger;
@@ -406,6 +407,7 @@ impl Registry {
             Arc::new(publish_output::PublishOutput),
             Arc::new(find_or_create::FindOrCreate),
             Arc::new(transform::Transform),
+            Arc::new(fan_out::FanOut),
         ];
         let by_name = kinds
             .iter()
