@@ -87,6 +87,9 @@ fn default_timezone() -> String {
     "UTC".to_string()
 }
 
+/// Where validation looks for a first tick (2026-01-01T00:00:00Z).
+const NEVER_CHECK_FROM_MS: i64 = 1_767_225_600_000;
+
 /// A parsed cron expression in its zone.
 #[derive(Debug, Clone)]
 pub struct Schedule {
@@ -137,7 +140,17 @@ impl Schedule {
             }
         };
         match (parsed, tz) {
-            (Some(cron), Some(tz)) if problems.is_empty() => Ok(Schedule { cron, tz }),
+            (Some(parsed), Some(tz)) if problems.is_empty() => {
+                let s = Schedule { cron: parsed, tz };
+                // An expression no date matches (`0 0 30 2 *`) would never fire.
+                if s.next_after(NEVER_CHECK_FROM_MS).is_none() {
+                    return Err(vec![ConfigProblem {
+                        path: "cron".into(),
+                        message: format!("`{cron}` matches no date: it would never fire"),
+                    }]);
+                }
+                Ok(s)
+            }
             _ => Err(problems),
         }
     }
@@ -242,6 +255,17 @@ mod tests {
         assert_eq!(p[1].path, "timezone");
         let p = Schedule::parse("61 * * * *", "UTC").unwrap_err();
         assert_eq!(p[0].path, "cron");
+    }
+
+    #[test]
+    fn an_expression_that_never_fires_is_refused() {
+        let p = Schedule::parse("0 0 30 2 *", "UTC").unwrap_err();
+        assert_eq!(p[0].path, "cron");
+        assert!(p[0].message.contains("never fire"), "{}", p[0].message);
+        assert!(
+            Schedule::parse("0 0 29 2 *", "UTC").is_ok(),
+            "leap days fire"
+        );
     }
 
     #[test]
