@@ -50,6 +50,7 @@ fn make_run(i: usize, created: i64) -> RunRecord {
         warnings: vec![],
         steps: vec![],
         snapshot: json!({}),
+        parent_run: None,
     }
 }
 

@@ -163,6 +163,7 @@ fn make_run(i: usize, workflows: usize, created: i64) -> RunRecord {
         warnings: vec![],
         steps,
         snapshot: json!({}),
+        parent_run: None,
     }
 }
 

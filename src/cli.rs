@@ -219,7 +219,7 @@ pub enum RunsCommand {
 pub struct RunsListArgs {
     #[arg(long)]
     pub workflow: Option<String>,
-    /// queued, running, succeeded, failed, timed_out, interrupted
+    /// queued, running, succeeded, failed, timed_out, interrupted, skipped
     #[arg(long)]
     pub status: Option<String>,
     /// live or dry
@@ -581,7 +581,7 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             let status = a
                 .status
                 .as_deref()
-                .map(|s| RunStatus::parse(s).ok_or_else(|| CliError::bad_input(format!("--status: `{s}` is not one of queued, running, succeeded, failed, timed_out, interrupted"))))
+                .map(|s| RunStatus::parse(s).ok_or_else(|| CliError::bad_input(format!("--status: `{s}` is not one of queued, running, succeeded, failed, timed_out, interrupted, skipped"))))
                 .transpose()?;
             let mode = match a.mode.as_deref() {
                 None => None,

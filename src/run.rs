@@ -55,6 +55,10 @@ pub enum Trigger {
     Cli,
     /// A resume of a failed, timed-out or interrupted run (by a person, or by crash recovery).
     Resume,
+    /// A tick of a `schedule_trigger` (its key is `<workflow_id>@<scheduled instant>`).
+    Schedule,
+    /// A child run started by a `fan_out` step (its record names the parent in `parent_run`).
+    FanOut,
 }
 
 /// `live` runs act; `dry` runs simulate every side effect (SPEC §4 "Dry run").
@@ -78,17 +82,21 @@ pub enum RunStatus {
     Failed,
     TimedOut,
     Interrupted,
+    /// A schedule tick that started nothing (`overlap: skip` while an earlier run of the
+    /// workflow was queued or running): recorded so history shows it, never executed.
+    Skipped,
 }
 
 impl RunStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 7] = [
         RunStatus::Queued,
         RunStatus::Running,
         RunStatus::Succeeded,
         RunStatus::Failed,
         RunStatus::TimedOut,
         RunStatus::Interrupted,
+        RunStatus::Skipped,
     ];
     /// The wire name (`timed_out`, …).
     pub fn as_str(self) -> &'static str {
@@ -99,6 +107,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::TimedOut => "timed_out",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Skipped => "skipped",
         }
     }
     /// Parse a wire name.
@@ -127,6 +136,8 @@ impl Trigger {
             Trigger::Replay => "replay",
             Trigger::Cli => "cli",
             Trigger::Resume => "resume",
+            Trigger::Schedule => "schedule",
+            Trigger::FanOut => "fan_out",
         }
     }
 }
@@ -258,6 +269,9 @@ pub struct RunRecord {
     /// replayed run's input).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub input_edited: bool,
+    /// The run whose `fan_out` step started this one (trigger `fan_out`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run: Option<String>,
     /// The trigger's input (a webhook's JSON body, `input` of an API start).
     pub input: Value,
     pub status: RunStatus,

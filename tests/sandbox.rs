@@ -719,3 +719,52 @@ async fn shutdown_releases_held_requests() {
     let err = held.await.unwrap().unwrap_err();
     assert!(!err.is_timeout(), "{err:?}");
 }
+
+/// `GET /{collection}` pages like Stripe's lists: `created[gte]` (unix seconds or RFC 3339),
+/// `limit`, `starting_after`, `has_more`; oldest first.
+#[tokio::test]
+async fn list_pages_by_created_gte_limit_and_starting_after() {
+    let sb = start().await;
+    let c = client();
+    let url = format!("{}/payments", sb.url());
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let r = post(&c, &url, None, None, &format!(r#"{{"amount": {i}}}"#)).await;
+        ids.push(json_of(r).await["id"].as_str().unwrap().to_string());
+    }
+    let get = |q: String| {
+        let c = c.clone();
+        let url = url.clone();
+        async move { c.get(format!("{url}?{q}")).send().await.unwrap() }
+    };
+    let page_ids = |v: &Value| -> Vec<String> {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = json_of(get("limit=2".into()).await).await;
+    assert_eq!(page_ids(&first), ids[..2]);
+    assert_eq!(first["has_more"], true);
+    let next = json_of(get(format!("limit=2&starting_after={}", ids[1])).await).await;
+    assert_eq!(page_ids(&next), ids[2..]);
+    assert_eq!(next["has_more"], false);
+    let all = json_of(get("created%5Bgte%5D=0".into()).await).await;
+    assert_eq!(page_ids(&all), ids);
+    assert_eq!(all["has_more"], false, "without limit: every record");
+    let none = json_of(get("created%5Bgte%5D=4102444800".into()).await).await;
+    assert!(page_ids(&none).is_empty());
+    let since = json_of(get("created%5Bgte%5D=2000-01-01T00:00:00Z&amount=1".into()).await).await;
+    assert_eq!(page_ids(&since), ids[1..2], "paging and filters combine");
+    let bad = get("limit=0".into()).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(is_problem(&bad));
+    let bad = get("created%5Bgte%5D=yesterday".into()).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(json_of(bad).await["detail"]
+        .as_str()
+        .unwrap()
+        .contains("created[gte]"));
+}

@@ -61,6 +61,7 @@ fn run(id: &str, workflow: &str, status: RunStatus, created: i64) -> RunRecord {
         warnings: vec![],
         steps: vec![],
         snapshot: json!({}),
+        parent_run: None,
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::children::{NoStarter, RunStarter};
 use super::http::{HttpTransport, SimulatedHttp};
 use crate::clock::Clock;
 use crate::run::Mode;
@@ -20,9 +21,22 @@ pub struct Effects {
     memory: Arc<dyn MemoryStore>,
     run_memory: Overlay,
     http: Arc<dyn HttpTransport>,
+    children: Arc<dyn RunStarter>,
 }
 
 impl Effects {
+    /// Set how this run starts child runs (`fan_out`; the engine sets it per mode).
+    pub fn with_children(mut self, starter: Arc<dyn RunStarter>) -> Self {
+        self.children = starter;
+        self
+    }
+
+    /// How this run starts child runs: live, claim + queued run; dry, a prediction that
+    /// writes nothing.
+    pub fn children(&self) -> &dyn RunStarter {
+        self.children.as_ref()
+    }
+
     /// Live: the real store and the real network; waits really wait.
     pub fn live(store: Arc<dyn MemoryStore>, http: Arc<dyn HttpTransport>) -> Self {
         Effects {
@@ -30,6 +44,7 @@ impl Effects {
             memory: store,
             run_memory: Overlay::new(None),
             http,
+            children: Arc::new(NoStarter),
         }
     }
 
@@ -41,6 +56,7 @@ impl Effects {
             memory: Arc::new(Overlay::new(Some(store))),
             run_memory: Overlay::new(None),
             http: Arc::new(SimulatedHttp),
+            children: Arc::new(NoStarter),
         }
     }
 

@@ -117,6 +117,7 @@ pub struct Engine {
     env: Arc<RwLock<EnvLayers>>,
     events: broadcast::Sender<RunEvent>,
     commit: Option<crate::store::GroupCommit>,
+    children: Arc<RwLock<Option<Arc<super::children::ChildHooks>>>>,
 }
 
 impl Engine {
@@ -134,6 +135,7 @@ impl Engine {
             env: Arc::new(RwLock::new(EnvLayers::new())),
             events,
             commit: None,
+            children: Arc::new(RwLock::new(None)),
         }
     }
 
@@ -144,6 +146,39 @@ impl Engine {
     pub fn with_group_commit(mut self, commit: crate::store::GroupCommit) -> Self {
         self.commit = Some(commit);
         self
+    }
+
+    /// The group commit, if the engine writes through one.
+    pub fn group_commit(&self) -> Option<&crate::store::GroupCommit> {
+        self.commit.as_ref()
+    }
+
+    /// Let live runs start child runs (`fan_out`): `hooks` find target workflows and hand
+    /// queued runs to the workers. Shared by every clone of this engine. Without hooks a live
+    /// `fan_out` fails with a clear error; a dry one predicts from the store.
+    pub fn set_child_hooks(&self, hooks: super::children::ChildHooks) {
+        *self.children.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hooks));
+    }
+
+    /// The starter of child runs for a run in `mode`.
+    fn child_starter(&self, mode: Mode) -> Arc<dyn super::children::RunStarter> {
+        use super::children::{DryStarter, LiveStarter, NoStarter};
+        let hooks = self
+            .children
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match (mode, hooks) {
+            (Mode::Live, Some(hooks)) => Arc::new(LiveStarter {
+                engine: self.clone(),
+                hooks,
+            }),
+            (Mode::Live, None) => Arc::new(NoStarter),
+            (Mode::Dry, hooks) => Arc::new(DryStarter {
+                engine: self.clone(),
+                hooks,
+            }),
+        }
     }
 
     /// Store `run` durably: through the group commit (batched with other writers), or
@@ -253,6 +288,7 @@ impl Engine {
             resume_from: req.resume_from,
             resumed_by: Vec::new(),
             input_edited: req.input_edited,
+            parent_run: None,
             input: req.input,
             status: RunStatus::Queued,
             created_at: Timestamp(now),
@@ -347,7 +383,8 @@ impl Engine {
         let effects = match run.mode {
             Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
             Mode::Dry => Effects::dry(self.store.clone()),
-        };
+        }
+        .with_children(self.child_starter(run.mode));
         let env = self.env();
         let mask = (*self.masker()).clone();
         let run_meta = json!({

@@ -1,6 +1,7 @@
 //! Running workflows: the executor's graph walk, safe retries, the HTTP transport and the
 //! per-run side effects (live or dry), and resume planning.
 
+pub mod children;
 pub mod effects;
 pub mod executor;
 pub mod http;

@@ -398,6 +398,84 @@ async fn collection_call(
     }
 }
 
+/// Paging of `GET /{collection}` (Stripe-style parameters; every other parameter is an
+/// equality filter): `created[gte]` (records created at or after it: unix **seconds**, or
+/// RFC 3339), `limit` (1–100; without it, every matching record) and `starting_after` (a record id: the page after
+/// it). Records come oldest first (creation order; Stripe lists newest first); `has_more`
+/// says another page follows.
+#[derive(Debug, Default, PartialEq)]
+pub struct ListPaging {
+    /// Created at or after, UTC unix ms.
+    pub created_gte: Option<i64>,
+    pub limit: Option<usize>,
+    pub starting_after: Option<String>,
+}
+
+impl ListPaging {
+    /// Most records on a page.
+    pub const MAX_LIMIT: usize = 100;
+
+    /// Take the paging parameters out of a query; the rest are filters. `Err`: which
+    /// parameter is bad and why.
+    pub fn split(
+        query: Vec<(String, String)>,
+    ) -> Result<(ListPaging, Vec<(String, String)>), String> {
+        let mut p = ListPaging::default();
+        let mut filters = Vec::new();
+        for (k, v) in query {
+            match k.as_str() {
+                "created[gte]" => {
+                    let ms = match v.parse::<i64>() {
+                        Ok(s) => s.checked_mul(1000),
+                        Err(_) => crate::clock::parse_rfc3339(&v),
+                    };
+                    p.created_gte = Some(ms.ok_or_else(|| {
+                        format!("created[gte]: `{v}` is neither unix seconds nor RFC 3339")
+                    })?);
+                }
+                "limit" => match v.parse::<usize>() {
+                    Ok(n) if (1..=Self::MAX_LIMIT).contains(&n) => p.limit = Some(n),
+                    _ => return Err(format!("limit: `{v}` is not a number from 1 to 100")),
+                },
+                "starting_after" => p.starting_after = Some(v),
+                _ => filters.push((k, v)),
+            }
+        }
+        Ok((p, filters))
+    }
+
+    /// This page of `records` (in creation order) and whether more follow.
+    pub fn page(&self, records: Vec<Value>) -> (Vec<Value>, bool) {
+        let created = |r: &Value| {
+            r.get("created_at")
+                .and_then(Value::as_str)
+                .and_then(crate::clock::parse_rfc3339)
+        };
+        let mut rest: Vec<Value> = records
+            .into_iter()
+            .filter(|r| {
+                self.created_gte
+                    .is_none_or(|gte| created(r).is_some_and(|c| c >= gte))
+            })
+            .collect();
+        if let Some(after) = &self.starting_after {
+            match rest
+                .iter()
+                .position(|r| r.get("id").and_then(Value::as_str) == Some(after))
+            {
+                Some(i) => {
+                    rest.drain(..=i);
+                }
+                None => rest.clear(),
+            }
+        }
+        let limit = self.limit.unwrap_or(usize::MAX);
+        let has_more = rest.len() > limit;
+        rest.truncate(limit);
+        (rest, has_more)
+    }
+}
+
 /// List, get or delete. `Err`: an answer that needs no fault handling (bad query).
 fn execute(
     call: &Call,
@@ -410,11 +488,13 @@ fn execute(
         PlainOp::List => {
             let Query(filters) = Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
                 .map_err(|e| problem(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))?;
-            let data = state.find(collection, &filters);
+            let (paging, filters) = ListPaging::split(filters)
+                .map_err(|e| problem(StatusCode::BAD_REQUEST, "invalid_query", e))?;
+            let (data, has_more) = paging.page(state.find(collection, &filters));
             (
                 json_answer(
                     StatusCode::OK,
-                    &json!({"object": "list", "data": data}),
+                    &json!({"object": "list", "data": data, "has_more": has_more}),
                     None,
                 ),
                 None,

@@ -27,6 +27,7 @@ pub mod listen;
 pub mod openapi;
 pub mod queue;
 pub mod runs;
+pub mod scheduler;
 pub mod settings;
 
 use std::net::SocketAddr;
@@ -354,6 +355,19 @@ pub async fn start(
         recent_claims: hooks::RecentClaims::default(),
         hosts: RwLock::new(hosts),
     }));
+    // `fan_out` steps start runs of the folder's workflows through the worker queue. The hooks
+    // hold the state weakly: the engine lives inside it.
+    let weak = Arc::downgrade(&state.0);
+    let dispatch_queue = state.queue().clone();
+    state
+        .engine()
+        .set_child_hooks(crate::runtime::children::ChildHooks {
+            workflow: Box::new(move |id| {
+                let inner = weak.upgrade()?;
+                inner.workflows.get(id).and_then(|e| e.compiled.clone())
+            }),
+            dispatch: Box::new(move |run_id| dispatch_queue.push(run_id)),
+        });
     queue::recover(&state)
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -364,11 +378,14 @@ pub async fn start(
         shutdown_rx.clone(),
     );
     let maintenance = queue::spawn_maintenance(state.clone(), shutdown_rx.clone());
+    let scheduler = scheduler::spawn(state.clone(), shutdown_rx.clone());
     let app = router(state.clone());
     let limits = options.limits;
     let rx = shutdown_rx.clone();
     let task = tokio::spawn(async move {
         listen::serve(listener, app, limits, rx).await;
+        // The scheduler stops with the workers: no tick is claimed once shutdown began.
+        let _ = scheduler.await;
         for w in workers {
             let _ = w.await;
         }

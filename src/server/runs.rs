@@ -392,7 +392,7 @@ impl RunsParams {
                 bad(
                     "status",
                     s,
-                    "queued, running, succeeded, failed, timed_out, interrupted",
+                    "queued, running, succeeded, failed, timed_out, interrupted, skipped",
                 )
             })?),
         };
@@ -405,8 +405,13 @@ impl RunsParams {
         let trigger = match self.trigger.as_deref().filter(|s| !s.is_empty()) {
             None => None,
             Some(t) => Some(
-                serde_json::from_value::<Trigger>(Value::String(t.to_string()))
-                    .map_err(|_| bad("trigger", t, "webhook, api, manual, replay, cli, resume"))?,
+                serde_json::from_value::<Trigger>(Value::String(t.to_string())).map_err(|_| {
+                    bad(
+                        "trigger",
+                        t,
+                        "webhook, api, manual, replay, cli, resume, schedule, fan_out",
+                    )
+                })?,
             ),
         };
         let limit = self.limit.unwrap_or(50);

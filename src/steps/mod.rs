@@ -10,12 +10,14 @@
 //! store, the HTTP transport and the clock, already chosen for the run's mode (live or dry).
 
 pub mod error_handler;
+pub mod fan_out;
 pub mod find_or_create;
 pub mod http_request;
 pub mod manual_trigger;
 pub mod memory;
 pub mod publish_output;
 pub mod router;
+pub mod schedule_trigger;
 pub mod transform;
 pub mod webhook_trigger;
 
@@ -397,6 +399,7 @@ impl Registry {
         let kinds: Vec<Arc<dyn StepKind>> = vec![
             Arc::new(webhook_trigger::WebhookTrigger),
             Arc::new(manual_trigger::ManualTrigger),
+            Arc::new(schedule_trigger::ScheduleTrigger),
             Arc::new(memory::Memory),
             Arc::new(router::Router),
             Arc::new(error_handler::ErrorHandler),
@@ -404,6 +407,7 @@ impl Registry {
             Arc::new(publish_output::PublishOutput),
             Arc::new(find_or_create::FindOrCreate),
             Arc::new(transform::Transform),
+            Arc::new(fan_out::FanOut),
         ];
         let by_name = kinds
             .iter()

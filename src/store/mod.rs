@@ -259,6 +259,9 @@ pub struct RunSummary {
     /// The lineage's root run id ([`RunRecord::root`]).
     #[serde(default)]
     pub root_run_id: String,
+    /// The run whose `fan_out` started this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run: Option<String>,
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
@@ -287,6 +290,7 @@ impl From<&RunRecord> for RunSummary {
             resume_of: r.resume_of.clone(),
             resumed_by: r.resumed_by.clone(),
             root_run_id: r.root().to_string(),
+            parent_run: r.parent_run.clone(),
             created_at: r.created_at,
             finished_at: r.finished_at,
             duration_ms: r.duration_ms,

@@ -67,10 +67,12 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
             preds[t].push(f);
         }
     }
-    let trigger = wf
-        .steps
-        .iter()
-        .position(|s| s.kind == "webhook_trigger" || s.kind == "manual_trigger");
+    let trigger = wf.steps.iter().position(|s| {
+        matches!(
+            s.kind.as_str(),
+            "webhook_trigger" | "manual_trigger" | "schedule_trigger"
+        )
+    });
     let webhook: Option<webhook_trigger::Config> = wf
         .steps
         .iter()
