@@ -121,7 +121,8 @@ export interface StepRecord {
   reused_from?: string;
 }
 
-export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'interrupted';
+/** `skipped`: a schedule tick that yielded to an earlier run (`overlap: skip`). */
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'interrupted' | 'skipped';
 
 /** A run record (SPEC §4). */
 export interface RunRecord {
@@ -143,6 +144,8 @@ export interface RunRecord {
   idempotency_key?: string;
   /** The run this one replays. */
   replay_of?: string;
+  /** The run whose `fan_out` step started this one. */
+  parent_run?: string;
   /** Runs that replayed this one (newest last). */
   replayed_by?: string[];
   /** The first run of this run's lineage (itself unless it resumes another); "" on records older than lineages. */
@@ -159,7 +162,7 @@ export interface RunRecord {
   snapshot?: Workflow | Record<string, never>;
 }
 
-export type RunTrigger = 'webhook' | 'api' | 'manual' | 'replay' | 'cli' | 'resume';
+export type RunTrigger = 'webhook' | 'api' | 'manual' | 'replay' | 'cli' | 'resume' | 'schedule' | 'fan_out';
 
 /** The list view of a run (`GET /runs` entries): everything but input, steps and snapshot. */
 export interface RunSummary {
@@ -171,6 +174,8 @@ export interface RunSummary {
   status: RunStatus;
   idempotency_key?: string;
   replay_of?: string;
+  /** The run whose `fan_out` step started this one. */
+  parent_run?: string;
   resume_of?: string;
   created_at: string;
   finished_at?: string;

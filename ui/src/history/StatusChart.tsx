@@ -9,12 +9,13 @@ import { useHistory } from './store';
 import { formatTime, plural } from './format';
 
 /** Bottom to top. */
-const STACK: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'running', 'queued'];
+const STACK: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'skipped', 'running', 'queued'];
 export const STATUS_COLOR: Record<RunStatus, string> = {
   succeeded: '#3fb68b',
   failed: '#f0616d',
   timed_out: '#e0a84a',
   interrupted: '#b07cf6',
+  skipped: '#8a93a6',
   running: '#5aa9ff',
   queued: '#6b768d',
 };

@@ -19,8 +19,8 @@ export const RANGES: { id: RangePreset; label: string; ms?: number }[] = [
   { id: 'custom', label: 'Custom…' },
 ];
 
-export const STATUSES: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'running', 'queued'];
-export const TRIGGERS: RunTrigger[] = ['webhook', 'api', 'manual', 'replay', 'resume', 'cli'];
+export const STATUSES: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'skipped', 'running', 'queued'];
+export const TRIGGERS: RunTrigger[] = ['webhook', 'api', 'manual', 'schedule', 'fan_out', 'replay', 'resume', 'cli'];
 
 export interface Filters {
   workflow: string;
