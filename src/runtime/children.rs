@@ -47,11 +47,14 @@ pub trait RunStarter: Send + Sync {
     async fn start(&self, child: &ChildRun) -> Result<ChildStart, StepError>;
 }
 
+/// Looks a workflow up by id: its current compiled definition, if it exists and validates.
+pub type WorkflowLookup = Box<dyn Fn(&str) -> Option<Arc<Compiled>> + Send + Sync>;
+
 /// What the engine needs from its host to start child runs: the workflow folder and the
 /// worker queue (the server's; tests bring their own).
 pub struct ChildHooks {
     /// The current compiled definition of a workflow, if it exists and validates.
-    pub workflow: Box<dyn Fn(&str) -> Option<Arc<Compiled>> + Send + Sync>,
+    pub workflow: WorkflowLookup,
     /// Hand a stored `queued` run to the workers.
     pub dispatch: Box<dyn Fn(String) + Send + Sync>,
 }
