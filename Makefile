@@ -56,7 +56,7 @@ test-desktop:
 
 ## Headless runtime with the browser UI; the workflows live in ./workflows.
 serve: build
-	mkdir -p $(DATA_DIR)
+	mkdir -p -m 700 $(DATA_DIR)
 	./target/debug/fluxo serve --addr 127.0.0.1:$(PORT) --workflows workflows --data-dir $(DATA_DIR)
 
 ## A local destination (small CRM/ledger) for the quick start.
