@@ -149,6 +149,7 @@ impl Templates {
             }
             minijinja::escape_formatter(out, state, value)
         });
+        env.add_filter("unix_s", unix_s);
         Templates { env: Arc::new(env) }
     }
 
@@ -423,6 +424,30 @@ impl std::io::Write for CappedWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// `unix_s` filter: an RFC 3339 instant (or a number, kept) as whole unix seconds, so a
+/// template can do arithmetic on times: `{{ (cursor | unix_s) - 600 }}` (10 minutes earlier).
+fn unix_s(v: MjValue) -> Result<i64, minijinja::Error> {
+    if let Some(s) = v.as_str() {
+        return crate::clock::parse_rfc3339(s)
+            .map(|ms| ms.div_euclid(1000))
+            .ok_or_else(|| {
+                minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    format!("unix_s: `{s}` is not an RFC 3339 instant"),
+                )
+            });
+    }
+    i64::try_from(v.clone()).map_err(|_| {
+        minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!(
+                "unix_s: expected an RFC 3339 string or a number, got {}",
+                v.kind()
+            ),
+        )
+    })
 }
 
 fn too_large(field: &str) -> TemplateError {
