@@ -80,6 +80,23 @@ fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
 /// once) is tested in `tests/polling.rs`, and it validates and lints clean below.
 const NOT_REPLAYED: &[&str] = &["polling-sync"];
 
+#[tokio::test]
+async fn a_fan_out_workflow_is_refused_naming_its_per_item_workflow() {
+    let e = check(
+        &read_json("workflows/polling-sync.json"),
+        &json!({"scheduled_at": "2026-01-01T00:05:00Z"}),
+        &CheckOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, fluxo::check::CheckError::BadInput(_)), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("`fan`") && msg.contains("check `polling-sync-item`"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn scheduled_templates_validate_and_lint_clean() {
     let registry = Registry::builtin();
