@@ -813,6 +813,21 @@ mod tests {
     }
 
     #[test]
+    fn unix_s_turns_instants_into_seconds() {
+        let at = json!({"t": "2026-01-01T00:10:00Z", "n": 1767226200});
+        assert_eq!(
+            render("{{ (input.t | unix_s) - 600 }}", at.clone()).unwrap(),
+            json!(1_767_225_600)
+        );
+        assert_eq!(
+            render("{{ input.n | unix_s }}", at.clone()).unwrap(),
+            json!(1_767_226_200)
+        );
+        let e = render("{{ input.n | string | unix_s }}x", at).unwrap_err();
+        assert!(e.to_string().contains("not an RFC 3339 instant"), "{e}");
+    }
+
+    #[test]
     fn whole_value_keeps_type() {
         assert_eq!(render("{{ input.n }}", json!({"n": 5})).unwrap(), json!(5));
         assert_eq!(
