@@ -2,7 +2,8 @@
 //! `polling-sync-item` (claim → create with an Idempotency-Key → compensate), against the real
 //! sandbox (in-process, port 0) with the scheduler driven by the controlled clock: overlapping
 //! polls, one while the previous one's children are still queued, sync each payment exactly
-//! once, and payments added between polls are picked up.
+//! once, and payments added between polls are picked up; an item whose create fails is not
+//! restarted by later polls (the fan-out key stays claimed) and a replay syncs it once.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -10,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use fluxo::clock::{Clock, ManualClock};
-use fluxo::run::{RunRecord, RunStatus};
+use fluxo::run::{Mode, RunRecord, RunStatus};
 use fluxo::runtime::children::ChildHooks;
 use fluxo::runtime::Engine;
-use fluxo::sandbox::{Sandbox, SandboxConfig, SandboxHandle};
+use fluxo::sandbox::{FaultRuleSpec, Sandbox, SandboxConfig, SandboxHandle};
 use fluxo::server::scheduler::{Fire, Scheduler};
 use fluxo::store::{GroupCommit, InMemoryStore, Store};
 use fluxo::workflow::dir::WorkflowDir;
@@ -165,6 +166,38 @@ impl Rig {
         n
     }
 
+    /// Execute every queued child, one after another, whatever their outcome.
+    async fn drain_children_in_order(&self) -> Vec<RunRecord> {
+        let ids: Vec<String> = self.children.lock().unwrap().drain(..).collect();
+        let wf = self
+            .dir
+            .get("polling-sync-item")
+            .unwrap()
+            .compiled
+            .clone()
+            .unwrap();
+        let mut out = Vec::new();
+        for id in ids {
+            let run = self.store.get_run(&id).unwrap().unwrap();
+            out.push(self.engine.execute(&wf, run).await.unwrap());
+        }
+        out
+    }
+
+    fn synced(&self) -> BTreeSet<String> {
+        let records = self.sandbox.state().records("payment_records");
+        let ids: BTreeSet<String> = records
+            .iter()
+            .map(|r| r["external_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            ids.len(),
+            records.len(),
+            "one record per payment: {records:?}"
+        );
+        ids
+    }
+
     fn cursor(&self) -> Option<Value> {
         self.store
             .read("polling-sync-cursor", "payments", self.clock.now_ms())
@@ -238,4 +271,70 @@ async fn overlapping_polls_sync_each_payment_once() {
     assert_eq!(synced.into_iter().collect::<BTreeSet<_>>(), seeded);
     // And the source list is untouched by the sync.
     assert_eq!(rig.sandbox.state().records("payments").len(), 5);
+}
+
+/// A child whose create fails releases its Memory claim, but the fan-out's key for the payment
+/// stays claimed: later polls list it again and start nothing; a replay of the failed run
+/// syncs it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_item_is_not_restarted_by_later_polls_and_a_replay_syncs_it_once() {
+    let mut rig = Rig::new().await;
+    rig.clock.set(T0 + MIN);
+    let first = rig.pay(100).await;
+    rig.clock.set(T0 + 2 * MIN);
+    let second = rig.pay(200).await;
+    assert!(rig.scheduler.poll(&rig.dir.list()).await.is_empty());
+
+    let fan = rig.poll_at(T0 + 5 * MIN).await;
+    assert_eq!(fan["started"], 2, "{fan}");
+    // Every attempt of the first child's create (1 + 2 retries) answers 500 before writing.
+    rig.sandbox
+        .state()
+        .add_fault(FaultRuleSpec {
+            route: "POST /payment_records".into(),
+            fault: "error_500_before_write".parse().unwrap(),
+            times: Some(3),
+        })
+        .unwrap();
+    let runs = rig.drain_children_in_order().await;
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].input["id"], json!(first));
+    assert_eq!(runs[0].status, RunStatus::Failed, "{:?}", runs[0].error);
+    assert_eq!(runs[1].status, RunStatus::Succeeded, "{:?}", runs[1].error);
+    assert_eq!(rig.synced(), BTreeSet::from([second.clone()]));
+    // Compensation released the item's Memory claim.
+    let now = rig.clock.now_ms();
+    assert!(rig
+        .store
+        .read("synced-items", &first, now)
+        .unwrap()
+        .is_none());
+
+    // The next poll lists both again and starts nothing.
+    let fan = rig.poll_at(T0 + 10 * MIN).await;
+    assert_eq!(
+        (fan["started"].clone(), fan["duplicates"].clone()),
+        (json!(0), json!(2)),
+        "{fan}"
+    );
+    assert!(rig.children.lock().unwrap().is_empty());
+
+    // A replay of the failed run syncs the payment; polls after it still start nothing.
+    let wf = rig
+        .dir
+        .get("polling-sync-item")
+        .unwrap()
+        .compiled
+        .clone()
+        .unwrap();
+    let replayed = rig.engine.replay(&runs[0], &wf, Mode::Live).await.unwrap();
+    assert_eq!(
+        replayed.status,
+        RunStatus::Succeeded,
+        "{:?}",
+        replayed.error
+    );
+    let fan = rig.poll_at(T0 + 15 * MIN).await;
+    assert_eq!(fan["started"], 0, "{fan}");
+    assert_eq!(rig.synced(), BTreeSet::from([first, second]));
 }
