@@ -37,6 +37,14 @@
 //!   anywhere in the event equal to an old id text is replaced the same way. Nothing else
 //!   changes.
 //!
+//! * **Scheduled and fan-out workflows**: a workflow with a `fan_out` step is refused as bad
+//!   input naming its target (fan-out starts runs through the server's queue, which the check's
+//!   single-workflow engine does not have): check the per-item workflow it fans out to, whose
+//!   run is where the writes and their guards are (e.g. `polling-sync-item`). The poll itself
+//!   (cursor, overlapping windows, each item started once by the fan-out's claim) is proven by
+//!   `tests/polling.rs` against the same sandbox. A `schedule_trigger` workflow without a fan-out
+//!   is checked like a manual one, its `input` being the event.
+//!
 //! The report ([`CheckReport`]) serializes to JSON, for the editor's "Check" button (a server
 //! route or an IPC command calls [`check`] and shows the table).
 
@@ -165,6 +173,7 @@ pub async fn check(
                 .collect(),
         )
     })?;
+    fan_out_refused(&wf.workflow)?;
     fixed_destinations(&wf.workflow)?;
     let env_names = env_names(&wf.workflow);
     let id_paths = if options.id_paths.is_empty() {
@@ -878,6 +887,24 @@ fn fixed_destinations(wf: &Workflow) -> Result<(), CheckError> {
 }
 
 /// `id`, plus `data.object.id` when the event has a text or number there.
+/// A workflow that fans out is not replayed here (see the module doc): name what to check.
+fn fan_out_refused(wf: &Workflow) -> Result<(), CheckError> {
+    let Some(step) = wf.steps.iter().find(|s| s.kind == "fan_out") else {
+        return Ok(());
+    };
+    let target = step
+        .config
+        .get("workflow")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    Err(CheckError::BadInput(format!(
+        "step `{}` fans out to `{target}`: fan-out starts runs through the server's queue, \
+         which the check does not have; check `{target}` (each item's run, where the writes \
+         and their guards are) with one item as the event",
+        step.id
+    )))
+}
+
 pub fn default_id_paths(event: &Value) -> Vec<String> {
     let mut paths = vec!["id".to_string()];
     if matches!(

@@ -24,6 +24,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         "polling-sync",
         include_str!("../workflows/polling-sync.json"),
     ),
+    (
+        "polling-sync-item",
+        include_str!("../workflows/polling-sync-item.json"),
+    ),
 ];
 
 /// `(name, JSON text)` of every sample payload (Stripe events built from Stripe's API

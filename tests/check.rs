@@ -68,8 +68,44 @@ fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
             payload("github/issues.opened.payload.json"),
             vec!["issue.id".into(), "issue.number".into()],
         ),
-        ("polling-sync", polled_charge(), vec![]),
+        ("polling-sync-item", polled_charge(), vec![]),
     ]
+}
+
+/// Templates `fluxo check` does not replay, with the reason. `polling-sync` starts with
+/// `schedule_trigger` and its work is a `fan_out`, which needs the server's queue: the check
+/// engine runs one workflow with trigger manual/webhook and no queue, so its fan-out step fails
+/// there. Its per-item workflow, `polling-sync-item`, is checked above; the poll itself (three
+/// overlapping polls, one while the previous one is still fanning out, each payment synced
+/// once) is tested in `tests/polling.rs`, and it validates and lints clean below.
+const NOT_REPLAYED: &[&str] = &["polling-sync"];
+
+#[tokio::test]
+async fn a_fan_out_workflow_is_refused_naming_its_per_item_workflow() {
+    let e = check(
+        &read_json("workflows/polling-sync.json"),
+        &json!({"scheduled_at": "2026-01-01T00:05:00Z"}),
+        &CheckOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, fluxo::check::CheckError::BadInput(_)), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("`fan`") && msg.contains("check `polling-sync-item`"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn scheduled_templates_validate_and_lint_clean() {
+    let registry = Registry::builtin();
+    for id in NOT_REPLAYED {
+        let text = std::fs::read_to_string(root().join(format!("workflows/{id}.json"))).unwrap();
+        let (compiled, problems) = workflow::check_text(&text, &registry);
+        assert!(compiled.is_some(), "{id}: {problems:?}");
+        assert!(problems.is_empty(), "{id}: lint clean: {problems:?}");
+    }
 }
 
 fn table(r: &CheckReport) -> String {
@@ -114,6 +150,7 @@ async fn every_template_passes_the_check() {
             let name = e.unwrap().file_name().into_string().unwrap();
             name.strip_suffix(".json").map(String::from)
         })
+        .filter(|id| !NOT_REPLAYED.contains(&id.as_str()))
         .collect();
     files.sort();
     let mut cases: Vec<String> = template_cases().iter().map(|c| c.0.to_string()).collect();

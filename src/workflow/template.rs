@@ -149,6 +149,7 @@ impl Templates {
             }
             minijinja::escape_formatter(out, state, value)
         });
+        env.add_filter("unix_s", unix_s);
         Templates { env: Arc::new(env) }
     }
 
@@ -423,6 +424,30 @@ impl std::io::Write for CappedWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// `unix_s` filter: an RFC 3339 instant (or a number, kept) as whole unix seconds, so a
+/// template can do arithmetic on times: `{{ (cursor | unix_s) - 600 }}` (10 minutes earlier).
+fn unix_s(v: MjValue) -> Result<i64, minijinja::Error> {
+    if let Some(s) = v.as_str() {
+        return crate::clock::parse_rfc3339(s)
+            .map(|ms| ms.div_euclid(1000))
+            .ok_or_else(|| {
+                minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    format!("unix_s: `{s}` is not an RFC 3339 instant"),
+                )
+            });
+    }
+    i64::try_from(v.clone()).map_err(|_| {
+        minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!(
+                "unix_s: expected an RFC 3339 string or a number, got {}",
+                v.kind()
+            ),
+        )
+    })
 }
 
 fn too_large(field: &str) -> TemplateError {
@@ -785,6 +810,21 @@ mod tests {
             path_around("{{ input.items[3].sku }}", 14..21).as_deref(),
             Some("input.items[3].sku")
         );
+    }
+
+    #[test]
+    fn unix_s_turns_instants_into_seconds() {
+        let at = json!({"t": "2026-01-01T00:10:00Z", "n": 1767226200});
+        assert_eq!(
+            render("{{ (input.t | unix_s) - 600 }}", at.clone()).unwrap(),
+            json!(1_767_225_600)
+        );
+        assert_eq!(
+            render("{{ input.n | unix_s }}", at.clone()).unwrap(),
+            json!(1_767_226_200)
+        );
+        let e = render("{{ input.n | string | unix_s }}x", at).unwrap_err();
+        assert!(e.to_string().contains("not an RFC 3339 instant"), "{e}");
     }
 
     #[test]
