@@ -1,7 +1,7 @@
 import type { RunRecord, RunSummary } from '../api';
 import { useNav } from '../app/nav';
 import { shortId } from './format';
-import { useAncestors } from './lineage';
+import { childRuns, useAncestors } from './lineage';
 import { rootOf } from './resume';
 
 /** A linked run: its short id (click → its detail) and, once known, its status. */
@@ -53,7 +53,8 @@ export function Lineage({ run, summaries }: { run: RunRecord; summaries: Record<
   const replays = run.replayed_by ?? [];
   const root = rootOf(run);
   const rootShown = root === run.id || ancestors.some((a) => a.id === root);
-  if (!run.resume_of && !resumes.length && !run.replay_of && !replays.length && rootShown) return null;
+  const children = childRuns(run);
+  if (!run.resume_of && !resumes.length && !run.replay_of && !replays.length && rootShown && !run.parent_run && !children.length) return null;
   return (
     <div className="fx-lineage" data-testid="lineage" data-root={root}>
       {(run.resume_of || resumes.length > 0) && (
@@ -92,6 +93,27 @@ export function Lineage({ run, summaries }: { run: RunRecord; summaries: Record<
         <div className="fx-lineage-row">
           <span className="fx-muted">Lineage root</span>
           <RunRef id={root} summary={summaries[root]} rel="root" testId="lineage-root" />
+        </div>
+      )}
+      {run.parent_run && (
+        <div className="fx-lineage-row" data-testid="detail-parent-run">
+          <span className="fx-muted" title="The run whose fan_out step started this one">
+            Fan-out of
+          </span>
+          <RunRef id={run.parent_run} summary={summaries[run.parent_run]} rel="parent_run" testId="parent-run-link" />
+        </div>
+      )}
+      {children.length > 0 && (
+        <div className="fx-lineage-row" data-testid="detail-children">
+          <span className="fx-muted" title="Runs this run's fan_out step started">
+            Started {children.length}
+          </span>
+          <span className="fx-links">
+            {children.slice(0, 12).map((id) => (
+              <RunRef key={id} id={id} summary={summaries[id]} rel="child" testId="child-run-link" />
+            ))}
+            {children.length > 12 && <span className="fx-muted">and {children.length - 12} more</span>}
+          </span>
         </div>
       )}
       {run.replay_of && (

@@ -77,9 +77,21 @@ export function useAncestors(run: RunRecord): RunSummary[] {
   return chain;
 }
 
+/** The runs a step of `run` started (a `fan_out` step's `run_ids`), in order. */
+export function childRuns(run: RunRecord): string[] {
+  const out: string[] = [];
+  for (const st of run.steps) {
+    const ids = (st.output as { run_ids?: unknown } | null | undefined)?.run_ids;
+    if (Array.isArray(ids) && st.reused_from === undefined) for (const id of ids) if (typeof id === 'string') out.push(id);
+  }
+  return out;
+}
+
 /** Every run the detail links to, for one batch of summaries. */
 export function linkedIds(run: RunRecord): string[] {
   const ids = new Set<string>();
+  if (run.parent_run) ids.add(run.parent_run);
+  for (const id of childRuns(run).slice(0, 12)) ids.add(id);
   if (run.replay_of) ids.add(run.replay_of);
   for (const id of run.replayed_by ?? []) ids.add(id);
   for (const id of run.resumed_by ?? []) ids.add(id);
