@@ -15,6 +15,9 @@ use fluxo::store::InMemoryStore;
 use fluxo::workflow::load_text;
 use serde_json::json;
 
+#[path = "common/chain_workflow.rs"]
+mod chain_workflow;
+
 // The same allocator as the `fluxo` binary.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -24,26 +27,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000);
-    let mut steps = vec![json!({"id": "t", "kind": "manual_trigger", "config": {}})];
-    let mut edges = Vec::new();
-    for i in 1..=n {
-        let prev = if i == 1 {
-            "input".to_string()
-        } else {
-            format!("steps.s{}.output", i - 1)
-        };
-        steps.push(json!({"id": format!("s{i}"), "kind": "transform",
-                          "config": {"fields": {"n": format!("{{{{ {prev}.n + 1 }}}}")}}}));
-        let from = if i == 1 {
-            "t".to_string()
-        } else {
-            format!("s{}", i - 1)
-        };
-        edges.push(json!({"from": from, "to": format!("s{i}")}));
-    }
-    let text = json!({"id": "chain", "name": "chain", "version": 1,
-                      "settings": {"run_timeout_s": 3600}, "steps": steps, "edges": edges})
-    .to_string();
+    let text = chain_workflow::chain(n).to_string();
 
     let t0 = Instant::now();
     let wf = load_text(&text, &Registry::builtin()).expect("the chain compiles");
