@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { ApiError, type PlannedCall, type PreviewWarning, type RunPreview } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
@@ -140,6 +140,13 @@ export function ResumeDialog() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
   const [resumedBy, setResumedBy] = useState<string | null>(null);
+  // The confirm button is disabled until the preview answers, so `autoFocus` cannot take it:
+  // move the keyboard into the dialog once it can be pressed.
+  const confirmRef = useRef<HTMLButtonElement>(null);
+  const ready = !!preview?.result;
+  useEffect(() => {
+    if (ready) confirmRef.current?.focus();
+  }, [ready]);
 
   useEffect(() => {
     setBusy(false);
@@ -254,7 +261,7 @@ export function ResumeDialog() {
               onClick={() => void start()}
               disabled={busy || !result}
               data-testid="resume-confirm"
-              autoFocus
+              ref={confirmRef}
             >
               {busy ? 'Resuming…' : `${dry ? 'Resume dry' : 'Resume'}${from ? ` from ${from}` : ''}`}
             </button>
