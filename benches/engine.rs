@@ -123,6 +123,7 @@ fn templates(c: &mut Criterion) {
 }
 
 fn memory_claims(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = SledConfig::new(dir.path().join("store"));
     cfg.flush_every_ms = None;
@@ -137,25 +138,31 @@ fn memory_claims(c: &mut Criterion) {
     let mut g = c.benchmark_group("memory_claim");
     g.throughput(Throughput::Elements(1));
     g.bench_function("sled_no_flush", |b| {
-        b.iter_batched(
-            || {
-                n += 1;
-                format!("evt_{n}")
-            },
-            |k| store.write("bench", &k, &v, opts, 0).unwrap(),
-            BatchSize::SmallInput,
-        )
-    });
-    g.sample_size(20);
-    g.bench_function("sled_flush_each", |b| {
-        b.iter_batched(
+        b.to_async(&rt).iter_batched(
             || {
                 n += 1;
                 format!("evt_{n}")
             },
             |k| {
-                store.write("bench", &k, &v, opts, 0).unwrap();
-                store.flush().unwrap();
+                let (store, v) = (&store, &v);
+                async move { store.write("bench", &k, v, opts, 0).await.unwrap() }
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.sample_size(20);
+    g.bench_function("sled_flush_each", |b| {
+        b.to_async(&rt).iter_batched(
+            || {
+                n += 1;
+                format!("evt_{n}")
+            },
+            |k| {
+                let (store, v) = (&store, &v);
+                async move {
+                    store.write("bench", &k, v, opts, 0).await.unwrap();
+                    store.flush().await.unwrap();
+                }
             },
             BatchSize::SmallInput,
         )

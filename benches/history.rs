@@ -54,13 +54,13 @@ fn make_run(i: usize, created: i64) -> RunRecord {
     }
 }
 
-fn time_first_page(store: &SledStore, name: &str, q: RunQuery) {
+async fn time_first_page(store: &SledStore, name: &str, q: RunQuery) {
     let q = RunQuery { limit: 50, ..q };
     let mut samples: Vec<Duration> = Vec::new();
     let mut n = 0;
     for _ in 0..7 {
         let t = Instant::now();
-        let page = store.list_runs(&q).unwrap();
+        let page = store.list_runs(&q).await.unwrap();
         samples.push(t.elapsed());
         n = page.runs.len();
     }
@@ -72,7 +72,8 @@ fn time_first_page(store: &SledStore, name: &str, q: RunQuery) {
     );
 }
 
-fn main() {
+#[tokio::main]
+async fn main() {
     let total: usize = std::env::var("FLUXO_SCALE_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -83,7 +84,10 @@ fn main() {
     let step = 2_600;
     let t = Instant::now();
     for i in 0..total {
-        store.put_run(&make_run(i, T0 + i as i64 * step)).unwrap();
+        store
+            .put_run(&make_run(i, T0 + i as i64 * step))
+            .await
+            .unwrap();
     }
     let load = t.elapsed();
     println!(
@@ -94,7 +98,7 @@ fn main() {
     let end = T0 + total as i64 * step;
     let day = 86_400_000;
 
-    time_first_page(&store, "no filter", RunQuery::default());
+    time_first_page(&store, "no filter", RunQuery::default()).await;
     time_first_page(
         &store,
         "workflow",
@@ -102,7 +106,8 @@ fn main() {
             workflow: Some("wf-07".into()),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "status=failed (1%)",
@@ -110,7 +115,8 @@ fn main() {
             status: Some(RunStatus::Failed),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "workflow + status=timed_out",
@@ -119,7 +125,8 @@ fn main() {
             status: Some(RunStatus::TimedOut),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "key (exact)",
@@ -127,7 +134,8 @@ fn main() {
             key: Some(format!("evt_{:08}", total / 3)),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "q = key prefix (10 matches)",
@@ -135,7 +143,8 @@ fn main() {
             q: Some(format!("evt_{:07}", total / 30)),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "q = key prefix (broad)",
@@ -143,7 +152,8 @@ fn main() {
             q: Some("evt_".into()),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "since/until: one day, 20 days ago",
@@ -152,7 +162,8 @@ fn main() {
             until: Some(end - 20 * day),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "workflow + day window, 20 days ago",
@@ -162,7 +173,8 @@ fn main() {
             until: Some(end - 20 * day),
             ..Default::default()
         },
-    );
+    )
+    .await;
     time_first_page(
         &store,
         "mode=dry (10%, post-filtered)",
@@ -170,19 +182,23 @@ fn main() {
             mode: Some(Mode::Dry),
             ..Default::default()
         },
-    );
+    )
+    .await;
     let mut q = RunQuery {
         workflow: Some("wf-05".into()),
         limit: 50,
         ..Default::default()
     };
     for _ in 0..100 {
-        q.cursor = store.list_runs(&q).unwrap().next_cursor;
+        q.cursor = store.list_runs(&q).await.unwrap().next_cursor;
     }
-    time_first_page(&store, "workflow, page 101 (via cursor)", q);
+    time_first_page(&store, "workflow, page 101 (via cursor)", q).await;
 
     let t = Instant::now();
-    let stats = store.run_stats(None, end - day, end, 3_600_000).unwrap();
+    let stats = store
+        .run_stats(None, end - day, end, 3_600_000)
+        .await
+        .unwrap();
     println!(
         "run_stats last 24 h, hourly: {} buckets in {:.1} ms",
         stats.len(),

@@ -167,7 +167,8 @@ fn make_run(i: usize, workflows: usize, created: i64) -> RunRecord {
     }
 }
 
-fn main() {
+#[tokio::main]
+async fn main() {
     let a = Args::parse();
     let dir = a.data_dir.join("store");
     if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -190,7 +191,7 @@ fn main() {
     let t = Instant::now();
     for i in 0..a.runs {
         let created = now - span + (i as f64 * step_ms) as i64;
-        if let Err(e) = store.put_run(&make_run(i, a.workflows, created)) {
+        if let Err(e) = store.put_run(&make_run(i, a.workflows, created)).await {
             eprintln!("put_run failed at run {i}: {e}");
             std::process::exit(1);
         }
@@ -198,7 +199,7 @@ fn main() {
             eprintln!("{} runs ({:.0} s)", i + 1, t.elapsed().as_secs_f64());
         }
     }
-    if let Err(e) = store.flush() {
+    if let Err(e) = store.flush().await {
         eprintln!("flush failed: {e}");
         std::process::exit(1);
     }

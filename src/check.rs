@@ -401,6 +401,7 @@ impl Ctx<'_> {
         let left = lane
             .store
             .get_run(&id)
+            .await
             .map_err(|e| e.to_string())?
             .ok_or("the run left no record")?;
         let outcome = match lane
@@ -417,7 +418,10 @@ impl Ctx<'_> {
                 resume,
                 workflow,
             } => {
-                lane.store.put_run(&original).map_err(|e| e.to_string())?;
+                lane.store
+                    .put_run(&original)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 lane.engine
                     .execute(&workflow, *resume)
                     .await
@@ -620,7 +624,7 @@ impl Ctx<'_> {
                     continue;
                 }
             };
-            let held = held_claims(&lane, &failed);
+            let held = held_claims(&lane, &failed).await;
             let taken = claims_taken(&failed);
             let ended_failed = matches!(failed.status, RunStatus::Failed | RunStatus::TimedOut);
             let claims = if taken.is_empty() {
@@ -794,13 +798,15 @@ fn claim_keys(run: &RunRecord) -> Vec<(String, String)> {
 }
 
 /// Claims the run took that are still in the store.
-fn held_claims(lane: &Lane, run: &RunRecord) -> Vec<String> {
+async fn held_claims(lane: &Lane, run: &RunRecord) -> Vec<String> {
     let now = lane.engine.clock().now_ms();
-    claim_keys(run)
-        .into_iter()
-        .filter(|(ns, k)| matches!(lane.store.read(ns, k, now), Ok(Some(_))))
-        .map(|(ns, k)| format!("{ns}/{k}"))
-        .collect()
+    let mut held = Vec::new();
+    for (ns, k) in claim_keys(run) {
+        if matches!(lane.store.read(&ns, &k, now).await, Ok(Some(_))) {
+            held.push(format!("{ns}/{k}"));
+        }
+    }
+    held
 }
 
 // ---------------------------------------------------------------------------------------------

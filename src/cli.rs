@@ -298,7 +298,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Run(a) => cmd_run(data_dir, a).await,
         Command::Validate(a) => cmd_validate(a),
         Command::Runs(c) => cmd_runs(data_dir, c).await,
-        Command::Memory(c) => cmd_memory(data_dir, c),
+        Command::Memory(c) => cmd_memory(data_dir, c).await,
         Command::StepKinds => {
             println!("{}", pretty(&Registry::builtin().catalog()));
             Ok(EXIT_OK)
@@ -415,7 +415,7 @@ async fn cmd_run(data_dir: Option<PathBuf>, a: RunArgs) -> CliResult {
             code: EXIT_RUN_FAILED,
             message: format!("run history could not be written: {e}"),
         })?;
-    flush(&store);
+    flush(&store).await;
     if a.json {
         println!(
             "{}",
@@ -430,8 +430,8 @@ async fn cmd_run(data_dir: Option<PathBuf>, a: RunArgs) -> CliResult {
     Ok(exit_for(&run))
 }
 
-fn flush(store: &SledStore) {
-    if let Err(e) = store.flush() {
+async fn flush(store: &SledStore) {
+    if let Err(e) = store.flush().await {
         eprintln!("warning: flushing the store failed: {e}");
     }
 }
@@ -609,6 +609,7 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             };
             let page = store
                 .list_runs(&q)
+                .await
                 .map_err(|e| CliError::bad_input(e.to_string()))?;
             if a.json {
                 println!(
@@ -641,7 +642,7 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             Ok(EXIT_OK)
         }
         RunsCommand::Show { run_id, json } => {
-            let run = get_run(&store, &run_id)?;
+            let run = get_run(&store, &run_id).await?;
             if json {
                 println!(
                     "{}",
@@ -662,7 +663,7 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
         } => {
             let edited = input.as_deref().map(|i| read_input(Some(i))).transpose()?;
             let registry = Registry::builtin();
-            let run = get_run(&store, &run_id)?;
+            let run = get_run(&store, &run_id).await?;
             let wf = if original {
                 workflow::check_value(&run.snapshot, &registry)
                     .0
@@ -677,36 +678,37 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             );
             let mode = if dry_run { Mode::Dry } else { Mode::Live };
             let (new, orig) = engine.replay_run(&run, &wf, mode, edited);
-            store.put_run(&orig).map_err(|e| CliError {
+            store.put_run(&orig).await.map_err(|e| CliError {
                 code: EXIT_RUN_FAILED,
                 message: format!("run history could not be written: {e}"),
             })?;
-            finish_run(&store, engine.execute(&wf, new).await, json)
+            finish_run(&store, engine.execute(&wf, new).await, json).await
         }
         RunsCommand::Resume {
             run_id,
             from_step,
             json,
         } => {
-            let run = get_run(&store, &run_id)?;
+            let run = get_run(&store, &run_id).await?;
             let engine = Engine::new(
                 store.clone() as Arc<dyn Store>,
                 Arc::new(SystemClock) as Arc<dyn Clock>,
             );
             let (wf, new, orig) = engine
                 .resume_run(&run, from_step.as_deref())
+                .await
                 .map_err(|e| CliError::bad_input(format!("cannot resume run `{run_id}`: {e}")))?;
-            store.put_run(&orig).map_err(|e| CliError {
+            store.put_run(&orig).await.map_err(|e| CliError {
                 code: EXIT_RUN_FAILED,
                 message: format!("run history could not be written: {e}"),
             })?;
-            finish_run(&store, engine.execute(&wf, new).await, json)
+            finish_run(&store, engine.execute(&wf, new).await, json).await
         }
     }
 }
 
 /// Flush, print a finished run (or its JSON record) and answer its exit code.
-fn finish_run(
+async fn finish_run(
     store: &SledStore,
     done: Result<RunRecord, crate::store::StoreError>,
     json: bool,
@@ -715,7 +717,7 @@ fn finish_run(
         code: EXIT_RUN_FAILED,
         message: format!("run history could not be written: {e}"),
     })?;
-    flush(store);
+    flush(store).await;
     if json {
         println!(
             "{}",
@@ -727,20 +729,21 @@ fn finish_run(
     Ok(exit_for(&new))
 }
 
-fn get_run(store: &SledStore, id: &str) -> Result<RunRecord, CliError> {
+async fn get_run(store: &SledStore, id: &str) -> Result<RunRecord, CliError> {
     store
         .get_run(id)
+        .await
         .map_err(|e| CliError::bad_input(e.to_string()))?
         .ok_or_else(|| CliError::bad_input(format!("no run `{id}` in this data dir")))
 }
 
-fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
+async fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
     let store = open_store(data_dir)?;
     let now = SystemClock.now_ms();
     let err = |e: crate::store::StoreError| CliError::bad_input(e.to_string());
     match c {
         MemoryCommand::Get { namespace, key } => {
-            match store.read(&namespace, &key, now).map_err(err)? {
+            match store.read(&namespace, &key, now).await.map_err(err)? {
                 Some(e) => {
                     println!("{}", pretty(&entry_json(&e)));
                     Ok(EXIT_OK)
@@ -753,7 +756,7 @@ fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
         MemoryCommand::List {
             namespace: None, ..
         } => {
-            for ns in store.namespaces().map_err(err)? {
+            for ns in store.namespaces().await.map_err(err)? {
                 println!("{ns}");
             }
             Ok(EXIT_OK)
@@ -763,7 +766,10 @@ fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
             prefix,
             limit,
         } => {
-            let entries = store.list(&ns, &prefix, None, limit, now).map_err(err)?;
+            let entries = store
+                .list(&ns, &prefix, None, limit, now)
+                .await
+                .map_err(err)?;
             println!(
                 "{}",
                 pretty(&Value::Array(entries.iter().map(entry_json).collect()))
@@ -771,8 +777,8 @@ fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
             Ok(EXIT_OK)
         }
         MemoryCommand::Delete { namespace, key } => {
-            let deleted = store.delete(&namespace, &key, now).map_err(err)?;
-            flush(&store);
+            let deleted = store.delete(&namespace, &key, now).await.map_err(err)?;
+            flush(&store).await;
             println!("{}", serde_json::json!({"deleted": deleted}));
             Ok(EXIT_OK)
         }

@@ -163,7 +163,7 @@ fn open_store(data: &Path) -> SledStore {
     SledStore::open(&config).expect("the store opens cleanly after the storm")
 }
 
-fn runs_with_key(store: &SledStore, key: &str) -> Vec<String> {
+async fn runs_with_key(store: &SledStore, key: &str) -> Vec<String> {
     store
         .list_runs(&RunQuery {
             workflow: Some("storm".into()),
@@ -171,6 +171,7 @@ fn runs_with_key(store: &SledStore, key: &str) -> Vec<String> {
             limit: 10,
             ..Default::default()
         })
+        .await
         .unwrap()
         .runs
         .into_iter()
@@ -317,7 +318,7 @@ async fn sigkill_storm_keeps_every_promise() {
                 ids.len()
             ));
         }
-        let runs = runs_with_key(&store, key);
+        let runs = runs_with_key(&store, key).await;
         if runs != vec![ids[0].clone()] {
             problems.push(format!(
                 "key {key} answered 202 with {} but has runs {runs:?}",
@@ -326,7 +327,7 @@ async fn sigkill_storm_keeps_every_promise() {
         }
     }
     for (key, dups) in &ledger.duplicates {
-        let runs = runs_with_key(&store, key);
+        let runs = runs_with_key(&store, key).await;
         for d in dups {
             if runs != vec![d.clone()] {
                 problems.push(format!(
@@ -345,13 +346,17 @@ async fn sigkill_storm_keeps_every_promise() {
     let mut statuses: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut runs_total = 0;
     for key in &ledger.sent {
-        let runs = runs_with_key(&store, key);
+        let runs = runs_with_key(&store, key).await;
         if runs.len() > 1 {
             problems.push(format!("key {key} has {} runs: {runs:?}", runs.len()));
         }
         for id in runs {
             runs_total += 1;
-            let r = store.get_run(&id).unwrap().expect("listed run exists");
+            let r = store
+                .get_run(&id)
+                .await
+                .unwrap()
+                .expect("listed run exists");
             *statuses.entry(r.status.as_str()).or_default() += 1;
             if !matches!(r.status, RunStatus::Succeeded | RunStatus::Interrupted) {
                 problems.push(format!("run {id} ended {:?}", r.status));
@@ -364,6 +369,7 @@ async fn sigkill_storm_keeps_every_promise() {
             limit: 500,
             ..Default::default()
         })
+        .await
         .unwrap();
     let mut listed = all_runs.runs.len();
     let mut cursor = all_runs.next_cursor;
@@ -376,6 +382,7 @@ async fn sigkill_storm_keeps_every_promise() {
                 cursor: Some(c),
                 ..Default::default()
             })
+            .await
             .unwrap();
         listed += page.runs.len();
         cursor = page.next_cursor;

@@ -632,7 +632,12 @@ async fn deadline_then_rethrow_compensates_and_times_out() {
     assert_eq!(output(&run, "undo"), &json!({"deleted": true}));
     let err = run.error.as_ref().unwrap();
     assert_eq!((err.step.as_str(), err.http_status), ("create", Some(503)));
-    assert!(h.store.read("claims", "e1", h.now()).unwrap().is_none());
+    assert!(h
+        .store
+        .read("claims", "e1", h.now())
+        .await
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test]
@@ -712,14 +717,16 @@ async fn c8_dry_run_leaves_no_trace_and_predicts_the_live_run() {
     };
     h.store
         .write("other", "k", &json!(1), opts, now)
+        .await
         .expect("seed");
     h.store
         .write("invoices", "inv:INV-1", &json!("INV-1"), opts, now)
+        .await
         .expect("seed");
     let before = (
-        h.entries("invoices"),
-        h.entries("other"),
-        h.store.namespaces().unwrap(),
+        h.entries("invoices").await,
+        h.entries("other").await,
+        h.store.namespaces().await.unwrap(),
     );
 
     let input = json!({"invoice_id": "INV-3"});
@@ -729,9 +736,9 @@ async fn c8_dry_run_leaves_no_trace_and_predicts_the_live_run() {
     assert_eq!(crm.count(), 0, "no byte leaves the machine");
     assert_eq!(publish.count(), 0, "no byte leaves the machine");
     let after = (
-        h.entries("invoices"),
-        h.entries("other"),
-        h.store.namespaces().unwrap(),
+        h.entries("invoices").await,
+        h.entries("other").await,
+        h.store.namespaces().await.unwrap(),
     );
     assert_eq!(before, after, "the store is unchanged");
     assert_eq!(output(&dry, "seen")["written"], json!(true));
@@ -767,12 +774,16 @@ async fn c8_dry_run_leaves_no_trace_and_predicts_the_live_run() {
     let stored = h
         .store
         .read("invoices", "inv:INV-3", h.now())
+        .await
         .unwrap()
         .expect("live run wrote the claim");
     assert_eq!(stored.value, json!("INV-3"));
 
     // A second dry run now sees the key, and still sends nothing.
-    let before = (h.entries("invoices"), h.store.namespaces().unwrap());
+    let before = (
+        h.entries("invoices").await,
+        h.store.namespaces().await.unwrap(),
+    );
     let dry2 = h.dry(&wf, input).await;
     assert_eq!(output(&dry2, "seen")["written"], json!(false));
     assert_eq!(output(&dry2, "seen")["reason"], json!("exists"));
@@ -780,7 +791,10 @@ async fn c8_dry_run_leaves_no_trace_and_predicts_the_live_run() {
     assert_eq!(publish.count(), 1);
     assert_eq!(
         before,
-        (h.entries("invoices"), h.store.namespaces().unwrap())
+        (
+            h.entries("invoices").await,
+            h.store.namespaces().await.unwrap()
+        )
     );
 }
 
@@ -817,7 +831,7 @@ async fn dry_run_overlay_reads_its_own_writes_and_deletes() {
     assert_eq!(output(&dry, "r1"), &json!({"found": true, "value": "v1"}));
     assert_eq!(output(&dry, "d"), &json!({"deleted": true}));
     assert_eq!(output(&dry, "r2"), &json!({"found": false}));
-    assert!(h.store.namespaces().unwrap().is_empty());
+    assert!(h.store.namespaces().await.unwrap().is_empty());
     // Live does the same for real.
     let live = h.run(&wf, json!({})).await;
     assert_eq!(output(&live, "r1"), &json!({"found": true, "value": "v1"}));
@@ -1054,7 +1068,7 @@ async fn empty_memory_key_is_an_empty_key_error() {
         assert_eq!(run.status, RunStatus::Failed, "{input}");
         assert_eq!(run.error.as_ref().unwrap().code, "empty_key", "{input}");
     }
-    assert!(h.store.namespaces().unwrap().is_empty());
+    assert!(h.store.namespaces().await.unwrap().is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1252,7 +1266,12 @@ async fn handler_rethrow_compensates_then_fails_with_the_original_error() {
         output(&run, "notify"),
         &json!({"msg": "create failed with 502"})
     );
-    assert!(h.store.read("claims", "evt-9", h.now()).unwrap().is_none());
+    assert!(h
+        .store
+        .read("claims", "evt-9", h.now())
+        .await
+        .unwrap()
+        .is_none());
     // The claim is free again, so a replay can act.
     let again = h.run(&wf, json!({"id": "evt-9"})).await;
     assert_eq!(output(&again, "claim")["written"], json!(true));
@@ -1274,7 +1293,7 @@ async fn unhandled_failure_fails_the_run_at_once() {
     assert_eq!(run.error.as_ref().unwrap().http_status, Some(500));
     assert!(run.step("after").is_none());
     // The stored record is the returned one.
-    let stored = h.engine.store().get_run(&run.id).unwrap().unwrap();
+    let stored = h.engine.store().get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(stored, run);
 }
 
@@ -1499,5 +1518,5 @@ async fn run_scoped_memory_does_not_outlive_the_run() {
         assert_eq!(output(&run, "w")["written"], json!(true));
         assert_eq!(output(&run, "r"), &json!({"found": true, "value": true}));
     }
-    assert!(h.store.namespaces().unwrap().is_empty());
+    assert!(h.store.namespaces().await.unwrap().is_empty());
 }

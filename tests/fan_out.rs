@@ -81,7 +81,7 @@ impl Rig {
             .unwrap()
     }
 
-    fn children(&self) -> Vec<RunRecord> {
+    async fn children(&self) -> Vec<RunRecord> {
         let page = self
             .store
             .list_runs(&RunQuery {
@@ -89,11 +89,13 @@ impl Rig {
                 limit: 500,
                 ..Default::default()
             })
+            .await
             .unwrap();
-        page.runs
-            .iter()
-            .map(|s| self.store.get_run(&s.id).unwrap().unwrap())
-            .collect()
+        let mut runs = Vec::new();
+        for s in &page.runs {
+            runs.push(self.store.get_run(&s.id).await.unwrap().unwrap());
+        }
+        runs
     }
 }
 
@@ -122,7 +124,7 @@ async fn a_list_with_duplicate_ids_starts_each_id_once() {
     assert_eq!(out["started"], 3);
     assert_eq!(out["duplicates"], 2);
     assert_eq!(out["run_ids"].as_array().unwrap().len(), 3);
-    let children = rig.children();
+    let children = rig.children().await;
     assert_eq!(children.len(), 3);
     let mut keys: Vec<_> = children
         .iter()
@@ -141,7 +143,7 @@ async fn a_list_with_duplicate_ids_starts_each_id_once() {
     let again = rig.run(&wf, items(&["a", "b", "c"]), Mode::Live).await;
     assert_eq!(output(&again, "fan")["started"], 0);
     assert_eq!(output(&again, "fan")["duplicates"], 3);
-    assert_eq!(rig.children().len(), 3);
+    assert_eq!(rig.children().await.len(), 3);
 }
 
 #[tokio::test]
@@ -162,7 +164,7 @@ async fn two_overlapping_fan_outs_of_one_page_start_each_item_once() {
         + output(&b, "fan")["duplicates"].as_u64().unwrap();
     assert_eq!(started, 60);
     assert_eq!(dups, 20);
-    let children = rig.children();
+    let children = rig.children().await;
     assert_eq!(children.len(), 60);
     let mut keys: Vec<_> = children
         .iter()
@@ -188,7 +190,7 @@ async fn too_many_items_is_a_clear_error_and_starts_nothing() {
         "{}",
         e.message
     );
-    assert!(rig.children().is_empty());
+    assert!(rig.children().await.is_empty());
 }
 
 #[tokio::test]
@@ -200,11 +202,12 @@ async fn dry_run_claims_and_queues_nothing() {
     assert_eq!(output(&dry, "fan")["started"], 2, "the prediction");
     assert_eq!(output(&dry, "fan")["duplicates"], 1);
     assert_eq!(output(&dry, "fan")["run_ids"], json!([]));
-    assert!(rig.children().is_empty());
+    assert!(rig.children().await.is_empty());
     assert!(rig.dispatched.lock().unwrap().is_empty());
     assert_eq!(
         rig.store
             .get_claim("sync-one", "pay-a", rig.engine.clock().now_ms())
+            .await
             .unwrap(),
         None
     );
@@ -213,7 +216,7 @@ async fn dry_run_claims_and_queues_nothing() {
     let dry = rig.run(&wf, items(&["a", "b"]), Mode::Dry).await;
     assert_eq!(output(&dry, "fan")["started"], 1);
     assert_eq!(output(&dry, "fan")["duplicates"], 1);
-    assert_eq!(rig.children().len(), 1);
+    assert_eq!(rig.children().await.len(), 1);
 }
 
 #[tokio::test]
@@ -239,7 +242,7 @@ async fn bad_targets_and_items_are_named() {
         .error
         .unwrap();
     assert!(e.message.contains("items[1]"), "{}", e.message);
-    assert!(rig.children().is_empty(), "a bad item starts nothing");
+    assert!(rig.children().await.is_empty(), "a bad item starts nothing");
     // An engine without a host queue (`fluxo run`) refuses a live fan-out clearly.
     let bare = Engine::new(
         Arc::new(InMemoryStore::new()) as Arc<dyn Store>,

@@ -758,6 +758,7 @@ async fn real_answers_match_the_documented_schemas() {
                 },
                 now,
             )
+            .await
             .unwrap();
     }
     conforms(

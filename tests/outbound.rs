@@ -441,7 +441,7 @@ async fn a_20_mb_answer_fails_with_response_too_large_and_the_record_stays_small
     let message = failed_with(&run, "response_too_large");
     assert!(message.contains("10485760 bytes"), "{message}");
     assert_eq!(step(&run, "call").attempts.len(), 1);
-    let stored = h.store.get_run(&run.id).unwrap().unwrap();
+    let stored = h.store.get_run(&run.id).await.unwrap().unwrap();
     assert!(serde_json::to_vec(&stored).unwrap().len() < 64 * 1024);
 
     // The cap is the step's: 1 000 bytes.

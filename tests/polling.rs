@@ -123,7 +123,7 @@ impl Rig {
 
     async fn execute(&self, workflow: &str, run_id: &str) -> RunRecord {
         let wf = self.dir.get(workflow).unwrap().compiled.clone().unwrap();
-        let run = self.store.get_run(run_id).unwrap().unwrap();
+        let run = self.store.get_run(run_id).await.unwrap().unwrap();
         let done = self.engine.execute(&wf, run).await.unwrap();
         assert_eq!(done.status, RunStatus::Succeeded, "{:?}", done.error);
         done
@@ -153,7 +153,7 @@ impl Rig {
             .unwrap();
         let mut tasks = Vec::new();
         for id in ids {
-            let run = self.store.get_run(&id).unwrap().unwrap();
+            let run = self.store.get_run(&id).await.unwrap().unwrap();
             let (engine, wf) = (self.engine.clone(), wf.clone());
             tasks.push(tokio::spawn(async move {
                 engine.execute(&wf, run).await.unwrap()
@@ -178,7 +178,7 @@ impl Rig {
             .unwrap();
         let mut out = Vec::new();
         for id in ids {
-            let run = self.store.get_run(&id).unwrap().unwrap();
+            let run = self.store.get_run(&id).await.unwrap().unwrap();
             out.push(self.engine.execute(&wf, run).await.unwrap());
         }
         out
@@ -198,9 +198,10 @@ impl Rig {
         ids
     }
 
-    fn cursor(&self) -> Option<Value> {
+    async fn cursor(&self) -> Option<Value> {
         self.store
             .read("polling-sync-cursor", "payments", self.clock.now_ms())
+            .await
             .unwrap()
             .map(|e| e.value)
     }
@@ -219,7 +220,7 @@ async fn overlapping_polls_sync_each_payment_once() {
     // Poll 1 at 00:05: no cursor yet, lists everything, starts 3 children (left queued).
     let fan = rig.poll_at(T0 + 5 * MIN).await;
     assert_eq!(fan["started"], 3, "{fan}");
-    assert_eq!(rig.cursor(), Some(json!((T0 + 3 * MIN) / 1000)));
+    assert_eq!(rig.cursor().await, Some(json!((T0 + 3 * MIN) / 1000)));
 
     // A payment between polls; poll 2 at 00:10 while poll 1's children are still queued: its
     // window (cursor − 10 min) overlaps poll 1's, so it lists all 4 and starts only the new one.
@@ -231,7 +232,7 @@ async fn overlapping_polls_sync_each_payment_once() {
         (json!(1), json!(3)),
         "{fan}"
     );
-    assert_eq!(rig.cursor(), Some(json!((T0 + 7 * MIN) / 1000)));
+    assert_eq!(rig.cursor().await, Some(json!((T0 + 7 * MIN) / 1000)));
 
     // Poll 3 at 00:15, still before any child ran, after one more payment.
     rig.clock.set(T0 + 12 * MIN);
@@ -250,7 +251,7 @@ async fn overlapping_polls_sync_each_payment_once() {
     let fan = rig.poll_at(T0 + 20 * MIN).await;
     assert_eq!(fan["started"], 0, "{fan}");
     assert_eq!(rig.drain_children().await, 0);
-    assert_eq!(rig.cursor(), Some(json!((T0 + 12 * MIN) / 1000)));
+    assert_eq!(rig.cursor().await, Some(json!((T0 + 12 * MIN) / 1000)));
     // Poll 5 much later: the window is the cursor (00:12) minus 10 minutes, not the clock, so
     // the margin re-lists the payments from 00:02 on; all are duplicates, nothing starts.
     let fan = rig.poll_at(T0 + 40 * MIN).await;
@@ -259,7 +260,7 @@ async fn overlapping_polls_sync_each_payment_once() {
         (json!(0), json!(4)),
         "{fan}"
     );
-    assert_eq!(rig.cursor(), Some(json!((T0 + 12 * MIN) / 1000)));
+    assert_eq!(rig.cursor().await, Some(json!((T0 + 12 * MIN) / 1000)));
 
     // The sandbox's created records are the distinct payments, each once.
     let records = rig.sandbox.state().records("payment_records");
@@ -307,6 +308,7 @@ async fn a_failed_item_is_not_restarted_by_later_polls_and_a_replay_syncs_it_onc
     assert!(rig
         .store
         .read("synced-items", &first, now)
+        .await
         .unwrap()
         .is_none());
 

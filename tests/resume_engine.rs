@@ -153,7 +153,7 @@ async fn a_claim_is_its_lineages_own_and_the_per_run_key_is_the_lineages() {
     let h = Harness::new();
     let first = h.run(&wf, json!({"id": "E-1"})).await;
     assert_eq!(first.status, RunStatus::Failed, "{}", dump(&first));
-    let entry = h.store.read("ev", "E-1", h.now()).unwrap().unwrap();
+    let entry = h.store.read("ev", "E-1", h.now()).await.unwrap().unwrap();
     assert_eq!(
         entry.owner,
         Some(ClaimOwner {
@@ -164,8 +164,8 @@ async fn a_claim_is_its_lineages_own_and_the_per_run_key_is_the_lineages() {
 
     // Resume from the claim itself (as recovery does when the claim's record was lost): it
     // finds its own claim and goes on.
-    let (wf2, resume, orig) = h.engine.resume_run(&first, Some("seen")).unwrap();
-    h.store.put_run(&orig).unwrap();
+    let (wf2, resume, orig) = h.engine.resume_run(&first, Some("seen")).await.unwrap();
+    h.store.put_run(&orig).await.unwrap();
     let resumed = h.engine.execute(&wf2, resume).await.unwrap();
     assert_eq!(resumed.status, RunStatus::Succeeded, "{}", dump(&resumed));
     assert_eq!(
@@ -227,6 +227,7 @@ async fn an_unsafe_step_is_recorded_in_flight_before_it_starts_and_recovery_wait
     let crashed = h
         .store
         .get_run(&run_id)
+        .await
         .unwrap()
         .expect("stored before the POST");
     assert_eq!(crashed.status, RunStatus::Running);
@@ -262,7 +263,7 @@ async fn an_unsafe_step_is_recorded_in_flight_before_it_starts_and_recovery_wait
     // Died before `create` started (no marker): resumed, and the claim is its own.
     let mut before = crashed;
     before.steps.retain(|s| s.step_id != "create");
-    h.store.put_run(&before).unwrap();
+    h.store.put_run(&before).await.unwrap();
     match h
         .engine
         .recover_running(before.clone(), RecoverPolicy::ResumeSafe)
@@ -277,7 +278,7 @@ async fn an_unsafe_step_is_recorded_in_flight_before_it_starts_and_recovery_wait
             assert_eq!(original.resumed_by, vec![resume.id.clone()]);
             assert_eq!(resume.trigger, Trigger::Resume);
             assert_eq!(resume.root_run_id, run_id);
-            h.store.put_run(&original).unwrap();
+            h.store.put_run(&original).await.unwrap();
             gated.release(1);
             let resumed = h.engine.execute(&workflow, *resume).await.unwrap();
             assert_eq!(resumed.status, RunStatus::Succeeded, "{}", dump(&resumed));
@@ -307,6 +308,7 @@ async fn a_key_written_outside_a_run_is_nobodys_claim() {
             },
             h.now(),
         )
+        .await
         .unwrap();
     let wf = compile(&publish_workflow("http://127.0.0.1:9"));
     let run = h
@@ -356,8 +358,8 @@ async fn a_recorded_output_with_a_masked_secret_is_not_reused() {
         .unwrap();
     assert!(recorded.starts_with(fluxo::secrets::MASK), "{recorded}");
 
-    let (wf2, resume, orig) = h.engine.resume_run(&failed, None).unwrap();
-    h.store.put_run(&orig).unwrap();
+    let (wf2, resume, orig) = h.engine.resume_run(&failed, None).await.unwrap();
+    h.store.put_run(&orig).await.unwrap();
     let resumed = h.engine.execute(&wf2, resume).await.unwrap();
     assert_eq!(resumed.status, RunStatus::Succeeded, "{}", dump(&resumed));
     assert!(

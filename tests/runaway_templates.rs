@@ -142,7 +142,7 @@ async fn run_while_probing_healthz(s: &TestServer, wf: &str) -> (RunRecord, Dura
         assert_eq!(h.status.as_u16(), 200);
         slowest = slowest.max(took);
         probes += 1;
-        if let Some(r) = s.store.get_run(&id).unwrap() {
+        if let Some(r) = s.store.get_run(&id).await.unwrap() {
             if r.status.is_final() {
                 assert!(probes >= 3, "the run ended before /healthz was measured");
                 return (r, slowest);

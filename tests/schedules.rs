@@ -109,16 +109,16 @@ impl Rig {
     }
 
     /// Mark every dispatched run succeeded (as a worker would have), now.
-    fn finish_dispatched(&self) {
+    async fn finish_dispatched(&self) {
         for id in self.dispatched.lock().unwrap().drain(..) {
-            let mut r = self.store.get_run(&id).unwrap().unwrap();
+            let mut r = self.store.get_run(&id).await.unwrap().unwrap();
             r.status = RunStatus::Succeeded;
             r.finished_at = Some(Timestamp(self.clock.now_ms()));
-            self.store.put_run(&r).unwrap();
+            self.store.put_run(&r).await.unwrap();
         }
     }
 
-    fn runs(&self, wf: &str) -> Vec<RunRecord> {
+    async fn runs(&self, wf: &str) -> Vec<RunRecord> {
         let page = self
             .store
             .list_runs(&RunQuery {
@@ -126,12 +126,12 @@ impl Rig {
                 limit: 500,
                 ..Default::default()
             })
+            .await
             .unwrap();
-        let mut runs: Vec<RunRecord> = page
-            .runs
-            .iter()
-            .map(|s| self.store.get_run(&s.id).unwrap().unwrap())
-            .collect();
+        let mut runs: Vec<RunRecord> = Vec::new();
+        for s in &page.runs {
+            runs.push(self.store.get_run(&s.id).await.unwrap().unwrap());
+        }
         runs.reverse();
         runs
     }
@@ -158,11 +158,11 @@ async fn every_five_minutes_fires_once_at_each_boundary() {
         rig.set(T0 + 30 * SEC + i * 20 * SEC);
         fires.extend(started(&rig.poll(&mut s).await));
         fires.extend(started(&rig.poll(&mut s).await));
-        rig.finish_dispatched();
+        rig.finish_dispatched().await;
     }
     let want: Vec<i64> = (1..=6).map(|k| T0 + k * 5 * MIN).collect();
     assert_eq!(fires, want);
-    let runs = rig.runs("five");
+    let runs = rig.runs("five").await;
     assert_eq!(runs.len(), 6);
     for (r, at) in runs.iter().zip(&want) {
         assert_eq!(r.trigger, Trigger::Schedule);
@@ -207,7 +207,7 @@ async fn skip_never_overlaps_and_records_skipped_ticks() {
                         "a tick started while a run was running"
                     );
                     let id = rig.dispatched.lock().unwrap().pop().unwrap();
-                    let run = rig.store.get_run(&id).unwrap().unwrap();
+                    let run = rig.store.get_run(&id).await.unwrap().unwrap();
                     let (engine, wf) = (rig.engine.clone(), compiled.clone());
                     let task = tokio::spawn(async move { engine.execute(&wf, run).await.unwrap() });
                     mock.wait_arrival().await;
@@ -222,7 +222,7 @@ async fn skip_never_overlaps_and_records_skipped_ticks() {
         mock.release(1);
         task.await.unwrap();
     }
-    let runs = rig.runs("every2");
+    let runs = rig.runs("every2").await;
     let ran: Vec<&RunRecord> = runs
         .iter()
         .filter(|r| r.status == RunStatus::Succeeded)
@@ -264,6 +264,7 @@ async fn skip_never_overlaps_and_records_skipped_ticks() {
             limit: 50,
             ..Default::default()
         })
+        .await
         .unwrap();
     assert_eq!(page.runs.len(), 5);
 }
@@ -290,7 +291,7 @@ async fn queue_holds_the_tick_until_the_earlier_run_ends() {
         1,
         "held, not dispatched"
     );
-    rig.finish_dispatched();
+    rig.finish_dispatched().await;
     rig.set(T0 + 2 * MIN + SEC);
     assert!(rig.poll(&mut s).await.is_empty());
     assert_eq!(*rig.dispatched.lock().unwrap(), [f[0].run_id.clone()]);
@@ -315,7 +316,7 @@ async fn catch_up_last_after_a_twenty_minute_stop_starts_one_run() {
         rig.poll(&mut first).await;
         rig.set(T0 + 5 * MIN);
         assert_eq!(started(&rig.poll(&mut first).await), [T0 + 5 * MIN]);
-        rig.finish_dispatched();
+        rig.finish_dispatched().await;
         drop(first); // the server stops for 20 minutes
         rig.set(T0 + 25 * MIN + 30 * SEC);
         let mut second = rig.scheduler();
@@ -327,7 +328,7 @@ async fn catch_up_last_after_a_twenty_minute_stop_starts_one_run() {
             .map(|f| f.scheduled_at)
             .collect();
         assert_eq!(fired.len(), want_runs, "catch_up {catch_up}: {fired:?}");
-        let runs = rig.runs("poll");
+        let runs = rig.runs("poll").await;
         assert_eq!(runs.len(), 1 + want_runs);
         match catch_up {
             "last" => {
@@ -341,10 +342,10 @@ async fn catch_up_last_after_a_twenty_minute_stop_starts_one_run() {
         }
         // Then the schedule goes on as usual (held catch-up runs are handed over one by one).
         for _ in 0..4 {
-            rig.finish_dispatched();
+            rig.finish_dispatched().await;
             rig.poll(&mut second).await;
         }
-        rig.finish_dispatched();
+        rig.finish_dispatched().await;
         rig.set(T0 + 30 * MIN);
         assert_eq!(started(&rig.poll(&mut second).await), [T0 + 30 * MIN]);
     }
@@ -422,7 +423,7 @@ async fn two_schedulers_on_one_sled_store_fire_a_tick_once() {
         assert_eq!(all.iter().filter(|f| f.fire == Fire::Duplicate).count(), 1);
         assert_eq!(all[0].run_id, all[1].run_id, "the duplicate names the run");
     }
-    let runs = a.runs("shared");
+    let runs = a.runs("shared").await;
     assert_eq!(runs.len(), 6);
     let mut keys: Vec<_> = runs
         .iter()
@@ -508,7 +509,7 @@ async fn serve_fires_ticks_and_refuses_webhooks() {
     server.advance(Duration::from_secs(5 * 60));
     let mut found = Vec::new();
     for _ in 0..300 {
-        found = server.runs_of("served");
+        found = server.runs_of("served").await;
         if !found.is_empty() {
             break;
         }

@@ -206,7 +206,7 @@ async fn engine_records_are_masked_but_the_destination_gets_the_secret() {
     );
     let text = serde_json::to_string(&run).unwrap();
     assert_no_secret("the run record", &text);
-    let stored = h.store.get_run(&run.id).unwrap().unwrap();
+    let stored = h.store.get_run(&run.id).await.unwrap().unwrap();
     assert_no_secret("the stored run", &serde_json::to_string(&stored).unwrap());
 }
 

@@ -74,7 +74,7 @@ async fn extreme_signature_timestamps_are_401_not_a_panic() {
             "{sig}: {doc}"
         );
     }
-    assert!(s.runs_of("signed").is_empty());
+    assert!(s.runs_of("signed").await.is_empty());
     let good = sign("s3cret", s.clock.now_ms() / 1000, body);
     let a = s
         .hook_with("signed", &[("x-fluxo-signature", good.as_bytes())], body)
@@ -288,7 +288,7 @@ async fn memory_names_rendered_from_input_are_capped() {
         );
     }
     assert!(
-        s.store.namespaces().unwrap().is_empty(),
+        s.store.namespaces().await.unwrap().is_empty(),
         "nothing was written"
     );
 }
@@ -336,7 +336,7 @@ async fn half_sent_headers_are_dropped() {
         started.elapsed() >= Duration::from_millis(250),
         "not before the timeout"
     );
-    assert!(s.runs_of("wf1").is_empty());
+    assert!(s.runs_of("wf1").await.is_empty());
 }
 
 /// A body that stops arriving is answered `408 request_timeout` with `Connection: close`, the
@@ -361,7 +361,7 @@ async fn half_sent_bodies_are_dropped() {
         "{got}"
     );
     assert!(got.contains("request_timeout"), "{got}");
-    assert!(s.runs_of("wf1").is_empty());
+    assert!(s.runs_of("wf1").await.is_empty());
     // The key was not burnt: the whole delivery is accepted.
     let a = s.hook("wf1", Some("slow-1"), b"{}").await;
     assert_eq!(a.status.as_u16(), 202, "{}", a.text);
@@ -472,7 +472,7 @@ async fn hosts_that_are_not_ours_are_421_on_every_route() {
         a.problem(421, "misdirected_request");
     }
     assert!(
-        s.runs_of("wf1").is_empty(),
+        s.runs_of("wf1").await.is_empty(),
         "a refused delivery starts nothing"
     );
     for host in [
@@ -682,10 +682,14 @@ async fn a_browser_cross_site_post_is_refused_and_starts_no_run() {
             .await
             .problem(403, "cross_site_request");
     }
-    assert!(s.runs_of("invoice-paid-once").is_empty(), "no run started");
+    assert!(
+        s.runs_of("invoice-paid-once").await.is_empty(),
+        "no run started"
+    );
     assert!(
         s.store
             .get_claim("invoice-paid-once", "evt_future_1", s.clock.now_ms())
+            .await
             .unwrap()
             .is_none(),
         "no key claimed"
@@ -699,7 +703,7 @@ async fn a_browser_cross_site_post_is_refused_and_starts_no_run() {
     )
     .await;
     assert_eq!(real.status.as_u16(), 202, "{}", real.text);
-    assert_eq!(s.runs_of("invoice-paid-once").len(), 1);
+    assert_eq!(s.runs_of("invoice-paid-once").await.len(), 1);
 
     // A CORS preflight gets no CORS grant: the browser never sends the real request.
     let pre = s
@@ -774,7 +778,7 @@ async fn allowed_origins_let_a_listed_site_post() {
         .await
         .problem(403, "cross_site_request");
     }
-    assert_eq!(s.runs_of("form").len(), ok.len());
+    assert_eq!(s.runs_of("form").await.len(), ok.len());
 
     let bad = hook_workflow(
         "bad",
@@ -821,7 +825,7 @@ async fn webhooks_take_json_only() {
             "{doc}"
         );
     }
-    assert!(s.runs_of("wf1").is_empty());
+    assert!(s.runs_of("wf1").await.is_empty());
     for ct in [
         "application/json",
         "Application/JSON; charset=utf-8",
@@ -893,11 +897,12 @@ async fn a_replayed_signature_cannot_claim_another_events_key() {
     assert!(
         s.store
             .get_claim("signed", "evt_victim_9", s.clock.now_ms())
+            .await
             .unwrap()
             .is_none(),
         "the victim's key was not claimed"
     );
-    assert_eq!(s.runs_of("signed"), vec![first_run.clone()]);
+    assert_eq!(s.runs_of("signed").await, vec![first_run.clone()]);
 
     // The real evt_victim_9 arrives: new, 202.
     let victim = br#"{"id":"evt_victim_9","type":"invoice.paid"}"#;

@@ -40,8 +40,8 @@ async fn start_run(
     .await
 }
 
-fn all_runs(s: &TestServer) -> usize {
-    s.runs_of("wf1").len() + s.runs_of("wf2").len()
+async fn all_runs(s: &TestServer) -> usize {
+    s.runs_of("wf1").await.len() + s.runs_of("wf2").await.len()
 }
 
 /// C3: same key with another body or another path → 409 `idempotency_conflict` and no run; the
@@ -63,7 +63,7 @@ async fn c3_same_key_different_request() {
     other_body.problem(409, "idempotency_conflict");
     let other_path = start_run(&s, "wf2", Some("A"), r#"{"input":{"invoice_id":"INV-1"}}"#).await;
     other_path.problem(409, "idempotency_conflict");
-    assert_eq!(all_runs(&s), 1, "a conflict starts no run");
+    assert_eq!(all_runs(&s).await, 1, "a conflict starts no run");
 
     let again = start_run(
         &s,
@@ -76,7 +76,7 @@ async fn c3_same_key_different_request() {
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
     assert_eq!(again.text, first.text, "the stored answer, byte for byte");
     assert_eq!(again.json()["id"], r.as_str());
-    assert_eq!(all_runs(&s), 1, "one run in total");
+    assert_eq!(all_runs(&s).await, 1, "one run in total");
 
     // Key order does not count either (several keys, reordered).
     let b1 = start_run(
@@ -105,7 +105,7 @@ async fn c3_same_key_different_request() {
     )
     .await
     .problem(409, "idempotency_conflict");
-    assert_eq!(all_runs(&s), 2);
+    assert_eq!(all_runs(&s).await, 2);
 }
 
 /// While the first request with a key is still running, a second → 409
@@ -153,7 +153,7 @@ async fn same_key_while_running_is_in_progress_then_replayed() {
     assert_eq!(third.json()["id"], run["id"]);
     assert_eq!(third.text, first.text);
     assert_eq!(mock.hits(), 1, "the downstream was called once");
-    assert_eq!(s.runs_of("slow").len(), 1);
+    assert_eq!(s.runs_of("slow").await.len(), 1);
 }
 
 /// A client that gives up (its timeout) while its run is still going does not release the key:
@@ -202,7 +202,7 @@ async fn a_client_that_disconnects_keeps_its_key() {
     assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
     assert_eq!(replayed.json()["status"], "succeeded");
     assert_eq!(mock.hits(), 1, "the downstream was called once");
-    assert_eq!(s.runs_of("slow").len(), 1);
+    assert_eq!(s.runs_of("slow").await.len(), 1);
 }
 
 /// An in-progress record whose owner died (a crash) blocks the key until its lease passes,
@@ -230,7 +230,7 @@ async fn a_dead_owners_lease_is_taken_over() {
             lease_until: now + lease_ms,
         },
     };
-    s.store.api_begin(&record, now).unwrap();
+    s.store.api_begin(&record, now).await.unwrap();
     start_run(&s, "wf1", Some("K-12"), body)
         .await
         .problem(409, "idempotency_in_progress");
@@ -244,7 +244,7 @@ async fn a_dead_owners_lease_is_taken_over() {
     assert_eq!(a.header("idempotent-replayed"), None);
     let b = start_run(&s, "wf1", Some("K-12"), body).await;
     assert_eq!(b.header("idempotent-replayed"), Some("true"));
-    assert_eq!(s.runs_of("wf1").len(), 1);
+    assert_eq!(s.runs_of("wf1").await.len(), 1);
 }
 
 /// API keys live 24 h: at 24 h - 1 s the request replays, at 24 h + 1 s it is new.
@@ -267,7 +267,7 @@ async fn api_key_window_is_24h() {
     assert_eq!(b.status.as_u16(), 200);
     assert_eq!(b.header("idempotent-replayed"), None);
     assert_ne!(b.json()["id"], r, "24 h + 1 s is a new request");
-    assert_eq!(s.runs_of("wf1").len(), 2);
+    assert_eq!(s.runs_of("wf1").await.len(), 2);
 }
 
 /// Every invalid key form → 400 `invalid_idempotency_key`, no run; the quoted form is accepted
@@ -308,13 +308,13 @@ async fn api_invalid_keys() {
         assert_eq!(a.status.as_u16(), 400, "{what}: {}", a.text);
         a.problem(400, "invalid_idempotency_key");
     }
-    assert_eq!(s.runs_of("wf1").len(), 0);
+    assert_eq!(s.runs_of("wf1").await.len(), 0);
     let q = start_run(&s, "wf1", Some(r#""key-q""#), body).await;
     assert_eq!(q.status.as_u16(), 200);
     assert_eq!(q.json()["idempotency_key"], "key-q");
     let bare = start_run(&s, "wf1", Some("key-q"), body).await;
     assert_eq!(bare.header("idempotent-replayed"), Some("true"));
-    assert_eq!(s.runs_of("wf1").len(), 1);
+    assert_eq!(s.runs_of("wf1").await.len(), 1);
 }
 
 /// Keys are scoped to the API token: after the token changes, the same key is a new request.
@@ -384,7 +384,7 @@ async fn respond_async_queues_the_run() {
     assert_eq!(again.status.as_u16(), 202);
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
     assert_eq!(again.text, a.text);
-    assert_eq!(s.runs_of("wf1").len(), 1);
+    assert_eq!(s.runs_of("wf1").await.len(), 1);
 }
 
 /// Management routes need the bearer token: missing or wrong → 401 problem+json, on every
@@ -432,7 +432,7 @@ async fn auth_is_required_on_management_routes() {
             .await;
         not_bearer.problem(401, "unauthorized");
     }
-    assert_eq!(s.runs_of("wf1").len(), 0, "nothing ran unauthorised");
+    assert_eq!(s.runs_of("wf1").await.len(), 0, "nothing ran unauthorised");
     assert!(
         s.workflows_dir.path().join("wf1.json").exists(),
         "nothing deleted"
@@ -465,7 +465,7 @@ async fn api_body_limit_and_bad_bodies() {
     start_run(&s, "nope", None, "{}")
         .await
         .problem(404, "workflow_not_found");
-    assert_eq!(s.runs_of("wf1").len(), 0);
+    assert_eq!(s.runs_of("wf1").await.len(), 0);
     // The refused request did not burn the key.
     let ok = start_run(&s, "wf1", Some("big"), r#"{"input":{}}"#).await;
     assert_eq!(ok.status.as_u16(), 200, "{}", ok.text);

@@ -73,7 +73,11 @@ async fn c1_twenty_concurrent_copies_make_one_run() {
     assert_eq!(accepted_ids.len(), 1, "exactly one copy is accepted");
     assert_eq!(duplicates.len(), 19);
     assert!(duplicates.iter().all(|d| *d == accepted_ids[0]));
-    assert_eq!(s.runs_of("wf1"), accepted_ids, "exactly one run exists");
+    assert_eq!(
+        s.runs_of("wf1").await,
+        accepted_ids,
+        "exactly one run exists"
+    );
     let run = s.wait_final(&accepted_ids[0]).await;
     assert_eq!(run.status, RunStatus::Succeeded);
     assert_eq!(run.trigger, Trigger::Webhook);
@@ -99,20 +103,27 @@ async fn c2_queuing_fails_then_the_retry_is_accepted() {
         .parse()
         .expect("Retry-After in seconds");
     assert!(retry_after >= 1);
-    assert!(s.runs_of("wf1").is_empty(), "no run after the failure");
+    assert!(
+        s.runs_of("wf1").await.is_empty(),
+        "no run after the failure"
+    );
     let now = s.clock.now_ms();
     assert!(
-        s.store.get_claim("wf1", "evt-4", now).unwrap().is_none(),
+        s.store
+            .get_claim("wf1", "evt-4", now)
+            .await
+            .unwrap()
+            .is_none(),
         "no key stays claimed"
     );
 
     let second = s.hook("wf1", Some("evt-4"), &body).await;
     let id = accepted(&second);
-    assert_eq!(s.runs_with_key("wf1", "evt-4"), vec![id.clone()]);
+    assert_eq!(s.runs_with_key("wf1", "evt-4").await, vec![id.clone()]);
     assert_eq!(s.wait_final(&id).await.status, RunStatus::Succeeded);
     // And it is now a duplicate.
     assert_eq!(duplicate_of(&s.hook("wf1", Some("evt-4"), &body).await), id);
-    assert_eq!(s.runs_of("wf1").len(), 1);
+    assert_eq!(s.runs_of("wf1").await.len(), 1);
     // The failed try and the retry; the repeat took the read-only duplicate path.
     assert_eq!(fault.claim_calls.load(Ordering::SeqCst), 2);
 }
@@ -131,11 +142,16 @@ async fn c2_flush_failure_after_the_claim_releases_it() {
     first.problem(503, "unavailable");
     assert!(first.header("retry-after").is_some());
     let now = s.clock.now_ms();
-    assert!(s.store.get_claim("wf1", "evt-5", now).unwrap().is_none());
-    assert!(s.runs_of("wf1").is_empty());
+    assert!(s
+        .store
+        .get_claim("wf1", "evt-5", now)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(s.runs_of("wf1").await.is_empty());
 
     let id = accepted(&s.hook("wf1", Some("evt-5"), &body).await);
-    assert_eq!(s.runs_with_key("wf1", "evt-5"), vec![id.clone()]);
+    assert_eq!(s.runs_with_key("wf1", "evt-5").await, vec![id.clone()]);
     assert_eq!(s.wait_final(&id).await.status, RunStatus::Succeeded);
 }
 
@@ -178,10 +194,11 @@ async fn a_sender_that_disconnects_mid_claim_still_gets_its_run() {
     let runs = {
         let mut runs = Vec::new();
         for _ in 0..500 {
-            runs = s.runs_with_key("wf1", "evt-d1");
+            runs = s.runs_with_key("wf1", "evt-d1").await;
             if runs.len() == 1
                 && s.store
                     .get_run(&runs[0])
+                    .await
                     .unwrap()
                     .unwrap()
                     .status
@@ -262,15 +279,16 @@ async fn c2_variant_over_limit_then_normal() {
     let a = s.hook("wf1", Some("evt-6"), &big).await;
     let doc = a.problem(413, "payload_too_large");
     assert!(doc["detail"].as_str().unwrap().contains("1048576"));
-    assert!(s.runs_of("wf1").is_empty());
+    assert!(s.runs_of("wf1").await.is_empty());
     assert!(s
         .store
         .get_claim("wf1", "evt-6", s.clock.now_ms())
+        .await
         .unwrap()
         .is_none());
 
     let id = accepted(&s.hook("wf1", Some("evt-6"), &invoice_paid()).await);
-    assert_eq!(s.runs_of("wf1"), vec![id]);
+    assert_eq!(s.runs_of("wf1").await, vec![id]);
 }
 
 /// The window is measured from the first claim: a repeat at 24 h − 1 s is a duplicate, one at
@@ -304,7 +322,7 @@ async fn dedupe_window_is_24h_from_the_first_claim() {
         duplicate_of(&s.hook("wf1", Some("evt-w"), &body).await),
         second
     );
-    let mut runs = s.runs_with_key("wf1", "evt-w");
+    let mut runs = s.runs_with_key("wf1", "evt-w").await;
     runs.sort();
     let mut expected = vec![first, second];
     expected.sort();
@@ -369,7 +387,10 @@ async fn invalid_keys_are_refused_and_quoted_keys_accepted() {
         assert_eq!(a.status.as_u16(), 400, "{what}: {}", a.text);
         a.problem(400, "invalid_idempotency_key");
     }
-    assert!(s.runs_of("wf1").is_empty(), "no invalid key started a run");
+    assert!(
+        s.runs_of("wf1").await.is_empty(),
+        "no invalid key started a run"
+    );
 
     // 255 characters is the longest key.
     let max = "k".repeat(255);
@@ -420,8 +441,8 @@ async fn event_id_header_is_a_key() {
         .await,
     );
     assert_ne!(other, id);
-    assert_eq!(s.runs_with_key("wf1", "evt-e1"), vec![id]);
-    assert_eq!(s.runs_with_key("wf1", "idem-1"), vec![other]);
+    assert_eq!(s.runs_with_key("wf1", "evt-e1").await, vec![id]);
+    assert_eq!(s.runs_with_key("wf1", "idem-1").await, vec![other]);
 }
 
 /// The trigger's `dedupe_key` template over the body is the key when no header comes; a body
@@ -446,10 +467,10 @@ async fn dedupe_key_template_is_a_key_and_a_missing_field_is_400() {
     assert_eq!(duplicate_of(&s.hook("stripe", None, &pretty).await), id);
     let other = accepted(&s.hook("stripe", None, &second).await);
     assert_ne!(other, id);
-    assert_eq!(s.runs_with_key("stripe", &event_id), vec![id]);
+    assert_eq!(s.runs_with_key("stripe", &event_id).await, vec![id]);
 
     // No `id` in the body: 400, and no run.
-    let before = s.runs_of("stripe").len();
+    let before = s.runs_of("stripe").await.len();
     let a = s.hook("stripe", None, br#"{"type":"invoice.paid"}"#).await;
     let doc = a.problem(400, "invalid_idempotency_key");
     assert!(
@@ -463,7 +484,7 @@ async fn dedupe_key_template_is_a_key_and_a_missing_field_is_400() {
     s.hook("stripe", None, br#"{"id":null}"#)
         .await
         .problem(400, "invalid_idempotency_key");
-    assert_eq!(s.runs_of("stripe").len(), before);
+    assert_eq!(s.runs_of("stripe").await.len(), before);
     // A header still wins over the template.
     accepted(&s.hook("stripe", Some("hdr-1"), br#"{"type":"x"}"#).await);
 }
@@ -520,10 +541,11 @@ async fn hmac_signatures() {
         assert_eq!(a.status.as_u16(), 401, "{what}: {}", a.text);
         a.problem(401, "invalid_signature");
     }
-    assert!(s.runs_of("signed").is_empty());
+    assert!(s.runs_of("signed").await.is_empty());
     assert!(s
         .store
         .get_claim("signed", "evt-s1", s.clock.now_ms())
+        .await
         .unwrap()
         .is_none());
     // Good, including at the edge of the tolerance and with a rotated secret listed second.
@@ -541,7 +563,7 @@ async fn hmac_signatures() {
         id
     );
     send(None, body).await.problem(401, "invalid_signature");
-    assert_eq!(s.runs_with_key("signed", "evt-s1"), vec![id]);
+    assert_eq!(s.runs_with_key("signed", "evt-s1").await, vec![id]);
 }
 
 /// Unknown workflow → 404; a body that is not JSON → 400; both problem+json, no run.
@@ -554,7 +576,7 @@ async fn unknown_workflow_and_bad_json() {
     s.hook("wf1", Some("k1"), b"{not json")
         .await
         .problem(400, "invalid_json");
-    assert!(s.runs_of("wf1").is_empty());
+    assert!(s.runs_of("wf1").await.is_empty());
     // The key was not burnt by the bad body.
     accepted(&s.hook("wf1", Some("k1"), b"{}").await);
 }

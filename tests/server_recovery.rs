@@ -38,10 +38,10 @@ async fn running_becomes_interrupted_and_queued_executes() {
             &gone,
             RunRequest::new(json!({}), Trigger::Webhook, Mode::Live),
         );
-        store.put_run(&running).unwrap();
-        store.put_run(&queued).unwrap();
-        store.put_run(&orphan).unwrap();
-        store.flush().unwrap();
+        store.put_run(&running).await.unwrap();
+        store.put_run(&queued).await.unwrap();
+        store.put_run(&orphan).await.unwrap();
+        store.flush().await.unwrap();
         (running.id, queued.id, orphan.id)
     };
 
@@ -51,7 +51,7 @@ async fn running_becomes_interrupted_and_queued_executes() {
         .workflow(hook_workflow("wf1", json!({})))
         .start()
         .await;
-    let interrupted = s.store.get_run(&running_id).unwrap().unwrap();
+    let interrupted = s.store.get_run(&running_id).await.unwrap().unwrap();
     assert_eq!(interrupted.status, RunStatus::Interrupted);
     assert_eq!(interrupted.error.as_ref().unwrap().code, "interrupted");
     assert!(interrupted.finished_at.is_some());
@@ -127,7 +127,7 @@ async fn claims_and_keys_survive_a_restart() {
     let d = s.hook("wf1", Some("evt-keep"), b"{}").await;
     assert_eq!(d.status.as_u16(), 200);
     assert_eq!(d.json()["run_id"], id.as_str());
-    assert_eq!(s.runs_with_key("wf1", "evt-keep"), vec![id]);
+    assert_eq!(s.runs_with_key("wf1", "evt-keep").await, vec![id]);
     let again = s
         .api(
             Method::POST,
@@ -242,11 +242,13 @@ async fn a_pure_run_is_committed_once_at_its_end() {
     let ids = fault
         .inner
         .run_ids_with_status(RunStatus::Succeeded)
+        .await
         .unwrap();
     assert_eq!(ids.len(), 1, "the held commit is the final state");
     assert!(fault
         .inner
         .run_ids_with_status(RunStatus::Running)
+        .await
         .unwrap()
         .is_empty());
     fault.hold_flushes.store(false, Ordering::SeqCst);

@@ -120,7 +120,7 @@ async fn resume_from_the_failed_step_executes_nothing_before_it() {
     let id = failed["id"].as_str().unwrap();
 
     // The preview says what the resume will do, and stores nothing.
-    let runs_before = w.s.runs_of("wf").len();
+    let runs_before = w.s.runs_of("wf").await.len();
     let (status, preview) = post(&w.s, &format!("/runs/{id}/resume/preview"), json!({})).await;
     assert_eq!(status, 200, "{preview}");
     assert_eq!(preview["from_step"], "create");
@@ -136,7 +136,7 @@ async fn resume_from_the_failed_step_executes_nothing_before_it() {
     assert_eq!(calls[0]["repeat_safe"], true);
     assert_eq!(preview["run"]["mode"], "dry");
     assert_eq!(
-        w.s.runs_of("wf").len(),
+        w.s.runs_of("wf").await.len(),
         runs_before,
         "a preview is not history"
     );
@@ -237,7 +237,7 @@ async fn resume_from_a_chosen_step() {
         assert!(p["detail"].as_str().unwrap().contains(why), "{from}: {p}");
     }
     assert_eq!(
-        w.s.runs_of("wf").len(),
+        w.s.runs_of("wf").await.len(),
         1,
         "a refused resume creates no run"
     );
@@ -337,7 +337,7 @@ async fn replay_with_edited_input() {
         .expect("the create call");
     assert_eq!(create["idempotency_key"], "deal-INV-5");
     assert_eq!(create["again"], true, "the original sent it");
-    assert_eq!(w.s.runs_of("wf").len(), 1);
+    assert_eq!(w.s.runs_of("wf").await.len(), 1);
 
     let (status, replay) = post(
         &w.s,
@@ -384,7 +384,7 @@ async fn a_replay_stopped_by_the_lineages_own_claim_is_flagged_and_resume_is_off
     assert_eq!(warning["step"], "seen");
     assert!(warning["message"].as_str().unwrap().contains(id));
     assert_eq!(step(&preview["run"], "route")["ports"], json!(["skip"]));
-    assert_eq!(w.s.runs_of("wf").len(), 1, "a preview is not history");
+    assert_eq!(w.s.runs_of("wf").await.len(), 1, "a preview is not history");
 
     // The resume goes through: its claim step is the lineage's own.
     let (status, resumed) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;

@@ -560,7 +560,12 @@ async fn run_stats() {
 async fn memory_browse_and_delete() {
     let s = server().await;
     let now = s.clock.now_ms();
-    let w = |k: &str, ttl: Option<u64>| {
+    for (k, ttl) in [
+        ("inv:1", None),
+        ("inv:2", Some(1000)),
+        ("inv:3", None),
+        ("other", None),
+    ] {
         s.store
             .write(
                 "invoices",
@@ -573,12 +578,9 @@ async fn memory_browse_and_delete() {
                 },
                 now,
             )
+            .await
             .unwrap();
-    };
-    w("inv:1", None);
-    w("inv:2", Some(1000));
-    w("inv:3", None);
-    w("other", None);
+    }
 
     let ns = s.get_json("/memory").await;
     assert_eq!(ns["namespaces"], json!(["invoices"]));

@@ -4,7 +4,9 @@
 //! Time is passed explicitly (`now_ms`); nothing sleeps.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
+
+use tokio::sync::Barrier;
 
 use fluxo::store::{
     InMemoryStore, MemoryEntry, MemoryStore, SledConfig, SledStore, Store, WriteOptions,
@@ -37,9 +39,12 @@ fn opts(allow_overwrite: bool, ttl_ms: Option<u64>) -> WriteOptions<'static> {
 // C4: a claim with a TTL expires by itself and can be claimed again
 // ---------------------------------------------------------------------------------------------
 
-fn case_c4(store: &dyn MemoryStore) {
+async fn case_c4(store: &dyn MemoryStore) {
     let claim = opts(false, Some(2_000));
-    let w = store.write("inv", "INV-1", &json!("a"), claim, T0).unwrap();
+    let w = store
+        .write("inv", "INV-1", &json!("a"), claim, T0)
+        .await
+        .unwrap();
     assert_eq!(
         w,
         WriteResult::Written {
@@ -49,6 +54,7 @@ fn case_c4(store: &dyn MemoryStore) {
 
     match store
         .write("inv", "INV-1", &json!("b"), claim, T0 + 1_000)
+        .await
         .unwrap()
     {
         WriteResult::Exists { existing } => {
@@ -61,6 +67,7 @@ fn case_c4(store: &dyn MemoryStore) {
     assert_eq!(
         store
             .read("inv", "INV-1", T0 + 1_000)
+            .await
             .unwrap()
             .unwrap()
             .value,
@@ -69,11 +76,12 @@ fn case_c4(store: &dyn MemoryStore) {
     );
 
     // No sweeper has run: the expired entry is still stored but reads as absent.
-    assert_eq!(store.read("inv", "INV-1", T0 + 3_000).unwrap(), None);
-    assert_eq!(store.namespaces().unwrap(), vec!["inv".to_string()]);
+    assert_eq!(store.read("inv", "INV-1", T0 + 3_000).await.unwrap(), None);
+    assert_eq!(store.namespaces().await.unwrap(), vec!["inv".to_string()]);
 
     let w = store
         .write("inv", "INV-1", &json!("c"), claim, T0 + 3_000)
+        .await
         .unwrap();
     assert_eq!(
         w,
@@ -81,7 +89,11 @@ fn case_c4(store: &dyn MemoryStore) {
             expires_at: Some(T0 + 5_000)
         }
     );
-    let e = store.read("inv", "INV-1", T0 + 3_000).unwrap().unwrap();
+    let e = store
+        .read("inv", "INV-1", T0 + 3_000)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(e.value, json!("c"));
     assert_eq!(e.written_at, T0 + 3_000);
     assert_eq!(
@@ -91,47 +103,58 @@ fn case_c4(store: &dyn MemoryStore) {
     );
 
     // The old expiry must not take the new entry with it.
-    assert_eq!(store.sweep_expired(T0 + 4_000, 100).unwrap(), 0);
-    assert!(store.read("inv", "INV-1", T0 + 4_000).unwrap().is_some());
-    assert_eq!(store.sweep_expired(T0 + 5_000, 100).unwrap(), 1);
-    assert_eq!(store.namespaces().unwrap(), Vec::<String>::new());
+    assert_eq!(store.sweep_expired(T0 + 4_000, 100).await.unwrap(), 0);
+    assert!(store
+        .read("inv", "INV-1", T0 + 4_000)
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(store.sweep_expired(T0 + 5_000, 100).await.unwrap(), 1);
+    assert_eq!(store.namespaces().await.unwrap(), Vec::<String>::new());
 }
 
-#[test]
-fn c4_claim_expires_and_is_reclaimed_in_memory() {
-    case_c4(&InMemoryStore::new());
+#[tokio::test]
+async fn c4_claim_expires_and_is_reclaimed_in_memory() {
+    case_c4(&InMemoryStore::new()).await;
 }
 
-#[test]
-fn c4_claim_expires_and_is_reclaimed_sled() {
+#[tokio::test]
+async fn c4_claim_expires_and_is_reclaimed_sled() {
     let (store, _dir) = sled_store();
-    case_c4(&store);
+    case_c4(&store).await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Other Memory operations, both backends
 // ---------------------------------------------------------------------------------------------
 
-fn case_list_delete_namespaces(store: &dyn MemoryStore) {
+async fn case_list_delete_namespaces(store: &dyn MemoryStore) {
     let keep = opts(true, None);
     for k in ["order:1", "order:2", "order:3", "other"] {
-        store.write("shop", k, &json!(k), keep, T0).unwrap();
+        store.write("shop", k, &json!(k), keep, T0).await.unwrap();
     }
     store
         .write("shop", "order:4", &json!(4), opts(true, Some(10)), T0)
+        .await
         .unwrap();
-    store.write("a", "x", &json!(1), keep, T0).unwrap();
+    store.write("a", "x", &json!(1), keep, T0).await.unwrap();
     store
         .write("shop2", "order:1", &json!(1), keep, T0)
+        .await
         .unwrap();
 
     let keys = |v: Vec<MemoryEntry>| v.into_iter().map(|e| e.key).collect::<Vec<_>>();
     assert_eq!(
-        keys(store.list("shop", "order:", None, 10, T0).unwrap()),
+        keys(store.list("shop", "order:", None, 10, T0).await.unwrap()),
         ["order:1", "order:2", "order:3", "order:4"]
     );
     assert_eq!(
-        keys(store.list("shop", "order:", None, 10, T0 + 10).unwrap()),
+        keys(
+            store
+                .list("shop", "order:", None, 10, T0 + 10)
+                .await
+                .unwrap()
+        ),
         ["order:1", "order:2", "order:3"],
         "expired entries are not listed"
     );
@@ -139,6 +162,7 @@ fn case_list_delete_namespaces(store: &dyn MemoryStore) {
         keys(
             store
                 .list("shop", "order:", Some("order:1"), 1, T0)
+                .await
                 .unwrap()
         ),
         ["order:2"]
@@ -147,21 +171,22 @@ fn case_list_delete_namespaces(store: &dyn MemoryStore) {
         keys(
             store
                 .list("shop", "", Some("order:3"), 10, T0 + 10)
+                .await
                 .unwrap()
         ),
         ["other"]
     );
-    assert_eq!(store.namespaces().unwrap(), ["a", "shop", "shop2"]);
+    assert_eq!(store.namespaces().await.unwrap(), ["a", "shop", "shop2"]);
 
-    assert!(store.delete("shop", "order:1", T0).unwrap());
-    assert!(!store.delete("shop", "order:1", T0).unwrap());
+    assert!(store.delete("shop", "order:1", T0).await.unwrap());
+    assert!(!store.delete("shop", "order:1", T0).await.unwrap());
     assert!(
-        !store.delete("shop", "order:4", T0 + 10).unwrap(),
+        !store.delete("shop", "order:4", T0 + 10).await.unwrap(),
         "an expired entry is not a live one"
     );
-    assert_eq!(store.read("shop", "order:1", T0).unwrap(), None);
-    assert!(store.delete("a", "x", T0).unwrap());
-    assert_eq!(store.namespaces().unwrap(), ["shop", "shop2"]);
+    assert_eq!(store.read("shop", "order:1", T0).await.unwrap(), None);
+    assert!(store.delete("a", "x", T0).await.unwrap());
+    assert_eq!(store.namespaces().await.unwrap(), ["shop", "shop2"]);
 
     // Refused inputs are the caller's, not a store failure: not transient, nothing written.
     for (ns, key) in [
@@ -172,6 +197,7 @@ fn case_list_delete_namespaces(store: &dyn MemoryStore) {
     ] {
         let e = store
             .write(ns, &key, &json!(1), keep, T0)
+            .await
             .expect_err("refused");
         assert!(
             matches!(e, fluxo::store::StoreError::Invalid(_)) && !e.is_transient(),
@@ -180,26 +206,29 @@ fn case_list_delete_namespaces(store: &dyn MemoryStore) {
     }
     assert!(
         matches!(
-            store.read("bad\0ns", "k", T0),
+            store.read("bad\0ns", "k", T0).await,
             Err(fluxo::store::StoreError::Invalid(_))
         ),
         "a NUL byte in a namespace is refused on reads too"
     );
     let at_limit = "k".repeat(fluxo::store::MAX_MEMORY_KEY_BYTES);
-    store.write("shop", &at_limit, &json!(1), keep, T0).unwrap();
-    assert!(store.delete("shop", &at_limit, T0).unwrap());
-    assert_eq!(store.namespaces().unwrap(), ["shop", "shop2"]);
+    store
+        .write("shop", &at_limit, &json!(1), keep, T0)
+        .await
+        .unwrap();
+    assert!(store.delete("shop", &at_limit, T0).await.unwrap());
+    assert_eq!(store.namespaces().await.unwrap(), ["shop", "shop2"]);
 }
 
-#[test]
-fn list_delete_namespaces_in_memory() {
-    case_list_delete_namespaces(&InMemoryStore::new());
+#[tokio::test]
+async fn list_delete_namespaces_in_memory() {
+    case_list_delete_namespaces(&InMemoryStore::new()).await;
 }
 
-#[test]
-fn list_delete_namespaces_sled() {
+#[tokio::test]
+async fn list_delete_namespaces_sled() {
     let (store, _dir) = sled_store();
-    case_list_delete_namespaces(&store);
+    case_list_delete_namespaces(&store).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -209,19 +238,20 @@ fn list_delete_namespaces_sled() {
 const WRITERS: usize = 64;
 const TRIALS: usize = 50;
 
-fn contended_claims(store: Arc<dyn Store>) {
+async fn contended_claims(store: Arc<dyn Store>) {
     let barrier = Arc::new(Barrier::new(WRITERS));
     let handles: Vec<_> = (0..WRITERS)
         .map(|w| {
             let store = store.clone();
             let barrier = barrier.clone();
-            std::thread::spawn(move || {
+            tokio::spawn(async move {
                 let mut won = Vec::new();
                 for trial in 0..TRIALS {
-                    barrier.wait();
+                    barrier.wait().await;
                     let key = format!("evt-{trial}");
                     let r = store
                         .write("claims", &key, &json!(w), opts(false, Some(60_000)), T0)
+                        .await
                         .unwrap();
                     if matches!(r, WriteResult::Written { .. }) {
                         won.push(trial);
@@ -233,7 +263,7 @@ fn contended_claims(store: Arc<dyn Store>) {
         .collect();
     let mut winners = vec![0usize; TRIALS];
     for h in handles {
-        for trial in h.join().unwrap() {
+        for trial in h.await.unwrap() {
             winners[trial] += 1;
         }
     }
@@ -241,51 +271,55 @@ fn contended_claims(store: Arc<dyn Store>) {
     for trial in 0..TRIALS {
         assert!(store
             .read("claims", &format!("evt-{trial}"), T0)
+            .await
             .unwrap()
             .is_some());
     }
 }
 
-#[test]
-fn sixty_four_concurrent_claims_one_winner_sled() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_concurrent_claims_one_winner_sled() {
     let (store, _dir) = sled_store();
-    contended_claims(Arc::new(store));
+    contended_claims(Arc::new(store)).await;
 }
 
-#[test]
-fn sixty_four_concurrent_claims_one_winner_in_memory() {
-    contended_claims(Arc::new(InMemoryStore::new()));
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_concurrent_claims_one_winner_in_memory() {
+    contended_claims(Arc::new(InMemoryStore::new())).await;
 }
 
 /// Expired entries are claimable again, by exactly one of many contenders.
-#[test]
-fn contended_reclaim_of_expired_entry_sled() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contended_reclaim_of_expired_entry_sled() {
     let (store, _dir) = sled_store();
     let store: Arc<dyn Store> = Arc::new(store);
     for trial in 0..10 {
         let key = format!("k{trial}");
         store
             .write("ns", &key, &json!("old"), opts(false, Some(5)), T0)
+            .await
             .unwrap();
         let barrier = Arc::new(Barrier::new(16));
-        let wins: usize = (0..16)
+        let tasks: Vec<_> = (0..16)
             .map(|w| {
                 let (store, barrier, key) = (store.clone(), barrier.clone(), key.clone());
-                std::thread::spawn(move || {
-                    barrier.wait();
+                tokio::spawn(async move {
+                    barrier.wait().await;
                     let r = store
                         .write("ns", &key, &json!(w), opts(false, Some(5)), T0 + 5)
+                        .await
                         .unwrap();
                     usize::from(matches!(r, WriteResult::Written { .. }))
                 })
             })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .sum();
+            .collect();
+        let mut wins = 0;
+        for t in tasks {
+            wins += t.await.unwrap();
+        }
         assert_eq!(wins, 1);
         assert_ne!(
-            store.read("ns", &key, T0 + 5).unwrap().unwrap().value,
+            store.read("ns", &key, T0 + 5).await.unwrap().unwrap().value,
             json!("old")
         );
     }
@@ -468,18 +502,7 @@ impl Model {
     }
 }
 
-fn apply(store: &dyn MemoryStore, op: &Op, now: i64) -> Answer {
-    let w = |ns: &str, key: &str, value: u8, allow_overwrite, ttl_ms| {
-        store
-            .write(
-                ns,
-                key,
-                &Value::from(value),
-                opts(allow_overwrite, ttl_ms),
-                now,
-            )
-            .unwrap()
-    };
+async fn apply(store: &dyn MemoryStore, op: &Op, now: i64) -> Answer {
     match op {
         Op::Write {
             ns,
@@ -487,17 +510,28 @@ fn apply(store: &dyn MemoryStore, op: &Op, now: i64) -> Answer {
             value,
             allow_overwrite,
             ttl_ms,
-        } => Answer::Write(w(ns, key, *value, *allow_overwrite, *ttl_ms)),
-        Op::Read { ns, key } => Answer::Read(store.read(ns, key, now).unwrap()),
-        Op::Delete { ns, key } => Answer::Delete(store.delete(ns, key, now).unwrap()),
+        } => Answer::Write(
+            store
+                .write(
+                    ns,
+                    key,
+                    &Value::from(*value),
+                    opts(*allow_overwrite, *ttl_ms),
+                    now,
+                )
+                .await
+                .unwrap(),
+        ),
+        Op::Read { ns, key } => Answer::Read(store.read(ns, key, now).await.unwrap()),
+        Op::Delete { ns, key } => Answer::Delete(store.delete(ns, key, now).await.unwrap()),
         Op::List {
             ns,
             prefix,
             after,
             limit,
-        } => Answer::List(store.list(ns, prefix, *after, *limit, now).unwrap()),
-        Op::Namespaces => Answer::Namespaces(store.namespaces().unwrap()),
-        Op::Sweep(max) => Answer::Sweep(store.sweep_expired(now, *max).unwrap()),
+        } => Answer::List(store.list(ns, prefix, *after, *limit, now).await.unwrap()),
+        Op::Namespaces => Answer::Namespaces(store.namespaces().await.unwrap()),
+        Op::Sweep(max) => Answer::Sweep(store.sweep_expired(now, *max).await.unwrap()),
         Op::Advance(_) => Answer::None,
     }
 }
@@ -507,6 +541,7 @@ proptest! {
 
     #[test]
     fn both_backends_match_the_model(ops in proptest::collection::vec(op(), 1..60)) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mem = InMemoryStore::new();
         let (sled, _dir) = sled_store();
         let mut model = Model::default();
@@ -517,16 +552,16 @@ proptest! {
                 continue;
             }
             let expected = model.apply(op, now);
-            prop_assert_eq!(&apply(&mem, op, now), &expected, "in-memory, op #{}: {:?}", i, op);
-            prop_assert_eq!(&apply(&sled, op, now), &expected, "sled, op #{}: {:?}", i, op);
+            prop_assert_eq!(&rt.block_on(apply(&mem, op, now)), &expected, "in-memory, op #{}: {:?}", i, op);
+            prop_assert_eq!(&rt.block_on(apply(&sled, op, now)), &expected, "sled, op #{}: {:?}", i, op);
         }
         // Whatever happened, a full sweep leaves exactly the live entries.
         let far = now + 10_000;
-        let left = mem.sweep_expired(far, usize::MAX).unwrap();
-        prop_assert_eq!(sled.sweep_expired(far, usize::MAX).unwrap(), left);
+        let left = rt.block_on(mem.sweep_expired(far, usize::MAX)).unwrap();
+        prop_assert_eq!(rt.block_on(sled.sweep_expired(far, usize::MAX)).unwrap(), left);
         let everything = Op::List { ns: "a", prefix: "", after: None, limit: 100 };
-        prop_assert_eq!(apply(&mem, &everything, far), apply(&sled, &everything, far));
-        prop_assert_eq!(mem.namespaces().unwrap(), sled.namespaces().unwrap());
+        prop_assert_eq!(rt.block_on(apply(&mem, &everything, far)), rt.block_on(apply(&sled, &everything, far)));
+        prop_assert_eq!(rt.block_on(mem.namespaces()).unwrap(), rt.block_on(sled.namespaces()).unwrap());
     }
 }
 
@@ -534,7 +569,7 @@ proptest! {
 // Sweeper
 // ---------------------------------------------------------------------------------------------
 
-fn case_sweep_once(store: &dyn Store) {
+async fn case_sweep_once(store: &dyn Store) {
     for i in 0..2_500 {
         store
             .write(
@@ -544,27 +579,29 @@ fn case_sweep_once(store: &dyn Store) {
                 opts(true, Some(1_000)),
                 T0,
             )
+            .await
             .unwrap();
     }
     store
         .write("bulk", "forever", &json!(0), opts(true, None), T0)
+        .await
         .unwrap();
-    let early = fluxo::store::sweep_once(store, T0 + 999).unwrap();
+    let early = fluxo::store::sweep_once(store, T0 + 999).await.unwrap();
     assert_eq!(early, fluxo::store::SweepReport::default());
-    let report = fluxo::store::sweep_once(store, T0 + 1_000).unwrap();
+    let report = fluxo::store::sweep_once(store, T0 + 1_000).await.unwrap();
     assert_eq!(report.memory, 2_500, "several batches in one pass");
-    assert_eq!(store.list("bulk", "", None, 10, T0).unwrap().len(), 1);
+    assert_eq!(store.list("bulk", "", None, 10, T0).await.unwrap().len(), 1);
 }
 
-#[test]
-fn sweep_once_removes_every_due_entry_in_memory() {
-    case_sweep_once(&InMemoryStore::new());
+#[tokio::test]
+async fn sweep_once_removes_every_due_entry_in_memory() {
+    case_sweep_once(&InMemoryStore::new()).await;
 }
 
-#[test]
-fn sweep_once_removes_every_due_entry_sled() {
+#[tokio::test]
+async fn sweep_once_removes_every_due_entry_sled() {
     let (store, _dir) = sled_store();
-    case_sweep_once(&store);
+    case_sweep_once(&store).await;
 }
 
 #[tokio::test]
@@ -573,19 +610,24 @@ async fn spawned_sweeper_runs_a_first_pass_at_once() {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     store
         .write("ns", "gone", &json!(1), opts(true, Some(5)), T0)
+        .await
         .unwrap();
     store
         .write("ns", "kept", &json!(1), opts(true, Some(60_000)), T0)
+        .await
         .unwrap();
     let handle =
         fluxo::store::spawn_sweeper(store.clone(), clock, std::time::Duration::from_secs(3_600));
     // The first pass is immediate; wait for it (bounded), then stop the task.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while store.list("ns", "", None, 10, T0).unwrap().len() != 1 {
+    while store.list("ns", "", None, 10, T0).await.unwrap().len() != 1 {
         assert!(std::time::Instant::now() < deadline, "sweeper did not run");
         tokio::task::yield_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     handle.abort();
-    assert_eq!(store.list("ns", "", None, 10, T0).unwrap()[0].key, "kept");
+    assert_eq!(
+        store.list("ns", "", None, 10, T0).await.unwrap()[0].key,
+        "kept"
+    );
 }

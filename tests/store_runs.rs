@@ -4,7 +4,7 @@
 //! explicitly; nothing sleeps.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 use fluxo::run::{new_run_id, Mode, RunRecord, RunStatus, Timestamp, Trigger};
 use fluxo::store::{
@@ -28,11 +28,15 @@ fn sled_config(dir: &TempDir) -> SledConfig {
 }
 
 /// Runs `case` on a fresh in-memory store and a fresh sled store.
-fn on_both(case: impl Fn(&dyn Store)) {
-    case(&InMemoryStore::new());
+async fn on_both<F, Fut>(case: F)
+where
+    F: Fn(Arc<dyn Store>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    case(Arc::new(InMemoryStore::new())).await;
     let dir = tempfile::tempdir().unwrap();
     let sled = SledStore::open(&sled_config(&dir)).unwrap();
-    case(&sled);
+    case(Arc::new(sled)).await;
 }
 
 fn run(id: &str, workflow: &str, status: RunStatus, created: i64) -> RunRecord {
@@ -76,13 +80,13 @@ fn ids(runs: &[RunSummary]) -> Vec<String> {
 }
 
 /// Pages through `query` with `page` runs per page; checks paging invariants and returns all.
-fn all_pages(store: &dyn Store, query: &RunQuery, page: usize) -> Vec<RunSummary> {
+async fn all_pages(store: &dyn Store, query: &RunQuery, page: usize) -> Vec<RunSummary> {
     let mut q = query.clone();
     q.limit = page;
     q.cursor = None;
     let mut out: Vec<RunSummary> = Vec::new();
     for _ in 0..10_000 {
-        let p = store.list_runs(&q).unwrap();
+        let p = store.list_runs(&q).await.unwrap();
         assert!(p.runs.len() <= page);
         if p.next_cursor.is_some() {
             assert_eq!(p.runs.len(), page, "a page with a cursor is full");
@@ -100,39 +104,46 @@ fn all_pages(store: &dyn Store, query: &RunQuery, page: usize) -> Vec<RunSummary
 // Basic records and status transitions
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn put_get_roundtrip() {
-    on_both(|store| {
+#[tokio::test]
+async fn put_get_roundtrip() {
+    on_both(|store| async move {
+        let store = &*store;
         let mut r = run("r1", "wf", RunStatus::Queued, T0);
         r.idempotency_key = Some("evt_1".into());
         r.input = json!({"b": 2, "a": [1, {"z": null}]});
-        store.put_run(&r).unwrap();
-        assert_eq!(store.get_run("r1").unwrap(), Some(r.clone()));
-        assert_eq!(store.get_run("nope").unwrap(), None);
+        store.put_run(&r).await.unwrap();
+        assert_eq!(store.get_run("r1").await.unwrap(), Some(r.clone()));
+        assert_eq!(store.get_run("nope").await.unwrap(), None);
         r.warnings.push("replaced".into());
-        store.put_run(&r).unwrap();
-        assert_eq!(store.get_run("r1").unwrap(), Some(r));
+        store.put_run(&r).await.unwrap();
+        assert_eq!(store.get_run("r1").await.unwrap(), Some(r));
         let mut bad = run("r2", "wf\0x", RunStatus::Queued, T0);
-        assert!(store.put_run(&bad).is_err(), "NUL in workflow id refused");
+        assert!(
+            store.put_run(&bad).await.is_err(),
+            "NUL in workflow id refused"
+        );
         bad.workflow_id = "wf".into();
         bad.idempotency_key = Some("k\0".into());
-        assert!(store.put_run(&bad).is_err(), "NUL in key refused");
-    });
+        assert!(store.put_run(&bad).await.is_err(), "NUL in key refused");
+    })
+    .await;
 }
 
-#[test]
-fn status_transitions_keep_indexes_right() {
-    on_both(|store| {
+#[tokio::test]
+async fn status_transitions_keep_indexes_right() {
+    on_both(|store| async move {
+        let store = &*store;
         let mut r = run("r1", "wf", RunStatus::Queued, T0);
         r.idempotency_key = Some("evt".into());
-        store.put_run(&r).unwrap();
+        store.put_run(&r).await.unwrap();
         store
             .put_run(&run("other", "wf", RunStatus::Queued, T0 + 1))
+            .await
             .unwrap();
         for next in [RunStatus::Running, RunStatus::Succeeded] {
             r.status = next;
             r.finished_at = next.is_final().then_some(Timestamp(T0 + 50));
-            store.put_run(&r).unwrap();
+            store.put_run(&r).await.unwrap();
             for st in RunStatus::ALL {
                 let expected: Vec<String> = match (st == next, st == RunStatus::Queued) {
                     (true, _) => vec!["r1".into()],
@@ -146,9 +157,17 @@ fn status_transitions_keep_indexes_right() {
                         limit: 10,
                         ..Default::default()
                     };
-                    assert_eq!(ids(&store.list_runs(&q).unwrap().runs), expected, "{st}");
+                    assert_eq!(
+                        ids(&store.list_runs(&q).await.unwrap().runs),
+                        expected,
+                        "{st}"
+                    );
                 }
-                assert_eq!(store.run_ids_with_status(st).unwrap(), expected, "{st}");
+                assert_eq!(
+                    store.run_ids_with_status(st).await.unwrap(),
+                    expected,
+                    "{st}"
+                );
             }
             let by_key = store
                 .list_runs(&RunQuery {
@@ -156,10 +175,14 @@ fn status_transitions_keep_indexes_right() {
                     limit: 10,
                     ..Default::default()
                 })
+                .await
                 .unwrap();
             assert_eq!(ids(&by_key.runs), ["r1"]);
             assert_eq!(by_key.runs[0].status, next);
-            let stats = store.run_stats(Some("wf"), T0, T0 + 10, HOUR).unwrap();
+            let stats = store
+                .run_stats(Some("wf"), T0, T0 + 10, HOUR)
+                .await
+                .unwrap();
             assert_eq!(stats.len(), 1);
             let mut counts = BTreeMap::new();
             counts.insert(next.as_str().to_string(), 1);
@@ -169,22 +192,26 @@ fn status_transitions_keep_indexes_right() {
             }
             assert_eq!(stats[0].counts, counts);
         }
-    });
+    })
+    .await;
 }
 
-#[test]
-fn run_ids_with_status_oldest_first() {
-    on_both(|store| {
+#[tokio::test]
+async fn run_ids_with_status_oldest_first() {
+    on_both(|store| async move {
+        let store = &*store;
         for (i, created) in [T0 + 5, T0 + 1, T0 + 3].into_iter().enumerate() {
             store
                 .put_run(&run(&format!("r{i}"), "wf", RunStatus::Running, created))
+                .await
                 .unwrap();
         }
         assert_eq!(
-            store.run_ids_with_status(RunStatus::Running).unwrap(),
+            store.run_ids_with_status(RunStatus::Running).await.unwrap(),
             ["r1", "r2", "r0"]
         );
-    });
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,8 +267,8 @@ fn expected(runs: &[RunRecord], q: &RunQuery) -> Vec<String> {
     v.into_iter().map(|r| r.id.clone()).collect()
 }
 
-#[test]
-fn list_runs_every_filter_with_paging() {
+#[tokio::test]
+async fn list_runs_every_filter_with_paging() {
     let runs = fixture_runs();
     let some_id = runs[17].id.clone();
     let queries: Vec<RunQuery> = vec![
@@ -334,14 +361,16 @@ fn list_runs_every_filter_with_paging() {
             ..Default::default()
         },
     ];
-    on_both(|store| {
-        for r in &runs {
-            store.put_run(r).unwrap();
+    let (runs, queries) = (&runs, &queries);
+    on_both(|store| async move {
+        let store = &*store;
+        for r in runs {
+            store.put_run(r).await.unwrap();
         }
-        for q in &queries {
+        for q in queries {
             let want = expected(&runs, q);
             for page in [1, 7, 50, 500] {
-                let got = ids(&all_pages(store, q, page));
+                let got = ids(&all_pages(store, q, page).await);
                 assert_eq!(got, want, "query {q:?}, page size {page}");
             }
         }
@@ -351,15 +380,18 @@ fn list_runs_every_filter_with_paging() {
                 limit: 1,
                 ..Default::default()
             })
+            .await
             .unwrap();
         let newest = runs.iter().max_by_key(|r| (r.created_at, &r.id)).unwrap();
         assert_eq!(first.runs, vec![RunSummary::from(newest)]);
-    });
+    })
+    .await;
 }
 
-#[test]
-fn paging_is_stable_while_new_runs_arrive() {
-    on_both(|store| {
+#[tokio::test]
+async fn paging_is_stable_while_new_runs_arrive() {
+    on_both(|store| async move {
+        let store = &*store;
         for i in 0..30 {
             store
                 .put_run(&run(
@@ -368,13 +400,14 @@ fn paging_is_stable_while_new_runs_arrive() {
                     RunStatus::Succeeded,
                     T0 + i,
                 ))
+                .await
                 .unwrap();
         }
         let mut q = RunQuery {
             limit: 10,
             ..Default::default()
         };
-        let p1 = store.list_runs(&q).unwrap();
+        let p1 = store.list_runs(&q).await.unwrap();
         // Newer runs arrive between pages: they must not shift the next page.
         for i in 30..35 {
             store
@@ -384,28 +417,31 @@ fn paging_is_stable_while_new_runs_arrive() {
                     RunStatus::Succeeded,
                     T0 + i,
                 ))
+                .await
                 .unwrap();
         }
         q.cursor = p1.next_cursor.clone();
-        let p2 = store.list_runs(&q).unwrap();
+        let p2 = store.list_runs(&q).await.unwrap();
         let mut seen: Vec<String> = ids(&p1.runs);
         seen.extend(ids(&p2.runs));
         let want: Vec<String> = (10..30).rev().map(|i| format!("r{i:02}")).collect();
         assert_eq!(seen, want);
         // A bare run id is accepted as a cursor too; an unknown one gives an empty page.
         q.cursor = Some("r20".into());
-        assert_eq!(ids(&store.list_runs(&q).unwrap().runs)[0], "r19");
+        assert_eq!(ids(&store.list_runs(&q).await.unwrap().runs)[0], "r19");
         q.cursor = Some("no-such-run".into());
-        assert!(store.list_runs(&q).unwrap().runs.is_empty());
+        assert!(store.list_runs(&q).await.unwrap().runs.is_empty());
         q.cursor = None;
         q.limit = 0;
-        assert!(store.list_runs(&q).unwrap().runs.is_empty());
-    });
+        assert!(store.list_runs(&q).await.unwrap().runs.is_empty());
+    })
+    .await;
 }
 
-#[test]
-fn key_search_by_exact_key_and_prefix() {
-    on_both(|store| {
+#[tokio::test]
+async fn key_search_by_exact_key_and_prefix() {
+    on_both(|store| async move {
+        let store = &*store;
         let mut a = run(
             "0190a000-0000-7000-8000-000000000001",
             "wf",
@@ -428,14 +464,21 @@ fn key_search_by_exact_key_and_prefix() {
         );
         c.idempotency_key = Some("ch_9".into());
         for r in [&a, &b, &c] {
-            store.put_run(r).unwrap();
+            store.put_run(r).await.unwrap();
         }
-        let list = |q: RunQuery| ids(&store.list_runs(&RunQuery { limit: 10, ..q }).unwrap().runs);
+        let list = async |q: RunQuery| {
+            ids(&store
+                .list_runs(&RunQuery { limit: 10, ..q })
+                .await
+                .unwrap()
+                .runs)
+        };
         assert_eq!(
             list(RunQuery {
                 key: Some("inv_1001".into()),
                 ..Default::default()
-            }),
+            })
+            .await,
             [a.id.clone()]
         );
         assert!(
@@ -443,6 +486,7 @@ fn key_search_by_exact_key_and_prefix() {
                 key: Some("inv_100".into()),
                 ..Default::default()
             })
+            .await
             .is_empty(),
             "key is exact"
         );
@@ -450,40 +494,46 @@ fn key_search_by_exact_key_and_prefix() {
             list(RunQuery {
                 q: Some("inv_100".into()),
                 ..Default::default()
-            }),
+            })
+            .await,
             [b.id.clone(), a.id.clone()]
         );
         assert_eq!(
             list(RunQuery {
                 q: Some("0190a".into()),
                 ..Default::default()
-            }),
+            })
+            .await,
             [b.id.clone(), a.id.clone()]
         );
         assert_eq!(
             list(RunQuery {
                 q: Some(c.id.clone()),
                 ..Default::default()
-            }),
+            })
+            .await,
             [c.id.clone()]
         );
         assert_eq!(
             list(RunQuery {
                 q: Some("ch_".into()),
                 ..Default::default()
-            }),
+            })
+            .await,
             [c.id.clone()]
         );
-    });
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Stats
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn stats_count_by_status_per_bucket() {
-    on_both(|store| {
+#[tokio::test]
+async fn stats_count_by_status_per_bucket() {
+    on_both(|store| async move {
+        let store = &*store;
         let rows = [
             ("a", "wf1", RunStatus::Succeeded, T0 + 10),
             ("b", "wf1", RunStatus::Failed, T0 + HOUR - 1),
@@ -494,12 +544,15 @@ fn stats_count_by_status_per_bucket() {
             ("g", "wf1", RunStatus::Failed, T0 - 1),        // before `since`: excluded
         ];
         for (id, wf, st, at) in rows {
-            store.put_run(&run(id, wf, st, at)).unwrap();
+            store.put_run(&run(id, wf, st, at)).await.unwrap();
         }
         let counts = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
             pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect()
         };
-        let all = store.run_stats(None, T0, T0 + 4 * HOUR, HOUR).unwrap();
+        let all = store
+            .run_stats(None, T0, T0 + 4 * HOUR, HOUR)
+            .await
+            .unwrap();
         let got: Vec<(i64, BTreeMap<String, u64>)> =
             all.into_iter().map(|b| (b.start.0, b.counts)).collect();
         assert_eq!(
@@ -512,6 +565,7 @@ fn stats_count_by_status_per_bucket() {
         );
         let wf2 = store
             .run_stats(Some("wf2"), T0, T0 + 4 * HOUR, HOUR)
+            .await
             .unwrap();
         assert_eq!(wf2.len(), 1);
         assert_eq!(wf2[0].start.0, T0 + HOUR);
@@ -519,24 +573,30 @@ fn stats_count_by_status_per_bucket() {
         // Buckets align on the epoch, whatever `since` is.
         let day = store
             .run_stats(None, T0 + 30 * 60_000, T0 + 2 * HOUR, HOUR)
+            .await
             .unwrap();
         assert_eq!(day.len(), 2);
         assert_eq!(day[0].start.0, T0);
         assert_eq!(day[0].counts, counts(&[("failed", 1)]));
         // A non-positive bucket is one bucket starting at `since`.
-        let one = store.run_stats(None, T0, T0 + DAY, 0).unwrap();
+        let one = store.run_stats(None, T0, T0 + DAY, 0).await.unwrap();
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].start.0, T0);
         assert_eq!(one[0].counts.values().sum::<u64>(), 6);
-        assert!(store.run_stats(None, T0 + 1, T0, HOUR).unwrap().is_empty());
-    });
+        assert!(store
+            .run_stats(None, T0 + 1, T0, HOUR)
+            .await
+            .unwrap()
+            .is_empty());
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Retention (SPEC §4)
 // ---------------------------------------------------------------------------------------------
 
-fn remaining(store: &dyn Store, workflow: &str) -> BTreeSet<String> {
+async fn remaining(store: &dyn Store, workflow: &str) -> BTreeSet<String> {
     all_pages(
         store,
         &RunQuery {
@@ -545,6 +605,7 @@ fn remaining(store: &dyn Store, workflow: &str) -> BTreeSet<String> {
         },
         100,
     )
+    .await
     .into_iter()
     .map(|r| r.id)
     .collect()
@@ -554,51 +615,70 @@ fn set(ids: &[&str]) -> BTreeSet<String> {
     ids.iter().map(|s| s.to_string()).collect()
 }
 
-#[test]
-fn retention_by_count_keeps_newest_finished_per_workflow() {
-    on_both(|store| {
+#[tokio::test]
+async fn retention_by_count_keeps_newest_finished_per_workflow() {
+    on_both(|store| async move {
+        let store = &*store;
         // Created order differs from finish order on purpose: retention goes by finish time.
-        store.put_run(&finished("a1", "a", T0, T0 + 500)).unwrap();
+        store
+            .put_run(&finished("a1", "a", T0, T0 + 500))
+            .await
+            .unwrap();
         store
             .put_run(&finished("a2", "a", T0 + 1, T0 + 100))
+            .await
             .unwrap();
         store
             .put_run(&finished("a3", "a", T0 + 2, T0 + 300))
+            .await
             .unwrap();
         store
             .put_run(&finished("a4", "a", T0 + 3, T0 + 200))
+            .await
             .unwrap();
         store
             .put_run(&run("aq", "a", RunStatus::Queued, T0 - 10))
+            .await
             .unwrap();
         store
             .put_run(&run("ar", "a", RunStatus::Running, T0 - 9))
+            .await
             .unwrap();
-        store.put_run(&finished("b1", "b", T0, T0 + 1)).unwrap();
-        store.put_run(&finished("b2", "b", T0, T0 + 2)).unwrap();
+        store
+            .put_run(&finished("b1", "b", T0, T0 + 1))
+            .await
+            .unwrap();
+        store
+            .put_run(&finished("b2", "b", T0, T0 + 2))
+            .await
+            .unwrap();
         let mut failed = run("a5", "a", RunStatus::Failed, T0 + 4);
         failed.finished_at = Some(Timestamp(T0 + 400));
-        store.put_run(&failed).unwrap();
+        store.put_run(&failed).await.unwrap();
 
         let policy = Retention {
             max_runs_per_workflow: Some(2),
             max_age_ms: None,
         };
-        assert_eq!(store.prune_runs(&policy, T0 + DAY).unwrap(), 3);
-        assert_eq!(remaining(store, "a"), set(&["a1", "a5", "aq", "ar"]));
-        assert_eq!(remaining(store, "b"), set(&["b1", "b2"]));
+        assert_eq!(store.prune_runs(&policy, T0 + DAY).await.unwrap(), 3);
+        assert_eq!(remaining(store, "a").await, set(&["a1", "a5", "aq", "ar"]));
+        assert_eq!(remaining(store, "b").await, set(&["b1", "b2"]));
         for gone in ["a2", "a3", "a4"] {
-            assert_eq!(store.get_run(gone).unwrap(), None);
+            assert_eq!(store.get_run(gone).await.unwrap(), None);
         }
         // Gone from every index.
-        let succeeded = store.run_ids_with_status(RunStatus::Succeeded).unwrap();
+        let succeeded = store
+            .run_ids_with_status(RunStatus::Succeeded)
+            .await
+            .unwrap();
         assert_eq!(succeeded, ["a1", "b1", "b2"], "same created_at: id order");
         let stats = store
             .run_stats(Some("a"), T0 - DAY, T0 + DAY, DAY * 10)
+            .await
             .unwrap();
         assert_eq!(stats[0].counts.values().sum::<u64>(), 4);
         assert_eq!(
-            store.prune_runs(&policy, T0 + DAY).unwrap(),
+            store.prune_runs(&policy, T0 + DAY).await.unwrap(),
             0,
             "idempotent"
         );
@@ -608,40 +688,50 @@ fn retention_by_count_keeps_newest_finished_per_workflow() {
             max_runs_per_workflow: Some(0),
             max_age_ms: None,
         };
-        assert_eq!(store.prune_runs(&none, T0 + DAY).unwrap(), 4);
-        assert_eq!(remaining(store, "a"), set(&["aq", "ar"]));
-        assert_eq!(remaining(store, "b"), set(&[]));
-    });
+        assert_eq!(store.prune_runs(&none, T0 + DAY).await.unwrap(), 4);
+        assert_eq!(remaining(store, "a").await, set(&["aq", "ar"]));
+        assert_eq!(remaining(store, "b").await, set(&[]));
+    })
+    .await;
 }
 
-#[test]
-fn retention_by_age_and_both_limits() {
-    on_both(|store| {
+#[tokio::test]
+async fn retention_by_age_and_both_limits() {
+    on_both(|store| async move {
+        let store = &*store;
         let now = T0 + 30 * DAY;
-        store.put_run(&finished("old", "w", T0, T0 + DAY)).unwrap();
+        store
+            .put_run(&finished("old", "w", T0, T0 + DAY))
+            .await
+            .unwrap();
         store
             .put_run(&finished("edge", "w", T0, now - 7 * DAY))
+            .await
             .unwrap();
         store
             .put_run(&finished("new1", "w", T0, now - DAY))
+            .await
             .unwrap();
         store
             .put_run(&finished("new2", "w", T0, now - HOUR))
+            .await
             .unwrap();
         store
             .put_run(&run("stuck", "w", RunStatus::Running, T0 - DAY))
+            .await
             .unwrap();
         store
             .put_run(&run("waiting", "w", RunStatus::Queued, T0 - DAY))
+            .await
             .unwrap();
 
         let age = Retention {
             max_runs_per_workflow: None,
             max_age_ms: Some(7 * DAY),
         };
-        assert_eq!(store.prune_runs(&age, now).unwrap(), 1);
+        assert_eq!(store.prune_runs(&age, now).await.unwrap(), 1);
         assert_eq!(
-            remaining(store, "w"),
+            remaining(store, "w").await,
             set(&["edge", "new1", "new2", "stuck", "waiting"]),
             "a run finished exactly max_age ago is kept"
         );
@@ -649,40 +739,50 @@ fn retention_by_age_and_both_limits() {
             max_runs_per_workflow: Some(1),
             max_age_ms: Some(7 * DAY),
         };
-        assert_eq!(store.prune_runs(&both, now).unwrap(), 2);
-        assert_eq!(remaining(store, "w"), set(&["new2", "stuck", "waiting"]));
+        assert_eq!(store.prune_runs(&both, now).await.unwrap(), 2);
+        assert_eq!(
+            remaining(store, "w").await,
+            set(&["new2", "stuck", "waiting"])
+        );
         let nothing = Retention {
             max_runs_per_workflow: None,
             max_age_ms: None,
         };
-        assert_eq!(store.prune_runs(&nothing, now + 1000 * DAY).unwrap(), 0);
-    });
+        assert_eq!(
+            store.prune_runs(&nothing, now + 1000 * DAY).await.unwrap(),
+            0
+        );
+    })
+    .await;
 }
 
-#[test]
-fn retention_streams_over_many_workflows_and_batches() {
-    on_both(|store| {
+#[tokio::test]
+async fn retention_streams_over_many_workflows_and_batches() {
+    on_both(|store| async move {
+        let store = &*store;
         // More than one batch (256) of doomed runs in one workflow.
         for i in 0..700i64 {
             let wf = if i % 7 == 0 { "small" } else { "big" };
             store
                 .put_run(&finished(&format!("r{i:04}"), wf, T0 + i, T0 + 10 * i))
+                .await
                 .unwrap();
         }
         let policy = Retention {
             max_runs_per_workflow: Some(5),
             max_age_ms: None,
         };
-        assert_eq!(store.prune_runs(&policy, T0).unwrap(), 700 - 10);
+        assert_eq!(store.prune_runs(&policy, T0).await.unwrap(), 700 - 10);
         let big: Vec<String> = (0..700)
             .rev()
             .filter(|i| i % 7 != 0)
             .take(5)
             .map(|i| format!("r{i:04}"))
             .collect();
-        assert_eq!(remaining(store, "big"), big.into_iter().collect());
-        assert_eq!(remaining(store, "small").len(), 5);
-    });
+        assert_eq!(remaining(store, "big").await, big.into_iter().collect());
+        assert_eq!(remaining(store, "small").await.len(), 5);
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -699,47 +799,54 @@ fn claim(workflow: &str, key: &str, run_id: &str, at: i64, window: i64) -> Webho
     }
 }
 
-#[test]
-fn claim_and_enqueue_duplicate_within_window_claimable_after() {
-    on_both(|store| {
+#[tokio::test]
+async fn claim_and_enqueue_duplicate_within_window_claimable_after() {
+    on_both(|store| async move {
+        let store = &*store;
         let first = run("run-1", "hooks", RunStatus::Queued, T0);
         let c1 = claim("hooks", "evt_1", "run-1", T0, DAY);
         assert_eq!(
-            store.claim_and_enqueue(&c1, &first, T0).unwrap(),
+            store.claim_and_enqueue(&c1, &first, T0).await.unwrap(),
             ClaimOutcome::Claimed
         );
-        assert_eq!(store.get_run("run-1").unwrap(), Some(first.clone()));
+        assert_eq!(store.get_run("run-1").await.unwrap(), Some(first.clone()));
         assert_eq!(
-            store.run_ids_with_status(RunStatus::Queued).unwrap(),
+            store.run_ids_with_status(RunStatus::Queued).await.unwrap(),
             ["run-1"]
         );
         assert_eq!(
-            store.get_claim("hooks", "evt_1", T0).unwrap(),
+            store.get_claim("hooks", "evt_1", T0).await.unwrap(),
             Some(c1.clone())
         );
 
         // The first run finishes; a failed run still counts for the window.
         let mut done = first.clone();
         done.status = RunStatus::Failed;
-        store.put_run(&done).unwrap();
+        store.put_run(&done).await.unwrap();
 
         let at = T0 + DAY - 1;
         let second = run("run-2", "hooks", RunStatus::Queued, at);
         assert_eq!(
             store
                 .claim_and_enqueue(&claim("hooks", "evt_1", "run-2", at, DAY), &second, at)
+                .await
                 .unwrap(),
             ClaimOutcome::Duplicate {
                 run_id: "run-1".into()
             }
         );
-        assert_eq!(store.get_run("run-2").unwrap(), None, "nothing written");
         assert_eq!(
-            store.get_claim("hooks", "evt_1", at).unwrap(),
+            store.get_run("run-2").await.unwrap(),
+            None,
+            "nothing written"
+        );
+        assert_eq!(
+            store.get_claim("hooks", "evt_1", at).await.unwrap(),
             Some(c1.clone())
         );
         assert!(store
             .run_ids_with_status(RunStatus::Queued)
+            .await
             .unwrap()
             .is_empty());
 
@@ -748,36 +855,44 @@ fn claim_and_enqueue_duplicate_within_window_claimable_after() {
         assert_eq!(
             store
                 .claim_and_enqueue(&claim("hooks2", "evt_1", "run-x", at, DAY), &other, at)
+                .await
                 .unwrap(),
             ClaimOutcome::Claimed
         );
 
         let at = T0 + DAY + 1;
-        assert_eq!(store.get_claim("hooks", "evt_1", at).unwrap(), None);
+        assert_eq!(store.get_claim("hooks", "evt_1", at).await.unwrap(), None);
         let third = run("run-3", "hooks", RunStatus::Queued, at);
         let c3 = claim("hooks", "evt_1", "run-3", at, DAY);
         assert_eq!(
-            store.claim_and_enqueue(&c3, &third, at).unwrap(),
+            store.claim_and_enqueue(&c3, &third, at).await.unwrap(),
             ClaimOutcome::Claimed
         );
-        assert_eq!(store.get_claim("hooks", "evt_1", at).unwrap(), Some(c3));
-        assert_eq!(store.get_run("run-3").unwrap(), Some(third));
+        assert_eq!(
+            store.get_claim("hooks", "evt_1", at).await.unwrap(),
+            Some(c3)
+        );
+        assert_eq!(store.get_run("run-3").await.unwrap(), Some(third));
 
         // A claim that does not name its run is a caller bug.
         let r = run("run-4", "hooks", RunStatus::Queued, at);
         assert!(store
             .claim_and_enqueue(&claim("hooks", "evt_9", "run-5", at, DAY), &r, at)
+            .await
             .is_err());
-        assert_eq!(store.get_claim("hooks", "evt_9", at).unwrap(), None);
-    });
+        assert_eq!(store.get_claim("hooks", "evt_9", at).await.unwrap(), None);
+    })
+    .await;
 }
 
-#[test]
-fn exactly_at_window_end_the_key_is_free() {
-    on_both(|store| {
+#[tokio::test]
+async fn exactly_at_window_end_the_key_is_free() {
+    on_both(|store| async move {
+        let store = &*store;
         let c = claim("w", "k", "r1", T0, 1_000);
         store
             .claim_and_enqueue(&c, &run("r1", "w", RunStatus::Queued, T0), T0)
+            .await
             .unwrap();
         let at = T0 + 1_000;
         assert_eq!(
@@ -787,32 +902,36 @@ fn exactly_at_window_end_the_key_is_free() {
                     &run("r2", "w", RunStatus::Queued, at),
                     at
                 )
+                .await
                 .unwrap(),
             ClaimOutcome::Claimed
         );
-    });
+    })
+    .await;
 }
 
-fn concurrent_claims(store: Arc<dyn Store>) {
+async fn concurrent_claims(store: Arc<dyn Store>) {
     const N: usize = 64;
-    let barrier = Arc::new(Barrier::new(N));
-    let outcomes: Vec<(String, ClaimOutcome)> = (0..N)
+    let barrier = Arc::new(tokio::sync::Barrier::new(N));
+    let tasks: Vec<_> = (0..N)
         .map(|i| {
             let (store, barrier) = (store.clone(), barrier.clone());
-            std::thread::spawn(move || {
+            tokio::spawn(async move {
                 let id = format!("run-{i:02}");
                 let r = run(&id, "w", RunStatus::Queued, T0);
-                barrier.wait();
+                barrier.wait().await;
                 let o = store
                     .claim_and_enqueue(&claim("w", "same", &id, T0, DAY), &r, T0)
+                    .await
                     .unwrap();
                 (id, o)
             })
         })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|h| h.join().unwrap())
         .collect();
+    let mut outcomes: Vec<(String, ClaimOutcome)> = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
     let winners: Vec<&String> = outcomes
         .iter()
         .filter(|(_, o)| *o == ClaimOutcome::Claimed)
@@ -826,22 +945,23 @@ fn concurrent_claims(store: Arc<dyn Store>) {
         }
     }
     assert_eq!(
-        store.run_ids_with_status(RunStatus::Queued).unwrap(),
+        store.run_ids_with_status(RunStatus::Queued).await.unwrap(),
         [winner],
         "exactly one queued run"
     );
 }
 
-#[test]
-fn sixty_four_concurrent_deliveries_one_run() {
-    concurrent_claims(Arc::new(InMemoryStore::new()));
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_concurrent_deliveries_one_run() {
+    concurrent_claims(Arc::new(InMemoryStore::new())).await;
     let dir = tempfile::tempdir().unwrap();
-    concurrent_claims(Arc::new(SledStore::open(&sled_config(&dir)).unwrap()));
+    concurrent_claims(Arc::new(SledStore::open(&sled_config(&dir)).unwrap())).await;
 }
 
-#[test]
-fn a_batch_applies_in_order_and_fails_only_its_bad_writes() {
-    on_both(|store| {
+#[tokio::test]
+async fn a_batch_applies_in_order_and_fails_only_its_bad_writes() {
+    on_both(|store| async move {
+        let store = &*store;
         let (r1, r2, r3) = (
             run("run-1", "w", RunStatus::Queued, T0),
             run("run-2", "w", RunStatus::Queued, T0),
@@ -854,26 +974,29 @@ fn a_batch_applies_in_order_and_fails_only_its_bad_writes() {
         let bad = claim("w", "evt_2", "run-9", T0, DAY);
         let mut started = r3.clone();
         started.status = RunStatus::Running;
-        let out = store.write_batch(&[
-            BatchWrite::ClaimAndEnqueue {
-                claim: &c1,
-                run: &r1,
-            },
-            // Same key later in the same batch: a duplicate of the first, nothing written.
-            BatchWrite::ClaimAndEnqueue {
-                claim: &c2,
-                run: &r2,
-            },
-            // A claim not naming its run fails alone.
-            BatchWrite::ClaimAndEnqueue {
-                claim: &bad,
-                run: &r3,
-            },
-            BatchWrite::PutRun(&r3),
-            // A later write of the same run wins, with its indexes.
-            BatchWrite::PutRun(&started),
-        ]);
+        let out = store
+            .write_batch(vec![
+                BatchWrite::ClaimAndEnqueue {
+                    claim: c1.clone(),
+                    run: r1.clone(),
+                },
+                // Same key later in the same batch: a duplicate of the first, nothing written.
+                BatchWrite::ClaimAndEnqueue {
+                    claim: c2.clone(),
+                    run: r2.clone(),
+                },
+                // A claim not naming its run fails alone.
+                BatchWrite::ClaimAndEnqueue {
+                    claim: bad.clone(),
+                    run: r3.clone(),
+                },
+                BatchWrite::PutRun(r3.clone()),
+                // A later write of the same run wins, with its indexes.
+                BatchWrite::PutRun(started.clone()),
+            ])
+            .await;
         assert_eq!(out.len(), 5);
+        let out: Vec<_> = out.into_iter().map(|(_, r)| r).collect();
         assert_eq!(
             out[0].as_ref().unwrap(),
             &BatchOutcome::Claim(ClaimOutcome::Claimed)
@@ -887,19 +1010,23 @@ fn a_batch_applies_in_order_and_fails_only_its_bad_writes() {
         assert!(out[2].is_err());
         assert_eq!(out[3].as_ref().unwrap(), &BatchOutcome::Put);
         assert_eq!(out[4].as_ref().unwrap(), &BatchOutcome::Put);
-        assert_eq!(store.get_claim("w", "evt_1", T0).unwrap(), Some(c1.clone()));
-        assert_eq!(store.get_claim("w", "evt_2", T0).unwrap(), None);
-        assert_eq!(store.get_run("run-2").unwrap(), None);
-        assert_eq!(store.get_run("run-3").unwrap(), Some(started.clone()));
         assert_eq!(
-            store.run_ids_with_status(RunStatus::Queued).unwrap(),
+            store.get_claim("w", "evt_1", T0).await.unwrap(),
+            Some(c1.clone())
+        );
+        assert_eq!(store.get_claim("w", "evt_2", T0).await.unwrap(), None);
+        assert_eq!(store.get_run("run-2").await.unwrap(), None);
+        assert_eq!(store.get_run("run-3").await.unwrap(), Some(started.clone()));
+        assert_eq!(
+            store.run_ids_with_status(RunStatus::Queued).await.unwrap(),
             ["run-1"]
         );
         assert_eq!(
-            store.run_ids_with_status(RunStatus::Running).unwrap(),
+            store.run_ids_with_status(RunStatus::Running).await.unwrap(),
             ["run-3"]
         );
-    });
+    })
+    .await;
 }
 
 /// Many concurrent callers through the group commit: one claim per key wins, every accepted
@@ -959,13 +1086,17 @@ fn group_commit_batches_concurrent_claims_and_puts() {
         winners
     });
     drop(rt);
+    let rt = tokio::runtime::Runtime::new().unwrap();
     let store = SledStore::open(&sled_config(&dir)).unwrap();
-    let mut stored: BTreeSet<String> = store
-        .run_ids_with_status(RunStatus::Queued)
+    let mut stored: BTreeSet<String> = rt
+        .block_on(store.run_ids_with_status(RunStatus::Queued))
         .unwrap()
         .into_iter()
         .collect();
-    stored.extend(store.run_ids_with_status(RunStatus::Running).unwrap());
+    stored.extend(
+        rt.block_on(store.run_ids_with_status(RunStatus::Running))
+            .unwrap(),
+    );
     let expected: BTreeSet<String> = claimed.values().cloned().collect();
     assert_eq!(stored, expected, "exactly the winners are stored");
 }
@@ -988,13 +1119,15 @@ fn api_record(fingerprint: &str, owner: &str, at: i64, lease_ms: i64) -> ApiReco
     }
 }
 
-#[test]
-fn api_begin_started_conflict_in_progress_replay() {
-    on_both(|store| {
+#[tokio::test]
+async fn api_begin_started_conflict_in_progress_replay() {
+    on_both(|store| async move {
+        let store = &*store;
         let lease = 80_000;
         assert_eq!(
             store
                 .api_begin(&api_record("fp-a", "w1", T0, lease), T0)
+                .await
                 .unwrap(),
             ApiBegin::Started
         );
@@ -1002,20 +1135,26 @@ fn api_begin_started_conflict_in_progress_replay() {
         assert_eq!(
             store
                 .api_begin(&api_record("fp-a", "w2", t, lease), t)
+                .await
                 .unwrap(),
             ApiBegin::InProgress
         );
         assert_eq!(
             store
                 .api_begin(&api_record("fp-b", "w2", t, lease), t)
+                .await
                 .unwrap(),
             ApiBegin::Conflict
         );
         let body = "{\"id\":\"run-1\",\n \"status\": \"succeeded\"}";
-        store.api_complete("tok-hash", "req-1", 200, body).unwrap();
+        store
+            .api_complete("tok-hash", "req-1", 200, body)
+            .await
+            .unwrap();
         assert_eq!(
             store
                 .api_begin(&api_record("fp-a", "w2", t, lease), t)
+                .await
                 .unwrap(),
             ApiBegin::Replay {
                 status: 200,
@@ -1025,18 +1164,20 @@ fn api_begin_started_conflict_in_progress_replay() {
         assert_eq!(
             store
                 .api_begin(&api_record("fp-b", "w2", t, lease), t)
+                .await
                 .unwrap(),
             ApiBegin::Conflict
         );
         // Another scope (token) is another key space.
         let mut other = api_record("fp-b", "w2", t, lease);
         other.scope = "other-token".into();
-        assert_eq!(store.api_begin(&other, t).unwrap(), ApiBegin::Started);
+        assert_eq!(store.api_begin(&other, t).await.unwrap(), ApiBegin::Started);
         // Abandon leaves a finished record alone.
-        store.api_abandon("tok-hash", "req-1").unwrap();
+        store.api_abandon("tok-hash", "req-1").await.unwrap();
         assert!(matches!(
             store
                 .api_begin(&api_record("fp-a", "w2", t, lease), t)
+                .await
                 .unwrap(),
             ApiBegin::Replay { .. }
         ));
@@ -1045,26 +1186,34 @@ fn api_begin_started_conflict_in_progress_replay() {
         assert_eq!(
             store
                 .api_begin(&api_record("fp-b", "w3", later, lease), later)
+                .await
                 .unwrap(),
             ApiBegin::Started
         );
         // Completing or abandoning an unknown key is a no-op.
-        store.api_complete("tok-hash", "nope", 200, "{}").unwrap();
-        store.api_abandon("tok-hash", "nope").unwrap();
-    });
+        store
+            .api_complete("tok-hash", "nope", 200, "{}")
+            .await
+            .unwrap();
+        store.api_abandon("tok-hash", "nope").await.unwrap();
+    })
+    .await;
 }
 
-#[test]
-fn api_lease_takeover_and_abandon() {
-    on_both(|store| {
+#[tokio::test]
+async fn api_lease_takeover_and_abandon() {
+    on_both(|store| async move {
+        let store = &*store;
         let lease = 80_000;
         store
             .api_begin(&api_record("fp", "dead", T0, lease), T0)
+            .await
             .unwrap();
         let t = T0 + lease - 1;
         assert_eq!(
             store
                 .api_begin(&api_record("fp", "w2", t, lease), t)
+                .await
                 .unwrap(),
             ApiBegin::InProgress
         );
@@ -1072,6 +1221,7 @@ fn api_lease_takeover_and_abandon() {
         assert_eq!(
             store
                 .api_begin(&api_record("fp", "w2", t, lease), t)
+                .await
                 .unwrap(),
             ApiBegin::Started,
             "the dead owner's lease is taken over"
@@ -1079,24 +1229,28 @@ fn api_lease_takeover_and_abandon() {
         assert_eq!(
             store
                 .api_begin(&api_record("fp", "w3", t + 1, lease), t + 1)
+                .await
                 .unwrap(),
             ApiBegin::InProgress,
             "the new owner holds a fresh lease"
         );
-        store.api_abandon("tok-hash", "req-1").unwrap();
+        store.api_abandon("tok-hash", "req-1").await.unwrap();
         assert_eq!(
             store
                 .api_begin(&api_record("fp-new", "w3", t + 2, lease), t + 2)
+                .await
                 .unwrap(),
             ApiBegin::Started,
             "an abandoned request frees its key"
         );
-    });
+    })
+    .await;
 }
 
-#[test]
-fn sweep_idempotency_removes_only_expired_records() {
-    on_both(|store| {
+#[tokio::test]
+async fn sweep_idempotency_removes_only_expired_records() {
+    on_both(|store| async move {
+        let store = &*store;
         for i in 0..5i64 {
             let id = format!("r{i}");
             let at = T0 + i * 1_000;
@@ -1106,21 +1260,34 @@ fn sweep_idempotency_removes_only_expired_records() {
                     &run(&id, "w", RunStatus::Queued, at),
                     at,
                 )
+                .await
                 .unwrap();
         }
         let mut rec = api_record("fp", "o", T0, 1_000);
         rec.expires_at = T0 + 12_000;
-        store.api_begin(&rec, T0).unwrap();
+        store.api_begin(&rec, T0).await.unwrap();
 
-        assert_eq!(store.sweep_idempotency(T0 + 9_999, 100).unwrap(), 0);
-        assert_eq!(store.sweep_idempotency(T0 + 12_000, 2).unwrap(), 2, "max");
-        assert_eq!(store.sweep_idempotency(T0 + 12_000, 100).unwrap(), 2);
-        assert!(store.get_claim("w", "k3", T0 + 12_000).unwrap().is_some());
-        assert_eq!(store.sweep_idempotency(T0 + 20_000, 100).unwrap(), 2);
-        assert_eq!(store.sweep_idempotency(T0 + 20_000, 100).unwrap(), 0);
+        assert_eq!(store.sweep_idempotency(T0 + 9_999, 100).await.unwrap(), 0);
+        assert_eq!(
+            store.sweep_idempotency(T0 + 12_000, 2).await.unwrap(),
+            2,
+            "max"
+        );
+        assert_eq!(store.sweep_idempotency(T0 + 12_000, 100).await.unwrap(), 2);
+        assert!(store
+            .get_claim("w", "k3", T0 + 12_000)
+            .await
+            .unwrap()
+            .is_some());
+        assert_eq!(store.sweep_idempotency(T0 + 20_000, 100).await.unwrap(), 2);
+        assert_eq!(store.sweep_idempotency(T0 + 20_000, 100).await.unwrap(), 0);
         // Runs are not touched by the sweep.
         assert_eq!(
-            store.run_ids_with_status(RunStatus::Queued).unwrap().len(),
+            store
+                .run_ids_with_status(RunStatus::Queued)
+                .await
+                .unwrap()
+                .len(),
             5
         );
         // A swept claim's key is free again.
@@ -1128,23 +1295,25 @@ fn sweep_idempotency_removes_only_expired_records() {
         assert_eq!(
             store
                 .claim_and_enqueue(&claim("w", "k0", "again", T0 + 20_000, 10), &r, T0 + 20_000)
+                .await
                 .unwrap(),
             ClaimOutcome::Claimed
         );
-    });
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Durability
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn sled_data_survives_reopen() {
+#[tokio::test]
+async fn sled_data_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let r = run("run-1", "wf", RunStatus::Succeeded, T0);
     {
         let store = SledStore::open(&sled_config(&dir)).unwrap();
-        store.put_run(&r).unwrap();
+        store.put_run(&r).await.unwrap();
         store
             .write(
                 "ns",
@@ -1157,6 +1326,7 @@ fn sled_data_survives_reopen() {
                 },
                 T0,
             )
+            .await
             .unwrap();
         store
             .claim_and_enqueue(
@@ -1164,24 +1334,30 @@ fn sled_data_survives_reopen() {
                 &run("run-2", "wf", RunStatus::Queued, T0 + 1),
                 T0,
             )
+            .await
             .unwrap();
         store
             .api_begin(&api_record("fp", "o", T0, 1_000), T0)
+            .await
             .unwrap();
-        store.flush().unwrap();
+        store.flush().await.unwrap();
     }
     let store = SledStore::open(&sled_config(&dir)).unwrap();
-    assert_eq!(store.get_run("run-1").unwrap(), Some(r));
+    assert_eq!(store.get_run("run-1").await.unwrap(), Some(r));
     assert_eq!(
-        store.read("ns", "k", T0).unwrap().map(|e| e.value),
+        store.read("ns", "k", T0).await.unwrap().map(|e| e.value),
         Some(json!({"v": 1}))
     );
     assert_eq!(
-        store.get_claim("wf", "evt", T0).unwrap().map(|c| c.run_id),
+        store
+            .get_claim("wf", "evt", T0)
+            .await
+            .unwrap()
+            .map(|c| c.run_id),
         Some("run-2".into())
     );
     assert_eq!(
-        store.run_ids_with_status(RunStatus::Queued).unwrap(),
+        store.run_ids_with_status(RunStatus::Queued).await.unwrap(),
         ["run-2"]
     );
     assert_eq!(
@@ -1191,6 +1367,7 @@ fn sled_data_survives_reopen() {
                 limit: 10,
                 ..Default::default()
             })
+            .await
             .unwrap()
             .runs),
         ["run-2", "run-1"]
@@ -1198,22 +1375,24 @@ fn sled_data_survives_reopen() {
     assert_eq!(
         store
             .api_begin(&api_record("fp", "o2", T0 + 1, 1_000), T0 + 1)
+            .await
             .unwrap(),
         ApiBegin::InProgress
     );
-    assert_eq!(store.sweep_expired(T0 + 60_000, 10).unwrap(), 1);
+    assert_eq!(store.sweep_expired(T0 + 60_000, 10).await.unwrap(), 1);
 }
 
-#[test]
-fn sled_corrupt_records_are_errors_not_panics() {
+#[tokio::test]
+async fn sled_corrupt_records_are_errors_not_panics() {
     use fluxo::store::StoreError;
     let dir = tempfile::tempdir().unwrap();
     {
         let store = SledStore::open(&sled_config(&dir)).unwrap();
         store
             .put_run(&run("good", "wf", RunStatus::Queued, T0))
+            .await
             .unwrap();
-        store.flush().unwrap();
+        store.flush().await.unwrap();
     }
     {
         // No background flusher: it would hold the lock for a moment after the drop.
@@ -1254,8 +1433,8 @@ fn sled_corrupt_records_are_errors_not_panics() {
     let corrupt = |r: Result<(), StoreError>| {
         assert!(matches!(r, Err(StoreError::Corrupt(_))), "{r:?}");
     };
-    corrupt(store.read("ns", "k", T0).map(|_| ()));
-    corrupt(store.list("ns", "", None, 10, T0).map(|_| ()));
+    corrupt(store.read("ns", "k", T0).await.map(|_| ()));
+    corrupt(store.list("ns", "", None, 10, T0).await.map(|_| ()));
     corrupt(
         store
             .write(
@@ -1269,12 +1448,13 @@ fn sled_corrupt_records_are_errors_not_panics() {
                 },
                 T0,
             )
+            .await
             .map(|_| ()),
     );
-    corrupt(store.get_run("bad").map(|_| ()));
-    corrupt(store.get_run("bad-lz4").map(|_| ()));
+    corrupt(store.get_run("bad").await.map(|_| ()));
+    corrupt(store.get_run("bad-lz4").await.map(|_| ()));
     assert_eq!(
-        store.get_run("plain").unwrap(),
+        store.get_run("plain").await.unwrap(),
         Some(run("plain", "wf", RunStatus::Succeeded, T0))
     );
     corrupt(
@@ -1283,10 +1463,15 @@ fn sled_corrupt_records_are_errors_not_panics() {
                 limit: 10,
                 ..Default::default()
             })
+            .await
             .map(|_| ()),
     );
-    corrupt(store.put_run(&run("good", "wf", RunStatus::Running, T0)));
-    corrupt(store.get_claim("wf", "evt", T0).map(|_| ()));
+    corrupt(
+        store
+            .put_run(&run("good", "wf", RunStatus::Running, T0))
+            .await,
+    );
+    corrupt(store.get_claim("wf", "evt", T0).await.map(|_| ()));
     corrupt(
         store
             .claim_and_enqueue(
@@ -1294,16 +1479,18 @@ fn sled_corrupt_records_are_errors_not_panics() {
                 &run("r2", "wf", RunStatus::Queued, T0),
                 T0,
             )
+            .await
             .map(|_| ()),
     );
     assert_eq!(
-        store.get_run("r2").unwrap(),
+        store.get_run("r2").await.unwrap(),
         None,
         "aborted: nothing written"
     );
     corrupt(
         store
             .api_begin(&api_record("fp", "o", T0, 1_000), T0)
+            .await
             .map(|_| ()),
     );
     // Overwriting or deleting repairs a Memory entry.
@@ -1312,27 +1499,33 @@ fn sled_corrupt_records_are_errors_not_panics() {
         ttl_ms: None,
         owner: None,
     };
-    store.write("ns", "k", &json!(2), keep, T0).unwrap();
-    assert_eq!(store.read("ns", "k", T0).unwrap().unwrap().value, json!(2));
+    store.write("ns", "k", &json!(2), keep, T0).await.unwrap();
+    assert_eq!(
+        store.read("ns", "k", T0).await.unwrap().unwrap().value,
+        json!(2)
+    );
 }
 
-#[test]
-fn in_memory_fault_injection_writes_nothing() {
+#[tokio::test]
+async fn in_memory_fault_injection_writes_nothing() {
     use fluxo::store::StoreError;
     let store = InMemoryStore::new();
     store.set_fail_writes(true);
     let r = run("r1", "wf", RunStatus::Queued, T0);
     assert!(matches!(
-        store.claim_and_enqueue(&claim("wf", "k", "r1", T0, DAY), &r, T0),
+        store
+            .claim_and_enqueue(&claim("wf", "k", "r1", T0, DAY), &r, T0)
+            .await,
         Err(StoreError::Injected(_))
     ));
-    assert!(store.put_run(&r).is_err());
-    assert_eq!(store.get_claim("wf", "k", T0).unwrap(), None);
-    assert_eq!(store.get_run("r1").unwrap(), None);
+    assert!(store.put_run(&r).await.is_err());
+    assert_eq!(store.get_claim("wf", "k", T0).await.unwrap(), None);
+    assert_eq!(store.get_run("r1").await.unwrap(), None);
     store.set_fail_writes(false);
     assert_eq!(
         store
             .claim_and_enqueue(&claim("wf", "k", "r1", T0, DAY), &r, T0)
+            .await
             .unwrap(),
         ClaimOutcome::Claimed
     );

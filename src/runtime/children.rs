@@ -107,14 +107,20 @@ impl RunStarter for LiveStarter {
             Some(c) => {
                 let r = c.claim_and_enqueue(claim, run).await;
                 if r.is_err() {
-                    let _ =
-                        self.engine
-                            .store()
-                            .release_claim(&child.workflow_id, &child.key, &run_id);
+                    let _ = self
+                        .engine
+                        .store()
+                        .release_claim(&child.workflow_id, &child.key, &run_id)
+                        .await;
                 }
                 r
             }
-            None => self.engine.store().claim_and_enqueue(&claim, &run, now),
+            None => {
+                self.engine
+                    .store()
+                    .claim_and_enqueue(&claim, &run, now)
+                    .await
+            }
         }
         .map_err(StepError::from)?;
         Ok(match outcome {
@@ -145,7 +151,8 @@ impl RunStarter for DryStarter {
         match self
             .engine
             .store()
-            .get_claim(&child.workflow_id, &child.key, now)?
+            .get_claim(&child.workflow_id, &child.key, now)
+            .await?
         {
             Some(c) => Ok(ChildStart::Duplicate { run_id: c.run_id }),
             None => Ok(ChildStart::Started { run_id: None }),

@@ -3,7 +3,7 @@
 //! run is the same walk with these swapped, not `if dry` checks scattered through the steps.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -89,24 +89,28 @@ impl Effects {
 
 /// A Memory layer over an optional base store: writes and deletes stay in the layer
 /// (`None` in the map = deleted here); reads fall through to the base. Used for dry runs
-/// (base = the real store, read only) and `scope: run` keys (no base).
+/// (base = the real store, read only) and `scope: run` keys (no base). The layer's lock is
+/// held across the base read, so a no-overwrite write is atomic within the layer.
 pub struct Overlay {
     base: Option<Arc<dyn MemoryStore>>,
-    layer: Mutex<BTreeMap<(String, String), Option<MemoryEntry>>>,
+    layer: tokio::sync::Mutex<Layer>,
 }
+
+/// `(namespace, key) -> entry`; `None` = deleted in the layer.
+type Layer = BTreeMap<(String, String), Option<MemoryEntry>>;
 
 impl Overlay {
     /// An empty layer over `base`.
     pub fn new(base: Option<Arc<dyn MemoryStore>>) -> Self {
         Overlay {
             base,
-            layer: Mutex::new(BTreeMap::new()),
+            layer: tokio::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
-    fn lookup(
+    async fn lookup(
         &self,
-        layer: &BTreeMap<(String, String), Option<MemoryEntry>>,
+        layer: &Layer,
         ns: &str,
         key: &str,
         now_ms: i64,
@@ -115,15 +119,16 @@ impl Overlay {
             Some(Some(e)) if !e.is_expired(now_ms) => Ok(Some(e.clone())),
             Some(_) => Ok(None),
             None => match &self.base {
-                Some(b) => b.read(ns, key, now_ms),
+                Some(b) => b.read(ns, key, now_ms).await,
                 None => Ok(None),
             },
         }
     }
 }
 
+#[async_trait::async_trait]
 impl MemoryStore for Overlay {
-    fn write(
+    async fn write(
         &self,
         ns: &str,
         key: &str,
@@ -131,9 +136,9 @@ impl MemoryStore for Overlay {
         opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult> {
-        let mut layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut layer = self.layer.lock().await;
         if !opts.allow_overwrite {
-            if let Some(existing) = self.lookup(&layer, ns, key, now_ms)? {
+            if let Some(existing) = self.lookup(&layer, ns, key, now_ms).await? {
                 return Ok(WriteResult::Exists { existing });
             }
         }
@@ -152,19 +157,19 @@ impl MemoryStore for Overlay {
         Ok(WriteResult::Written { expires_at })
     }
 
-    fn read(&self, ns: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>> {
-        let layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
-        self.lookup(&layer, ns, key, now_ms)
+    async fn read(&self, ns: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>> {
+        let layer = self.layer.lock().await;
+        self.lookup(&layer, ns, key, now_ms).await
     }
 
-    fn delete(&self, ns: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
-        let mut layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
-        let existed = self.lookup(&layer, ns, key, now_ms)?.is_some();
+    async fn delete(&self, ns: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+        let mut layer = self.layer.lock().await;
+        let existed = self.lookup(&layer, ns, key, now_ms).await?.is_some();
         layer.insert((ns.to_string(), key.to_string()), None);
         Ok(existed)
     }
 
-    fn list(
+    async fn list(
         &self,
         ns: &str,
         prefix: &str,
@@ -172,10 +177,11 @@ impl MemoryStore for Overlay {
         limit: usize,
         now_ms: i64,
     ) -> StoreResult<Vec<MemoryEntry>> {
-        let layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+        let layer = self.layer.lock().await;
         let mut merged: BTreeMap<String, MemoryEntry> = match &self.base {
             Some(b) => b
-                .list(ns, prefix, after, usize::MAX, now_ms)?
+                .list(ns, prefix, after, usize::MAX, now_ms)
+                .await?
                 .into_iter()
                 .map(|e| (e.key.clone(), e))
                 .collect(),
@@ -197,10 +203,10 @@ impl MemoryStore for Overlay {
         Ok(merged.into_values().take(limit).collect())
     }
 
-    fn namespaces(&self) -> StoreResult<Vec<String>> {
-        let layer = self.layer.lock().unwrap_or_else(|e| e.into_inner());
+    async fn namespaces(&self) -> StoreResult<Vec<String>> {
+        let layer = self.layer.lock().await;
         let mut out: Vec<String> = match &self.base {
-            Some(b) => b.namespaces()?,
+            Some(b) => b.namespaces().await?,
             None => Vec::new(),
         };
         out.extend(layer.keys().map(|(n, _)| n.clone()));
@@ -209,7 +215,7 @@ impl MemoryStore for Overlay {
         Ok(out)
     }
 
-    fn sweep_expired(&self, _now_ms: i64, _max: usize) -> StoreResult<usize> {
+    async fn sweep_expired(&self, _now_ms: i64, _max: usize) -> StoreResult<usize> {
         Ok(0)
     }
 }

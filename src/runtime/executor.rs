@@ -186,7 +186,7 @@ impl Engine {
     async fn put_durable(&self, run: RunRecord) -> Result<RunRecord, StoreError> {
         match &self.commit {
             Some(c) => c.put_run(run).await,
-            None => self.store.put_run(&run).map(|()| run),
+            None => self.store.put_run(&run).await.map(|()| run),
         }
     }
 
@@ -341,7 +341,7 @@ impl Engine {
         mode: Mode,
     ) -> Result<RunRecord, StoreError> {
         let (run, orig) = self.replay_run(original, wf, mode, None);
-        self.store.put_run(&orig)?;
+        self.store.put_run(&orig).await?;
         self.execute(wf, run).await
     }
 
@@ -400,7 +400,7 @@ impl Engine {
         // a queued resume needs nothing but its own record).
         let (reuse, plan_error) = match &run.resume_of {
             None => (BTreeMap::new(), None),
-            Some(orig) => match self.resume_plan(wf, orig, run.resume_from.as_deref()) {
+            Some(orig) => match self.resume_plan(wf, orig, run.resume_from.as_deref()).await {
                 Ok(reuse) => (reuse, None),
                 Err(message) => (
                     BTreeMap::new(),
@@ -467,7 +467,7 @@ impl Engine {
         if run.mode == Mode::Live {
             run = self.put_durable(run).await?;
         } else {
-            self.store.put_run(&run)?;
+            self.store.put_run(&run).await?;
         }
         self.emit(&run, "run_finished", None, run.status.as_str());
         Ok(run)
@@ -475,7 +475,7 @@ impl Engine {
 
     /// The records a resume of run `original_id` reuses (see [`resume::plan`]); an error
     /// message when the original is gone or the plan no longer holds.
-    fn resume_plan(
+    async fn resume_plan(
         &self,
         wf: &Compiled,
         original_id: &str,
@@ -484,6 +484,7 @@ impl Engine {
         let original = self
             .store
             .get_run(original_id)
+            .await
             .map_err(|e| format!("the resumed run `{original_id}` could not be read: {e}"))?
             .ok_or_else(|| format!("the resumed run `{original_id}` no longer exists"))?;
         // The original was marked resumed when this run was created: plan as of its end.
@@ -515,11 +516,11 @@ impl Engine {
     /// ([`crate::steps::Descriptor::side_effects`]), so a crash leaves a record of which side
     /// effects happened. Dry runs act on nothing and are answered synchronously: they are
     /// stored once, at the end.
-    fn save_progress(&self, run: &RunRecord) {
+    async fn save_progress(&self, run: &RunRecord) {
         if run.mode == Mode::Dry {
             return;
         }
-        if let Err(e) = self.store.put_run(run) {
+        if let Err(e) = self.store.put_run(run).await {
             tracing::error!(run_id = %run.id, error = %e, "could not store run progress");
         }
     }
@@ -1101,7 +1102,7 @@ impl Walk<'_> {
             _ => "failed",
         };
         if side_effects && self.persist {
-            self.engine.save_progress(run);
+            self.engine.save_progress(run).await;
         }
         if self.persist {
             self.engine

@@ -198,7 +198,7 @@ impl Engine {
         original: &RunRecord,
         from_step: Option<&str>,
     ) -> Result<RunPreview, ResumeFailure> {
-        let (wf, run, _) = self.resume_run(original, from_step)?;
+        let (wf, run, _) = self.resume_run(original, from_step).await?;
         let plan =
             crate::runtime::resume::plan(original, &wf, from_step).map_err(ResumeFailure::Plan)?;
         let dry = self.preview(&wf, run).await;

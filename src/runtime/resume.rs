@@ -223,7 +223,7 @@ impl Engine {
     /// stored: trigger `resume`, linked by `resume_of`, in the original's lineage and mode,
     /// with its input and idempotency key) and the original with the new run added to its
     /// `resumed_by`. Store both in one batch, then execute (see [`Engine::execute`]).
-    pub fn resume_run(
+    pub async fn resume_run(
         &self,
         original: &RunRecord,
         from_step: Option<&str>,
@@ -239,6 +239,7 @@ impl Engine {
                 match self
                     .store()
                     .get_run(&newest)
+                    .await
                     .map_err(ResumeFailure::Store)?
                 {
                     Some(r) => {
@@ -360,7 +361,7 @@ impl Engine {
                     .map(|s| s.step_id.clone())
             })
             .unwrap_or_default();
-        match self.resume_run(&orig, None) {
+        match self.resume_run(&orig, None).await {
             Ok((wf, resume, mut orig)) => {
                 orig.error = Some(ErrorInfo {
                     code: "interrupted".into(),

@@ -434,7 +434,7 @@ async fn check(
     ),
 )]
 async fn memory_namespaces(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let ns = state.store().namespaces().map_err(ApiError::store)?;
+    let ns = state.store().namespaces().await.map_err(ApiError::store)?;
     Ok(Json(json!({"namespaces": ns})))
 }
 
@@ -489,20 +489,23 @@ async fn memory_list(
     params: Result<Query<MemoryListParams>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
-    Ok(Json(memory_page(
-        &state,
-        &ns,
-        p.prefix.as_deref(),
-        p.after.as_deref(),
-        p.limit,
-    )?))
+    Ok(Json(
+        memory_page(
+            &state,
+            &ns,
+            p.prefix.as_deref(),
+            p.after.as_deref(),
+            p.limit,
+        )
+        .await?,
+    ))
 }
 
 /// Live keys of a namespace (the Memory browser), shared by the HTTP API and the app:
 /// `{namespace, entries: [{namespace, key, value, written_at, expires_at?, ttl_left_ms?}],
 /// next_after}` with up to `limit` (1..=1000, default 100) keys after `after` that start with
 /// `prefix`.
-pub fn memory_page(
+pub async fn memory_page(
     state: &AppState,
     ns: &str,
     prefix: Option<&str>,
@@ -521,6 +524,7 @@ pub fn memory_page(
     let entries = state
         .store()
         .list(ns, prefix.unwrap_or(""), after, limit + 1, now)
+        .await
         .map_err(ApiError::store)?;
     let next = (entries.len() > limit)
         .then(|| entries.get(limit - 1).map(|e| e.key.clone()))
@@ -558,7 +562,7 @@ async fn memory_get(
     State(state): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(memory_entry(&state, &ns, &key)?))
+    Ok(Json(memory_entry(&state, &ns, &key).await?))
 }
 
 /// The namespace and key of a Memory path, by the store's rules
@@ -571,12 +575,13 @@ fn check_memory_path(ns: &str, key: &str) -> ApiResult<()> {
 }
 
 /// One live key with its time left, or `404 key_not_found`.
-pub fn memory_entry(state: &AppState, ns: &str, key: &str) -> ApiResult<Value> {
+pub async fn memory_entry(state: &AppState, ns: &str, key: &str) -> ApiResult<Value> {
     check_memory_path(ns, key)?;
     let now = state.clock().now_ms();
     let e = state
         .store()
         .read(ns, key, now)
+        .await
         .map_err(ApiError::store)?
         .ok_or_else(|| key_not_found(ns, key))?;
     Ok(entry_view(&e, now))
@@ -621,6 +626,7 @@ pub async fn memory_remove(state: &AppState, ns: &str, key: &str) -> ApiResult<(
     let deleted = state
         .store()
         .delete(ns, key, now)
+        .await
         .map_err(ApiError::store)?;
     state.commit().durable().await.map_err(ApiError::store)?;
     if !deleted {

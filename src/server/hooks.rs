@@ -257,6 +257,7 @@ async fn known_duplicate(
     let Some(claim) = state
         .store()
         .get_claim(workflow_id, key, now)
+        .await
         .map_err(ApiError::store)?
     else {
         return Ok(None);
@@ -294,6 +295,7 @@ async fn confirm_duplicate(
     match state
         .store()
         .get_claim(workflow_id, key, now)
+        .await
         .map_err(ApiError::store)?
     {
         Some(c) if c.run_id == run_id => Ok(duplicate_answer(workflow_id, run_id)),
@@ -342,7 +344,7 @@ async fn accept(
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "claim not made durable; undoing");
-                    undo_claim(&state, &workflow_id, &key, &run_id);
+                    undo_claim(&state, &workflow_id, &key, &run_id).await;
                     Err(ApiError::unavailable(
                         "the delivery could not be made durable; retry",
                         1,
@@ -368,8 +370,8 @@ fn accepted(run_id: &str) -> Response {
 
 /// Best effort after a failed flush: remove the claim and the queued run so a retry is
 /// accepted.
-fn undo_claim(state: &AppState, workflow_id: &str, key: &str, run_id: &str) {
-    if let Err(e) = state.store().release_claim(workflow_id, key, run_id) {
+async fn undo_claim(state: &AppState, workflow_id: &str, key: &str, run_id: &str) {
+    if let Err(e) = state.store().release_claim(workflow_id, key, run_id).await {
         tracing::error!(error = %e, "could not undo claim");
     }
 }

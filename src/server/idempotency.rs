@@ -57,7 +57,7 @@ pub enum Begin {
 }
 
 /// Read the request's `Idempotency-Key` and begin (or replay) it.
-pub fn begin(
+pub async fn begin(
     state: &AppState,
     headers: &HeaderMap,
     method: &str,
@@ -81,7 +81,12 @@ pub fn begin(
             lease_until: now + lease_ms + LEASE_EXTRA_MS,
         },
     };
-    match state.store().api_begin(&record, now).map_err(ApiError::store)? {
+    match state
+        .store()
+        .api_begin(&record, now)
+        .await
+        .map_err(ApiError::store)?
+    {
         ApiBegin::Started => Ok(Begin::Process(Guard {
             state: state.clone(),
             scope,
@@ -126,27 +131,43 @@ impl Guard {
         &self.key
     }
     /// Store the answer for replays and return it.
-    pub fn complete(mut self, status: StatusCode, body: String) -> Response {
+    pub async fn complete(mut self, status: StatusCode, body: String) -> Response {
         self.done = true;
-        if let Err(e) =
-            self.state
-                .store()
-                .api_complete(&self.scope, &self.key, status.as_u16(), &body)
+        if let Err(e) = self
+            .state
+            .store()
+            .api_complete(&self.scope, &self.key, status.as_u16(), &body)
+            .await
         {
             tracing::error!(error = %e, "could not store idempotent answer");
         }
         stored_response(status.as_u16(), body, false)
     }
+
+    /// Release the key of a request that ended without an answer worth replaying (an error
+    /// before the run was created), so the client can retry at once.
+    pub async fn abandon(mut self) {
+        self.done = true;
+        if let Err(e) = self.state.store().api_abandon(&self.scope, &self.key).await {
+            tracing::error!(error = %e, "could not release idempotency key");
+        }
+    }
 }
 
 impl Drop for Guard {
-    /// A request that ended without an answer worth replaying (an error before the run was
-    /// created) releases its key so the client can retry.
+    /// A guard dropped without [`Guard::complete`] or [`Guard::abandon`] (an early return, a
+    /// panic) releases its key in the background, so the client can retry.
     fn drop(&mut self) {
-        if !self.done {
-            if let Err(e) = self.state.store().api_abandon(&self.scope, &self.key) {
-                tracing::error!(error = %e, "could not release idempotency key");
-            }
+        if self.done {
+            return;
+        }
+        let (state, scope, key) = (self.state.clone(), self.scope.clone(), self.key.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = state.store().api_abandon(&scope, &key).await {
+                    tracing::error!(error = %e, "could not release idempotency key");
+                }
+            });
         }
     }
 }

@@ -391,7 +391,9 @@ pub async fn start(
         }
         maintenance.abort();
         let _ = maintenance.await;
-        let _ = store.flush();
+        if let Err(e) = store.flush().await {
+            tracing::error!(error = %e, "flushing the store at shutdown failed");
+        }
     });
     Ok(RunningServer {
         addr,

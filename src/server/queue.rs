@@ -44,38 +44,42 @@ impl Queue {
 pub async fn recover(state: &AppState) -> StoreResult<()> {
     let store = state.store();
     let policy = state.options().recover;
-    for id in store.run_ids_with_status(RunStatus::Running)? {
-        let Some(run) = store.get_run(&id)? else {
+    for id in store.run_ids_with_status(RunStatus::Running).await? {
+        let Some(run) = store.get_run(&id).await? else {
             continue;
         };
         match state.engine().recover_running(run, policy).await {
             Recovery::Resumed {
                 original, resume, ..
             } => {
-                write_all(store.as_ref(), &[&original, &resume])?;
+                write_all(store.as_ref(), vec![original, *resume.clone()]).await?;
                 tracing::warn!(run_id = %id, resume = %resume.id, "run resumed after a restart");
             }
             Recovery::Interrupted(original) => {
-                write_all(store.as_ref(), &[&original])?;
+                write_all(store.as_ref(), vec![original.clone()]).await?;
                 let reason = original.error.as_ref().map(|e| e.message.as_str());
                 tracing::warn!(run_id = %id, reason, "run interrupted by a restart");
             }
         }
     }
-    store.flush()?;
-    for id in store.run_ids_with_status(RunStatus::Queued)? {
+    store.flush().await?;
+    for id in store.run_ids_with_status(RunStatus::Queued).await? {
         state.queue().push(id);
     }
     Ok(())
 }
 
 /// Put `runs` in one batch (one transaction on sled).
-fn write_all(store: &dyn crate::store::Store, runs: &[&RunRecord]) -> StoreResult<()> {
-    let writes: Vec<_> = runs.iter().map(|r| BatchWrite::PutRun(r)).collect();
-    store
-        .write_batch(&writes)
-        .into_iter()
-        .try_for_each(|r| r.map(|_| ()))
+async fn write_all(store: &dyn crate::store::Store, runs: Vec<RunRecord>) -> StoreResult<()> {
+    let n = runs.len();
+    let writes: Vec<_> = runs.into_iter().map(BatchWrite::PutRun).collect();
+    let out = store.write_batch(writes).await;
+    if out.len() != n {
+        return Err(crate::store::StoreError::Backend(
+            "batch lost its outcomes".into(),
+        ));
+    }
+    out.into_iter().try_for_each(|(_, r)| r.map(|_| ()))
 }
 
 /// Start `n` workers; each stops taking runs when `shutdown` turns true and finishes the run
@@ -112,7 +116,7 @@ pub fn spawn_workers(
 /// workflow's current definition.
 pub async fn execute_queued(state: &AppState, run_id: &str) {
     let store = state.store();
-    let run = match store.get_run(run_id) {
+    let run = match store.get_run(run_id).await {
         Ok(Some(r)) if r.status == RunStatus::Queued => r,
         Ok(_) => return,
         Err(e) => {
@@ -123,7 +127,7 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
     if run.resume_of.is_some() {
         let wf = match state.engine().compile_snapshot(&run) {
             Ok(wf) => wf,
-            Err(e) => return fail_unrunnable(state, run, &e.to_string()),
+            Err(e) => return fail_unrunnable(state, run, &e.to_string()).await,
         };
         let span = tracing::info_span!("run", run_id = %run.id, workflow_id = %run.workflow_id);
         let result = tracing::Instrument::instrument(state.engine().execute(&wf, run), span).await;
@@ -141,7 +145,8 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
             state,
             run,
             "the workflow no longer exists or does not validate",
-        );
+        )
+        .await;
         return;
     };
     let mut run = run;
@@ -155,7 +160,7 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
     }
 }
 
-fn fail_unrunnable(state: &AppState, mut run: RunRecord, why: &str) {
+async fn fail_unrunnable(state: &AppState, mut run: RunRecord, why: &str) {
     run.status = RunStatus::Failed;
     run.finished_at = Some(Timestamp(state.clock().now_ms()));
     run.error = Some(ErrorInfo {
@@ -165,7 +170,7 @@ fn fail_unrunnable(state: &AppState, mut run: RunRecord, why: &str) {
         attempts: 0,
         http_status: None,
     });
-    if let Err(e) = state.store().put_run(&run) {
+    if let Err(e) = state.store().put_run(&run).await {
         tracing::error!(run_id = %run.id, error = %e, "cannot store run");
     }
 }
@@ -180,15 +185,15 @@ pub fn spawn_maintenance(
             let now = state.clock().now_ms();
             let store = state.store().clone();
             let retention = state.retention();
-            let res = tokio::task::spawn_blocking(move || -> StoreResult<(usize, usize, usize)> {
-                let pruned = store.prune_runs(&retention, now)?;
-                let swept = store.sweep_expired(now, 10_000)?;
-                let idem = store.sweep_idempotency(now, 10_000)?;
-                Ok((pruned, swept, idem))
-            })
+            let res = async {
+                let pruned = store.prune_runs(&retention, now).await?;
+                let swept = store.sweep_expired(now, 10_000).await?;
+                let idem = store.sweep_idempotency(now, 10_000).await?;
+                StoreResult::Ok((pruned, swept, idem))
+            }
             .await;
             match res {
-                Ok(Ok((p, s, i))) if p + s + i > 0 => {
+                Ok((p, s, i)) if p + s + i > 0 => {
                     tracing::info!(
                         pruned_runs = p,
                         swept_keys = s,
@@ -196,7 +201,7 @@ pub fn spawn_maintenance(
                         "maintenance"
                     )
                 }
-                Ok(Err(e)) => tracing::error!(error = %e, "maintenance failed"),
+                Err(e) => tracing::error!(error = %e, "maintenance failed"),
                 _ => {}
             }
             tokio::select! {

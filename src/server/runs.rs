@@ -221,12 +221,16 @@ async fn finish(
 ) -> Response {
     match (guard, result) {
         (Some(g), Ok((status, headers, body))) => {
-            let mut resp = g.complete(status, body.to_string());
+            let mut resp = g.complete(status, body.to_string()).await;
             resp.headers_mut().extend(headers);
             resp
         }
         (None, Ok((status, headers, body))) => (status, headers, Json(body)).into_response(),
-        (_, Err(e)) => e.into_response(),
+        (Some(g), Err(e)) => {
+            g.abandon().await;
+            e.into_response()
+        }
+        (None, Err(e)) => e.into_response(),
     }
 }
 
@@ -307,7 +311,8 @@ async fn start_run(
     })?;
     let wf = runnable(&state, &id)?;
     let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
-    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
+    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
+    {
         Begin::Replay(resp) => return Ok(resp),
         Begin::Process(g) => Some(g),
         Begin::NoKey => None,
@@ -488,14 +493,10 @@ async fn list_runs(
     Ok(Json(serde_json::to_value(page).unwrap_or_default()))
 }
 
-/// A page of run summaries for `params` (newest first), off the async threads.
+/// A page of run summaries for `params` (newest first).
 pub async fn list(state: &AppState, params: &RunsParams) -> ApiResult<crate::store::RunPage> {
     let q = params.to_query()?;
-    let s = state.store().clone();
-    tokio::task::spawn_blocking(move || s.list_runs(&q))
-        .await
-        .map_err(|_| ApiError::unavailable("listing failed", 1))?
-        .map_err(ApiError::store)
+    state.store().list_runs(&q).await.map_err(ApiError::store)
 }
 
 #[utoipa::path(
@@ -520,6 +521,7 @@ async fn get_run(
     state
         .store()
         .get_run(&id)
+        .await
         .map_err(ApiError::store)?
         .map(Json)
         .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))
@@ -609,14 +611,16 @@ async fn replay(
         &id,
         parsed.mode.as_deref(),
         parsed.version.as_deref(),
-    )?;
+    )
+    .await?;
     let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
-    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
+    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
+    {
         Begin::Replay(resp) => return Ok(resp),
         Begin::Process(g) => Some(g),
         Begin::NoKey => None,
     };
-    let run = replay_run(&state, &wf, original, mode, parsed.input)?;
+    let run = replay_run(&state, &wf, original, mode, parsed.input).await?;
     Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 
@@ -673,7 +677,8 @@ async fn preview_replay(
             format!("expected {{\"version\": \"current\"|\"original\", \"input\"?: ...}}: {e}"),
         )
     })?;
-    let (_, wf, original) = replay_plan(&state, &id, Some("dry"), parsed.version.as_deref())?;
+    let (_, wf, original) =
+        replay_plan(&state, &id, Some("dry"), parsed.version.as_deref()).await?;
     Ok(Json(
         state
             .engine()
@@ -703,10 +708,11 @@ fn parse_resume_body(body: Value) -> ApiResult<ResumeBody> {
 }
 
 /// A run by id, or `404 run_not_found`.
-pub fn load_run(state: &AppState, id: &str) -> ApiResult<RunRecord> {
+pub async fn load_run(state: &AppState, id: &str) -> ApiResult<RunRecord> {
     state
         .store()
         .get_run(id)
+        .await
         .map_err(ApiError::store)?
         .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))
 }
@@ -739,12 +745,17 @@ pub async fn resume_run(
     id: &str,
     from_step: Option<&str>,
 ) -> ApiResult<(Arc<Compiled>, RunRecord)> {
-    let original = load_run(state, id)?;
+    let original = load_run(state, id).await?;
     let (wf, run, orig) = state
         .engine()
         .resume_run(&original, from_step)
+        .await
         .map_err(resume_problem)?;
-    state.store().put_run(&orig).map_err(ApiError::store)?;
+    state
+        .store()
+        .put_run(&orig)
+        .await
+        .map_err(ApiError::store)?;
     Ok((wf, run))
 }
 
@@ -812,14 +823,16 @@ async fn resume(
 ) -> ApiResult<Response> {
     let body = json_body(body, state.options().body_limit_bytes)?;
     let parsed = parse_resume_body(body.clone())?;
-    let original = load_run(&state, &id)?;
+    let original = load_run(&state, &id).await?;
     // Check before taking the idempotency key: a refused resume leaves no record behind.
     let (wf, _, _) = state
         .engine()
         .resume_run(&original, parsed.from_step.as_deref())
+        .await
         .map_err(resume_problem)?;
     let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
-    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease)? {
+    let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
+    {
         Begin::Replay(resp) => return Ok(resp),
         Begin::Process(g) => Some(g),
         Begin::NoKey => None,
@@ -863,7 +876,7 @@ async fn preview_resume(
 ) -> ApiResult<Json<RunPreview>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
     let parsed = parse_resume_body(body)?;
-    let original = load_run(&state, &id)?;
+    let original = load_run(&state, &id).await?;
     state
         .engine()
         .preview_resume(&original, parsed.from_step.as_deref())
@@ -874,7 +887,7 @@ async fn preview_resume(
 
 /// Check a replay request (SPEC §4): the mode (`live` default, `dry`), the definition
 /// (`current` default, or the run's recorded `original` snapshot) and the original run.
-pub fn replay_plan(
+pub async fn replay_plan(
     state: &AppState,
     id: &str,
     mode: Option<&str>,
@@ -893,6 +906,7 @@ pub fn replay_plan(
     let original = state
         .store()
         .get_run(id)
+        .await
         .map_err(ApiError::store)?
         .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))?;
     let wf = match version {
@@ -919,7 +933,7 @@ pub fn replay_plan(
 
 /// The replay run of `original` (its input, trigger `replay`, its key), linked both ways
 /// (`replay_of` / `replayed_by`) before it starts. Not yet executed nor queued.
-pub fn replay_run(
+pub async fn replay_run(
     state: &AppState,
     wf: &Compiled,
     original: RunRecord,
@@ -927,7 +941,11 @@ pub fn replay_run(
     edited_input: Option<Value>,
 ) -> ApiResult<RunRecord> {
     let (run, orig) = state.engine().replay_run(&original, wf, mode, edited_input);
-    state.store().put_run(&orig).map_err(ApiError::store)?;
+    state
+        .store()
+        .put_run(&orig)
+        .await
+        .map_err(ApiError::store)?;
     Ok(run)
 }
 
@@ -1008,13 +1026,12 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> ApiResult<Value> {
             "more than 10,000 buckets: use a larger bucket or a shorter range",
         ));
     }
-    let s = state.store().clone();
-    let wf = p.workflow.clone().filter(|w| !w.is_empty());
-    let buckets =
-        tokio::task::spawn_blocking(move || s.run_stats(wf.as_deref(), since, until, bucket_ms))
-            .await
-            .map_err(|_| ApiError::unavailable("stats failed", 1))?
-            .map_err(ApiError::store)?;
+    let wf = p.workflow.as_deref().filter(|w| !w.is_empty());
+    let buckets = state
+        .store()
+        .run_stats(wf, since, until, bucket_ms)
+        .await
+        .map_err(ApiError::store)?;
     Ok(json!({
         "bucket_ms": bucket_ms,
         "since": crate::clock::rfc3339(since),

@@ -154,7 +154,7 @@ impl Scheduler {
             if replan {
                 let held = self.plans.remove(&id).map(|p| p.held).unwrap_or_default();
                 let cursor = if first && config.catch_up != CatchUp::None {
-                    self.last_tick_in_history(&id).unwrap_or(now).min(now)
+                    self.last_tick_in_history(&id).await.unwrap_or(now).min(now)
                 } else {
                     now
                 };
@@ -185,14 +185,14 @@ impl Scheduler {
             for (at, missed) in fire {
                 fired.push(self.fire(wf, at, missed).await);
             }
-            self.release_held(&id);
+            self.release_held(&id).await;
         }
         self.plans.retain(|id, _| seen.contains(id));
         fired
     }
 
     /// The scheduled instant of the workflow's newest scheduled run (from its tick key).
-    fn last_tick_in_history(&self, workflow_id: &str) -> Option<i64> {
+    async fn last_tick_in_history(&self, workflow_id: &str) -> Option<i64> {
         let page = self
             .engine
             .store()
@@ -202,13 +202,14 @@ impl Scheduler {
                 limit: 1,
                 ..Default::default()
             })
+            .await
             .ok()?;
         let run = page.runs.first()?;
         scheduled_of_key(run.idempotency_key.as_deref()?)
     }
 
     /// The RFC 3339 scheduled instant of the workflow's newest scheduled run that succeeded.
-    fn previous_success(&self, workflow_id: &str) -> Option<String> {
+    async fn previous_success(&self, workflow_id: &str) -> Option<String> {
         let page = self
             .engine
             .store()
@@ -219,6 +220,7 @@ impl Scheduler {
                 limit: 1,
                 ..Default::default()
             })
+            .await
             .ok()?;
         let key = page.runs.first()?.idempotency_key.clone()?;
         scheduled_of_key(&key).map(rfc3339)
@@ -226,7 +228,7 @@ impl Scheduler {
 
     /// An earlier run of the workflow that is running, or queued and already handed to the
     /// workers (held `queue` runs do not count).
-    fn active_run(&self, workflow_id: &str) -> Option<String> {
+    async fn active_run(&self, workflow_id: &str) -> Option<String> {
         let held = self
             .plans
             .get(workflow_id)
@@ -242,6 +244,7 @@ impl Scheduler {
                     limit: held.len() + 1,
                     ..Default::default()
                 })
+                .await
                 .ok()?;
             if let Some(r) = page.runs.iter().find(|r| !held.contains(&r.id)) {
                 return Some(r.id.clone());
@@ -252,12 +255,12 @@ impl Scheduler {
 
     /// Hand the oldest held `queue` run to the workers once nothing else of the workflow is
     /// queued or running.
-    fn release_held(&mut self, workflow_id: &str) {
+    async fn release_held(&mut self, workflow_id: &str) {
         let has_held = self
             .plans
             .get(workflow_id)
             .is_some_and(|p| !p.held.is_empty());
-        if !has_held || self.active_run(workflow_id).is_some() {
+        if !has_held || self.active_run(workflow_id).await.is_some() {
             return;
         }
         if let Some(id) = self
@@ -275,11 +278,11 @@ impl Scheduler {
         let overlap = self.plans[&workflow_id].config.overlap;
         let active = match overlap {
             Overlap::Allow => None,
-            Overlap::Skip | Overlap::Queue => self.active_run(&workflow_id),
+            Overlap::Skip | Overlap::Queue => self.active_run(&workflow_id).await,
         };
         let mut input = Map::new();
         input.insert("scheduled_at".into(), json!(rfc3339(at)));
-        if let Some(prev) = self.previous_success(&workflow_id) {
+        if let Some(prev) = self.previous_success(&workflow_id).await {
             input.insert("previous_success_at".into(), json!(prev));
         }
         if let Some(n) = missed {
@@ -338,6 +341,7 @@ impl Scheduler {
                     .engine
                     .store()
                     .release_claim(&workflow_id, &key, &run_id)
+                    .await
                 {
                     tracing::error!(error = %e, "could not undo a tick claim");
                 }

@@ -179,7 +179,10 @@ impl StepKind for Memory {
         let value = c.value.unwrap_or(Value::Bool(true));
         let store = cx.effects.memory(c.scope);
         Ok(
-            match store.write(&c.namespace, &key, &value, opts, cx.clock.now_ms())? {
+            match store
+                .write(&c.namespace, &key, &value, opts, cx.clock.now_ms())
+                .await?
+            {
                 WriteResult::Written { .. } => true,
                 WriteResult::Exists { existing } => existing.owner.as_ref() == Some(&owner),
             },
@@ -214,7 +217,7 @@ impl StepKind for Memory {
                     }
                     o
                 };
-                match store.write(&c.namespace, &key, &value, opts, now)? {
+                match store.write(&c.namespace, &key, &value, opts, now).await? {
                     WriteResult::Written { expires_at } => {
                         with_expiry(json!({"written": true, "key": key}), expires_at)
                     }
@@ -235,7 +238,7 @@ impl StepKind for Memory {
                     }
                 }
             }
-            Operation::Read => match store.read(&c.namespace, &key, now)? {
+            Operation::Read => match store.read(&c.namespace, &key, now).await? {
                 Some(e) => {
                     let mut o = json!({"found": true, "value": e.value});
                     if let Some(x) = e.expires_at {
@@ -245,7 +248,7 @@ impl StepKind for Memory {
                 }
                 None => json!({"found": false}),
             },
-            Operation::Delete => json!({"deleted": store.delete(&c.namespace, &key, now)?}),
+            Operation::Delete => json!({"deleted": store.delete(&c.namespace, &key, now).await?}),
         };
         Ok(StepOutput::out(out))
     }

@@ -3,10 +3,10 @@
 //!
 //! A caller hands its write to [`GroupCommit::claim_and_enqueue`] or
 //! [`GroupCommit::put_run`] (or, having written by itself, waits in
-//! [`GroupCommit::durable`]). One thread collects everything that arrived while the previous
+//! [`GroupCommit::durable`]). One task collects everything that arrived while the previous
 //! batch was being committed and applies the writes with
-//! [`Store::write_batch`] (one sled transaction for the whole batch) and calls sled's
-//! **blocking** `flush()` once; then it answers every caller. A caller is only ever answered
+//! [`Store::write_batch`] (one sled transaction for the whole batch, on the blocking pool) and
+//! calls [`Store::flush`] once (sled's **blocking** `flush()`); then it answers every caller. A caller is only ever answered
 //! by a flush that started after its write, so an answer means durable.
 //!
 //! Why batching the writes, not only the flushes: sled 0.34 seals, writes and syncs
@@ -28,20 +28,8 @@ use crate::run::RunRecord;
 /// Most writes applied in one transaction; more waiting callers go in the next batch.
 pub const MAX_BATCH: usize = 512;
 
-/// A write handed to the committer, with the record it gives back.
-enum Write {
-    Claim { claim: WebhookClaim, run: RunRecord },
-    Put(RunRecord),
-}
-
-impl Write {
-    fn as_batch(&self) -> BatchWrite<'_> {
-        match self {
-            Write::Claim { claim, run } => BatchWrite::ClaimAndEnqueue { claim, run },
-            Write::Put(run) => BatchWrite::PutRun(run),
-        }
-    }
-}
+/// A write handed to the committer; the batch hands it back with its outcome.
+type Write = BatchWrite;
 
 /// The answer to a job: its write handed back, and the write's outcome (`None` for a job that
 /// only waited for durability).
@@ -54,49 +42,39 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Start the committer over `store`: one OS thread (`fluxo-commit`) that blocks on the
-    /// store, so no request ever waits for a blocking-pool thread to be spawned. It ends when
-    /// the last handle is dropped. It holds the store weakly: the store closes (and releases
-    /// its file lock) when its owners drop it, not whenever this thread gets to run; writes
-    /// handed in after that are answered "store closed".
+    /// Start the committer over `store`: one task that collects what arrived while the
+    /// previous batch was being committed, applies it with [`Store::write_batch`] and calls
+    /// [`Store::flush`] once. It ends when the last handle is dropped. It holds the store
+    /// weakly: the store closes (and releases its file lock) when its owners drop it, not
+    /// whenever this task gets to run; writes handed in after that are answered "store
+    /// closed". Call from inside a tokio runtime.
     pub fn start(store: Arc<dyn Store>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Option<Write>, Answer)>();
         let store = Arc::downgrade(&store);
-        let spawned = std::thread::Builder::new()
-            .name("fluxo-commit".into())
-            .spawn(move || {
-                while let Some(first) = rx.blocking_recv() {
-                    let mut jobs = vec![first];
-                    let mut writes = usize::from(jobs[0].0.is_some());
-                    while writes < MAX_BATCH {
-                        match rx.try_recv() {
-                            Ok(job) => {
-                                writes += usize::from(job.0.is_some());
-                                jobs.push(job);
-                            }
-                            Err(_) => break,
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut jobs = vec![first];
+                let mut writes = usize::from(jobs[0].0.is_some());
+                while writes < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(job) => {
+                            writes += usize::from(job.0.is_some());
+                            jobs.push(job);
                         }
+                        Err(_) => break,
                     }
-                    let Some(store) = store.upgrade() else {
-                        for (write, answer) in jobs {
-                            let closed = StoreError::Backend("the store is closed".into());
-                            let _ = answer.send((write, Err(closed)));
-                        }
-                        continue;
-                    };
-                    // A panic in the backend (a bug) drops this batch's answer senders, so
-                    // each of its callers gets "group commit stopped"; the committer goes on.
-                    let batch = std::panic::AssertUnwindSafe(|| commit(&*store, jobs));
-                    if std::panic::catch_unwind(batch).is_err() {
-                        tracing::error!("group commit batch panicked");
-                    }
-                    drop(store);
                 }
-            });
-        if let Err(e) = spawned {
-            // Without a committer every caller is answered "group commit stopped" (503).
-            tracing::error!(error = %e, "cannot start the group commit thread");
-        }
+                let Some(store) = store.upgrade() else {
+                    for (write, answer) in jobs {
+                        let closed = StoreError::Backend("the store is closed".into());
+                        let _ = answer.send((write, Err(closed)));
+                    }
+                    continue;
+                };
+                commit(&*store, jobs).await;
+                drop(store);
+            }
+        });
         GroupCommit { tx }
     }
 
@@ -119,7 +97,10 @@ impl GroupCommit {
         claim: WebhookClaim,
         run: RunRecord,
     ) -> StoreResult<ClaimOutcome> {
-        match self.submit(Some(Write::Claim { claim, run })).await? {
+        match self
+            .submit(Some(BatchWrite::ClaimAndEnqueue { claim, run }))
+            .await?
+        {
             (_, Some(BatchOutcome::Claim(outcome))) => Ok(outcome),
             _ => Err(StoreError::Backend(
                 "claim answered without its outcome".into(),
@@ -129,8 +110,8 @@ impl GroupCommit {
 
     /// [`super::RunStore::put_run`], durable when this returns; gives the record back.
     pub async fn put_run(&self, run: RunRecord) -> StoreResult<RunRecord> {
-        match self.submit(Some(Write::Put(run))).await? {
-            (Some(Write::Put(run)), _) => Ok(run),
+        match self.submit(Some(BatchWrite::PutRun(run))).await? {
+            (Some(BatchWrite::PutRun(run)), _) => Ok(run),
             _ => Err(StoreError::Backend("put answered without its run".into())),
         }
     }
@@ -141,28 +122,44 @@ impl GroupCommit {
     }
 }
 
-/// Apply a batch and flush once (blocking), then answer each job: its own write's outcome if
-/// the flush succeeded, else the flush's error.
-fn commit(store: &dyn Store, jobs: Vec<(Option<Write>, Answer)>) {
-    let batch: Vec<BatchWrite<'_>> = jobs
-        .iter()
-        .filter_map(|(w, _)| w.as_ref().map(Write::as_batch))
-        .collect();
+/// Apply a batch and flush once, then answer each job: its own write's outcome if the flush
+/// succeeded, else the flush's error. A batch whose backend lost its outcomes (a panic on the
+/// blocking pool) answers each of its writers with an error; the committer goes on.
+async fn commit(store: &dyn Store, jobs: Vec<(Option<Write>, Answer)>) {
+    let mut answers = Vec::with_capacity(jobs.len());
+    let mut batch = Vec::new();
+    for (write, answer) in jobs {
+        let has = write.is_some();
+        batch.extend(write);
+        answers.push((has, answer));
+    }
+    let sent = batch.len();
     let mut outcomes = if batch.is_empty() {
         Vec::new()
     } else {
-        store.write_batch(&batch)
+        store.write_batch(batch).await
     }
     .into_iter();
-    drop(batch);
-    let flushed = store.flush();
-    for (write, answer) in jobs {
-        let result = match (&flushed, write.is_some()) {
+    let lost = outcomes.len() != sent;
+    let flushed = if lost {
+        Err(StoreError::Backend("batch lost its outcomes".into()))
+    } else {
+        store.flush().await
+    };
+    for (has, answer) in answers {
+        let (write, result) = match has {
+            true => match outcomes.next() {
+                Some((w, r)) => (Some(w), r),
+                None => (
+                    None,
+                    Err(StoreError::Backend("batch lost an outcome".into())),
+                ),
+            },
+            false => (None, Ok(BatchOutcome::Put)),
+        };
+        let result = match (&flushed, has) {
             (Err(e), _) => Err(e.clone()),
-            (Ok(()), true) => outcomes
-                .next()
-                .unwrap_or_else(|| Err(StoreError::Backend("batch lost an outcome".into())))
-                .map(Some),
+            (Ok(()), true) => result.map(Some),
             (Ok(()), false) => Ok(None),
         };
         let _ = answer.send((write, result));

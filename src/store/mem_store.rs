@@ -99,8 +99,9 @@ impl Inner {
     }
 }
 
+#[async_trait::async_trait]
 impl MemoryStore for InMemoryStore {
-    fn write(
+    async fn write(
         &self,
         namespace: &str,
         key: &str,
@@ -138,7 +139,12 @@ impl MemoryStore for InMemoryStore {
         Ok(WriteResult::Written { expires_at })
     }
 
-    fn read(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>> {
+    async fn read(
+        &self,
+        namespace: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<MemoryEntry>> {
         common::check_ident("namespace", namespace)?;
         let inner = self.lock();
         Ok(inner
@@ -148,7 +154,7 @@ impl MemoryStore for InMemoryStore {
             .cloned())
     }
 
-    fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
         common::check_ident("namespace", namespace)?;
         self.check_writable()?;
         let mut inner = self.lock();
@@ -157,7 +163,7 @@ impl MemoryStore for InMemoryStore {
             .is_some_and(|e| !e.is_expired(now_ms)))
     }
 
-    fn list(
+    async fn list(
         &self,
         namespace: &str,
         prefix: &str,
@@ -183,13 +189,13 @@ impl MemoryStore for InMemoryStore {
             .collect())
     }
 
-    fn namespaces(&self) -> StoreResult<Vec<String>> {
+    async fn namespaces(&self) -> StoreResult<Vec<String>> {
         let inner = self.lock();
         let set: BTreeSet<&String> = inner.memory.keys().map(|(n, _)| n).collect();
         Ok(set.into_iter().cloned().collect())
     }
 
-    fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
         self.check_writable()?;
         let mut inner = self.lock();
         let due: Vec<(i64, String, String)> = inner
@@ -206,19 +212,20 @@ impl MemoryStore for InMemoryStore {
     }
 }
 
+#[async_trait::async_trait]
 impl RunStore for InMemoryStore {
-    fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
+    async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
         common::check_run(run)?;
         self.check_writable()?;
         self.lock().put_run(run);
         Ok(())
     }
 
-    fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
         Ok(self.lock().runs.get(id).cloned())
     }
 
-    fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
         let inner = self.lock();
         let upper = match query.cursor.as_deref().map(common::decode_cursor) {
             None => Bound::Unbounded,
@@ -255,7 +262,7 @@ impl RunStore for InMemoryStore {
         Ok(page(runs, query.limit))
     }
 
-    fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
+    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
         let inner = self.lock();
         Ok(inner
             .runs_by_created
@@ -265,7 +272,7 @@ impl RunStore for InMemoryStore {
             .collect())
     }
 
-    fn run_stats(
+    async fn run_stats(
         &self,
         workflow: Option<&str>,
         since: i64,
@@ -297,7 +304,7 @@ impl RunStore for InMemoryStore {
         Ok(stats(buckets))
     }
 
-    fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
+    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {
             return Ok(0);
         }
@@ -325,8 +332,9 @@ impl RunStore for InMemoryStore {
     }
 }
 
+#[async_trait::async_trait]
 impl IdempotencyStore for InMemoryStore {
-    fn claim_and_enqueue(
+    async fn claim_and_enqueue(
         &self,
         claim: &WebhookClaim,
         run: &RunRecord,
@@ -346,7 +354,7 @@ impl IdempotencyStore for InMemoryStore {
         Ok(ClaimOutcome::Claimed)
     }
 
-    fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
+    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
         self.check_writable()?;
         let mut inner = self.lock();
         let id = (workflow_id.to_string(), key.to_string());
@@ -364,7 +372,7 @@ impl IdempotencyStore for InMemoryStore {
         Ok(true)
     }
 
-    fn get_claim(
+    async fn get_claim(
         &self,
         workflow_id: &str,
         key: &str,
@@ -379,7 +387,7 @@ impl IdempotencyStore for InMemoryStore {
             .cloned())
     }
 
-    fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
+    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
         common::check_ident("scope", &record.scope)?;
         self.check_writable()?;
         let mut inner = self.lock();
@@ -393,7 +401,13 @@ impl IdempotencyStore for InMemoryStore {
         }
     }
 
-    fn api_complete(&self, scope: &str, key: &str, status: u16, body: &str) -> StoreResult<()> {
+    async fn api_complete(
+        &self,
+        scope: &str,
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()> {
         common::check_ident("scope", scope)?;
         self.check_writable()?;
         let mut inner = self.lock();
@@ -406,7 +420,7 @@ impl IdempotencyStore for InMemoryStore {
         Ok(())
     }
 
-    fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
+    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
         common::check_ident("scope", scope)?;
         self.check_writable()?;
         let mut inner = self.lock();
@@ -421,7 +435,7 @@ impl IdempotencyStore for InMemoryStore {
         Ok(())
     }
 
-    fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
         self.check_writable()?;
         let mut inner = self.lock();
         let claims: Vec<(String, String)> = inner
@@ -448,8 +462,9 @@ impl IdempotencyStore for InMemoryStore {
     }
 }
 
+#[async_trait::async_trait]
 impl Store for InMemoryStore {
-    fn flush(&self) -> StoreResult<()> {
+    async fn flush(&self) -> StoreResult<()> {
         Ok(())
     }
 }

@@ -11,7 +11,12 @@
 //!
 //! Backends: [`sled_store::SledStore`] (embedded, durable, the default) and
 //! [`mem_store::InMemoryStore`] (unit tests, benches). The traits assume nothing about a single
-//! process: claims are compare-and-set, so a shared database backend can come later.
+//! process: claims are compare-and-set, so a shared database can back them.
+//!
+//! Every store call is `async` (`#[async_trait]`, so the traits stay object safe behind
+//! `Arc<dyn Store>`): a network database waits without holding an async thread, and sled,
+//! which blocks on its log and page cache, runs each call on tokio's blocking pool. Call them
+//! from inside a tokio runtime.
 //!
 //! All instants are UTC unix milliseconds passed in by the caller from the engine's
 //! [`crate::clock::Clock`]; stores never read the wall clock themselves. A record is expired
@@ -199,11 +204,12 @@ pub enum WriteResult {
 }
 
 /// Persistent Memory keys with TTL.
+#[async_trait::async_trait]
 pub trait MemoryStore: Send + Sync {
     /// Write `value` at `namespace`/`key`. With `allow_overwrite: false` this is an atomic
     /// claim: of any number of concurrent writers exactly one gets [`WriteResult::Written`]
     /// (compare-and-swap), the rest [`WriteResult::Exists`]. An expired entry counts as absent.
-    fn write(
+    async fn write(
         &self,
         namespace: &str,
         key: &str,
@@ -212,13 +218,18 @@ pub trait MemoryStore: Send + Sync {
         now_ms: i64,
     ) -> StoreResult<WriteResult>;
     /// Read a live entry; an expired one is `None` even before the sweeper removes it.
-    fn read(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>>;
+    async fn read(
+        &self,
+        namespace: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<MemoryEntry>>;
     /// Delete; `true` if a live entry was removed (an expired one is removed too, answering
     /// `false`).
-    fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool>;
+    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool>;
     /// Live entries of a namespace whose key starts with `prefix`, in key order, after `after`
     /// (exclusive), at most `limit`.
-    fn list(
+    async fn list(
         &self,
         namespace: &str,
         prefix: &str,
@@ -227,10 +238,10 @@ pub trait MemoryStore: Send + Sync {
         now_ms: i64,
     ) -> StoreResult<Vec<MemoryEntry>>;
     /// Namespaces that hold at least one entry (live or not yet swept), sorted.
-    fn namespaces(&self) -> StoreResult<Vec<String>>;
+    async fn namespaces(&self) -> StoreResult<Vec<String>>;
     /// Remove up to `max` expired entries (earliest expiry first) using the expiry index;
     /// returns how many went.
-    fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
+    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,23 +409,24 @@ impl Default for Retention {
 }
 
 /// Run history.
+#[async_trait::async_trait]
 pub trait RunStore: Send + Sync {
     /// Insert or replace a run and keep every index in step with it (atomically).
-    fn put_run(&self, run: &RunRecord) -> StoreResult<()>;
+    async fn put_run(&self, run: &RunRecord) -> StoreResult<()>;
     /// One run.
-    fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
     /// A page of run summaries matching every filter, newest first: by `created_at`, then by
     /// id (ids are time-sortable, so in practice this is id order). Paging by cursor has no
     /// duplicates and no gaps even while newer runs arrive.
-    fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage>;
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage>;
     /// Ids of every run in `status`, oldest first by `created_at` then id (crash recovery).
-    fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>>;
+    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>>;
     /// Counts by status per bucket of `bucket_ms`, over runs created in `[since, until)`,
     /// optionally of one workflow. Buckets in time order; empty buckets left out. Buckets are
     /// aligned on multiples of `bucket_ms` since the unix epoch (hourly buckets start on the
     /// hour, UTC), so the first one may start before `since`; `bucket_ms <= 0` gives a single
     /// bucket starting at `since`.
-    fn run_stats(
+    async fn run_stats(
         &self,
         workflow: Option<&str>,
         since: i64,
@@ -423,7 +435,7 @@ pub trait RunStore: Send + Sync {
     ) -> StoreResult<Vec<StatsBucket>>;
     /// Apply retention; never removes a `queued` or `running` run. Streams over the indexes.
     /// Returns how many runs were removed.
-    fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize>;
+    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -488,20 +500,21 @@ pub enum ApiBegin {
 }
 
 /// The server's idempotency records.
+#[async_trait::async_trait]
 pub trait IdempotencyStore: Send + Sync {
     /// Atomically: if `claim.workflow_id`/`claim.key` has a live claim (`expires_at > now_ms`)
     /// answer `Duplicate` and write nothing; else write the claim **and** `run` (status
     /// `queued`, with its indexes) in one transaction, replacing an expired claim. The claim
     /// must name the run (`claim.run_id == run.id`, same workflow), else it is an error and
     /// nothing is written. Durability is the caller's [`Store::flush`] (group commit).
-    fn claim_and_enqueue(
+    async fn claim_and_enqueue(
         &self,
         claim: &WebhookClaim,
         run: &RunRecord,
         now_ms: i64,
     ) -> StoreResult<ClaimOutcome>;
     /// The live claim of a key, if any.
-    fn get_claim(
+    async fn get_claim(
         &self,
         workflow_id: &str,
         key: &str,
@@ -512,34 +525,38 @@ pub trait IdempotencyStore: Send + Sync {
     /// `Conflict`; `Done` → `Replay`; `InProgress` with `lease_until > now_ms` → `InProgress`;
     /// an `InProgress` record whose lease has passed is taken over (its owner died): `record`
     /// replaces it, `Started`.
-    fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin>;
+    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin>;
     /// Store the final answer of a started request (keeps its fingerprint and expiry). A
     /// no-op if the record is gone.
-    fn api_complete(&self, scope: &str, key: &str, status: u16, body: &str) -> StoreResult<()>;
+    async fn api_complete(
+        &self,
+        scope: &str,
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()>;
     /// Forget a started request that failed before producing an answer worth replaying.
     /// Only an `InProgress` record is removed; a `Done` one stays.
-    fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()>;
+    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()>;
     /// Undo a [`IdempotencyStore::claim_and_enqueue`] whose answer could not be made durable:
     /// in one transaction, remove the claim if it still names `run_id`, and that run if it is
     /// still `queued`. Returns whether the claim was removed. (A sender's retry is then
     /// accepted instead of being answered as a duplicate of a run that may not survive.)
-    fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool>;
+    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool>;
     /// Remove up to `max` expired claims and API records (claims first); returns how many
     /// went. Runs are not touched.
-    fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
+    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
 }
 
 /// One write of a batch ([`Store::write_batch`]): what the [`GroupCommit`] collects from many
-/// requests and applies together.
-#[derive(Debug, Clone, Copy)]
-pub enum BatchWrite<'a> {
+/// requests and applies together. Owned, so a backend can move the batch to a blocking thread
+/// (sled) and hand every write back with its outcome.
+#[derive(Debug, Clone)]
+pub enum BatchWrite {
     /// [`IdempotencyStore::claim_and_enqueue`], with `claim.claimed_at` as the current instant.
-    ClaimAndEnqueue {
-        claim: &'a WebhookClaim,
-        run: &'a RunRecord,
-    },
+    ClaimAndEnqueue { claim: WebhookClaim, run: RunRecord },
     /// [`RunStore::put_run`].
-    PutRun(&'a RunRecord),
+    PutRun(RunRecord),
 }
 
 /// The outcome of one [`BatchWrite`].
@@ -552,28 +569,37 @@ pub enum BatchOutcome {
 }
 
 /// Everything the engine and server need from a backend.
+#[async_trait::async_trait]
 pub trait Store: MemoryStore + RunStore + IdempotencyStore {
-    /// Make every write so far durable (blocking; call from the blocking pool).
-    fn flush(&self) -> StoreResult<()>;
+    /// Make every write so far durable. sled syncs its log on the blocking pool (never
+    /// `flush_async`: it deadlocks under concurrent callers, spacejam/sled#1308); a backend
+    /// whose transactions commit durably (PostgreSQL) answers at once.
+    async fn flush(&self) -> StoreResult<()>;
 
-    /// Apply `writes` in order, each with the semantics of its single-write method, and return
-    /// one result per write, in order. A write later in the batch sees the earlier ones (two
-    /// claims of one key in a batch: the second is a `Duplicate` of the first). A write that is
-    /// invalid by itself (e.g. a claim not naming its run) fails alone.
+    /// Apply `writes` in order, each with the semantics of its single-write method, and hand
+    /// every write back with its result, in order. A write later in the batch sees the earlier
+    /// ones (two claims of one key in a batch: the second is a `Duplicate` of the first). A
+    /// write that is invalid by itself (e.g. a claim not naming its run) fails alone.
     ///
     /// The default applies them one by one. [`SledStore`] applies the whole batch as one
     /// transaction: sled 0.34 seals, writes and syncs its log twice per transaction whatever
     /// its size, so one transaction per batch is what lets a group commit scale (see
     /// [`GroupCommit`]). Not durable until [`Store::flush`].
-    fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
-        writes
-            .iter()
-            .map(|w| match *w {
+    async fn write_batch(
+        &self,
+        writes: Vec<BatchWrite>,
+    ) -> Vec<(BatchWrite, StoreResult<BatchOutcome>)> {
+        let mut out = Vec::with_capacity(writes.len());
+        for w in writes {
+            let r = match &w {
                 BatchWrite::ClaimAndEnqueue { claim, run } => self
                     .claim_and_enqueue(claim, run, claim.claimed_at)
+                    .await
                     .map(BatchOutcome::Claim),
-                BatchWrite::PutRun(run) => self.put_run(run).map(|()| BatchOutcome::Put),
-            })
-            .collect()
+                BatchWrite::PutRun(run) => self.put_run(run).await.map(|()| BatchOutcome::Put),
+            };
+            out.push((w, r));
+        }
+        out
     }
 }

@@ -41,6 +41,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, Range};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -128,9 +129,18 @@ const BATCH: usize = 256;
 const Q_CANDIDATES_MAX: usize = 500;
 
 /// The sled-backed [`Store`].
-pub struct SledStore {
+/// The sled database and its trees, used synchronously (on blocking threads) by
+/// [`SledStore`].
+struct SledCore {
     db: sled::Db,
     trees: Vec<Tree>,
+}
+
+/// The async handle: every call runs on tokio's blocking pool (sled blocks on its log and
+/// page cache). Cheap to clone.
+#[derive(Clone)]
+pub struct SledStore {
+    core: Arc<SledCore>,
 }
 
 impl std::fmt::Debug for SledStore {
@@ -168,6 +178,34 @@ impl std::ops::Index<usize> for View<'_> {
 impl SledStore {
     /// Open (or create) the database described by `config`.
     ///
+    /// A lock held by another handle is retried for up to 1 s (see [`SledCore::open`]). Held
+    /// longer (another process, e.g. `fluxo serve`), the error names the lock.
+    pub fn open(config: &SledConfig) -> StoreResult<Self> {
+        SledCore::open(config).map(|core| SledStore {
+            core: Arc::new(core),
+        })
+    }
+
+    /// Open (or create) the database at `path` with the default configuration.
+    pub fn open_path(path: impl Into<PathBuf>) -> StoreResult<Self> {
+        Self::open(&SledConfig::new(path))
+    }
+
+    /// Run `f` over the database on tokio's blocking pool.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&SledCore) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let core = self.core.clone();
+        tokio::task::spawn_blocking(move || f(&core))
+            .await
+            .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
+    }
+}
+
+impl SledCore {
+    /// Open (or create) the database described by `config`.
+    ///
     /// A lock held by another handle is retried for up to 1 s: a handle dropped a moment ago
     /// in this process keeps the lock until sled's background threads (flusher, log writers)
     /// let go of it. Held longer (another process, e.g. `fluxo serve`), the error names the
@@ -176,7 +214,7 @@ impl SledStore {
     /// The store's folder is created 0700; sled's files (created with the umask's modes) are
     /// made 0600 and its folders 0700 after opening, and a store an older version left
     /// readable by others is tightened first, with a log line ([`crate::secrets`]).
-    pub fn open(config: &SledConfig) -> StoreResult<Self> {
+    fn open(config: &SledConfig) -> StoreResult<Self> {
         let secure = |log: bool| {
             crate::secrets::secure_tree(&config.path)
                 .map(|n| {
@@ -231,12 +269,7 @@ impl SledStore {
             .map_err(backend)?;
         // The files sled has just created.
         secure(false)?;
-        Ok(SledStore { db, trees })
-    }
-
-    /// Open (or create) the database at `path` with the default configuration.
-    pub fn open_path(path: impl Into<PathBuf>) -> StoreResult<Self> {
-        Self::open(&SledConfig::new(path))
+        Ok(SledCore { db, trees })
     }
 
     fn tree(&self, n: usize) -> &Tree {
@@ -382,7 +415,7 @@ impl SledStore {
     }
 }
 
-impl MemoryStore for SledStore {
+impl SledCore {
     fn write(
         &self,
         namespace: &str,
@@ -531,9 +564,8 @@ impl MemoryStore for SledStore {
     }
 }
 
-impl RunStore for SledStore {
-    fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
-        let prepared = PreparedRun::new(run)?;
+impl SledCore {
+    fn put_prepared(&self, prepared: &PreparedRun) -> StoreResult<()> {
         // sled 0.34 makes every multi-tree transaction (and batch) seal, write and sync its IO
         // buffer twice (`pin_log`), which made run progress writes the main cost of ingest under
         // load. A write that changes the record alone (a running run's progress after each
@@ -552,7 +584,7 @@ impl RunStore for SledStore {
                 return Ok(());
             }
         }
-        self.tx(RUN_TREES, |v| put_run_tx(v, &prepared))
+        self.tx(RUN_TREES, |v| put_run_tx(v, prepared))
     }
 
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -730,15 +762,9 @@ impl RunStore for SledStore {
     }
 }
 
-impl IdempotencyStore for SledStore {
-    fn claim_and_enqueue(
-        &self,
-        claim: &WebhookClaim,
-        run: &RunRecord,
-        now_ms: i64,
-    ) -> StoreResult<ClaimOutcome> {
-        let prepared = PreparedClaim::new(claim, run)?;
-        self.tx(CLAIM_TREES, |v| claim_tx(v, &prepared, now_ms))
+impl SledCore {
+    fn claim_prepared(&self, prepared: &PreparedClaim, now_ms: i64) -> StoreResult<ClaimOutcome> {
+        self.tx(CLAIM_TREES, |v| claim_tx(v, prepared, now_ms))
     }
 
     fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
@@ -849,7 +875,7 @@ impl IdempotencyStore for SledStore {
     }
 }
 
-impl Store for SledStore {
+impl SledCore {
     fn flush(&self) -> StoreResult<()> {
         // Blocking on purpose: sled 0.34's `flush_async` deadlocks under concurrent callers.
         self.db.flush().map(|_| ()).map_err(backend)
@@ -857,14 +883,14 @@ impl Store for SledStore {
 
     /// One transaction for the whole batch (each write prepared, i.e. checked and serialised,
     /// outside it; a write that fails preparation fails alone).
-    fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
+    fn write_batch(&self, writes: &[BatchWrite]) -> Vec<StoreResult<BatchOutcome>> {
         enum Prepared {
             Claim(PreparedClaim),
             Put(PreparedRun),
         }
         let prepared: Vec<StoreResult<Prepared>> = writes
             .iter()
-            .map(|w| match *w {
+            .map(|w| match w {
                 BatchWrite::ClaimAndEnqueue { claim, run } => {
                     PreparedClaim::new(claim, run).map(Prepared::Claim)
                 }
@@ -901,6 +927,201 @@ impl Store for SledStore {
                 .into_iter()
                 .map(|p| Err(p.err().unwrap_or_else(|| e.clone())))
                 .collect(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The async API: each call on the blocking pool
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait::async_trait]
+impl MemoryStore for SledStore {
+    async fn write(
+        &self,
+        namespace: &str,
+        key: &str,
+        value: &Value,
+        opts: WriteOptions<'_>,
+        now_ms: i64,
+    ) -> StoreResult<WriteResult> {
+        let (ns, key, value) = (namespace.to_owned(), key.to_owned(), value.clone());
+        let (allow_overwrite, ttl_ms) = (opts.allow_overwrite, opts.ttl_ms);
+        let owner = opts.owner.cloned();
+        self.blocking(move |c| {
+            let opts = WriteOptions {
+                allow_overwrite,
+                ttl_ms,
+                owner: owner.as_ref(),
+            };
+            c.write(&ns, &key, &value, opts, now_ms)
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        namespace: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<MemoryEntry>> {
+        let (ns, key) = (namespace.to_owned(), key.to_owned());
+        self.blocking(move |c| c.read(&ns, &key, now_ms)).await
+    }
+
+    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+        let (ns, key) = (namespace.to_owned(), key.to_owned());
+        self.blocking(move |c| c.delete(&ns, &key, now_ms)).await
+    }
+
+    async fn list(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: i64,
+    ) -> StoreResult<Vec<MemoryEntry>> {
+        let (ns, prefix, after) = (
+            namespace.to_owned(),
+            prefix.to_owned(),
+            after.map(str::to_owned),
+        );
+        self.blocking(move |c| c.list(&ns, &prefix, after.as_deref(), limit, now_ms))
+            .await
+    }
+
+    async fn namespaces(&self) -> StoreResult<Vec<String>> {
+        self.blocking(|c| c.namespaces()).await
+    }
+
+    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        self.blocking(move |c| c.sweep_expired(now_ms, max)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl RunStore for SledStore {
+    async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
+        // Serialised here (the caller's thread), written on the blocking pool.
+        let prepared = PreparedRun::new(run)?;
+        self.blocking(move |c| c.put_prepared(&prepared)).await
+    }
+
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+        let id = id.to_owned();
+        self.blocking(move |c| c.get_run(&id)).await
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+        let query = query.clone();
+        self.blocking(move |c| c.list_runs(&query)).await
+    }
+
+    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
+        self.blocking(move |c| c.run_ids_with_status(status)).await
+    }
+
+    async fn run_stats(
+        &self,
+        workflow: Option<&str>,
+        since: i64,
+        until: i64,
+        bucket_ms: i64,
+    ) -> StoreResult<Vec<StatsBucket>> {
+        let workflow = workflow.map(str::to_owned);
+        self.blocking(move |c| c.run_stats(workflow.as_deref(), since, until, bucket_ms))
+            .await
+    }
+
+    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
+        let policy = *policy;
+        self.blocking(move |c| c.prune_runs(&policy, now_ms)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl IdempotencyStore for SledStore {
+    async fn claim_and_enqueue(
+        &self,
+        claim: &WebhookClaim,
+        run: &RunRecord,
+        now_ms: i64,
+    ) -> StoreResult<ClaimOutcome> {
+        let prepared = PreparedClaim::new(claim, run)?;
+        self.blocking(move |c| c.claim_prepared(&prepared, now_ms))
+            .await
+    }
+
+    async fn get_claim(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<WebhookClaim>> {
+        let (wf, key) = (workflow_id.to_owned(), key.to_owned());
+        self.blocking(move |c| c.get_claim(&wf, &key, now_ms)).await
+    }
+
+    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
+        let record = record.clone();
+        self.blocking(move |c| c.api_begin(&record, now_ms)).await
+    }
+
+    async fn api_complete(
+        &self,
+        scope: &str,
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()> {
+        let (scope, key, body) = (scope.to_owned(), key.to_owned(), body.to_owned());
+        self.blocking(move |c| c.api_complete(&scope, &key, status, &body))
+            .await
+    }
+
+    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        self.blocking(move |c| c.api_abandon(&scope, &key)).await
+    }
+
+    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
+        let (wf, key, run_id) = (workflow_id.to_owned(), key.to_owned(), run_id.to_owned());
+        self.blocking(move |c| c.release_claim(&wf, &key, &run_id))
+            .await
+    }
+
+    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        self.blocking(move |c| c.sweep_idempotency(now_ms, max))
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SledStore {
+    async fn flush(&self) -> StoreResult<()> {
+        self.blocking(|c| c.flush()).await
+    }
+
+    /// One transaction for the whole batch, on the blocking pool.
+    async fn write_batch(
+        &self,
+        writes: Vec<BatchWrite>,
+    ) -> Vec<(BatchWrite, StoreResult<BatchOutcome>)> {
+        let core = self.core.clone();
+        let n = writes.len();
+        match tokio::task::spawn_blocking(move || {
+            let out = core.write_batch(&writes);
+            writes.into_iter().zip(out).collect::<Vec<_>>()
+        })
+        .await
+        {
+            Ok(out) if out.len() == n => out,
+            Ok(_) | Err(_) => {
+                // A panic in the backend lost the writes: the batch's callers get an error.
+                tracing::error!("sled batch write failed without outcomes");
+                Vec::new()
+            }
         }
     }
 }

@@ -28,18 +28,18 @@ pub struct SweepReport {
 
 /// One sweep pass at `now_ms` (UTC unix ms): calls [`super::MemoryStore::sweep_expired`] and
 /// [`super::IdempotencyStore::sweep_idempotency`] in batches until nothing due is left (or a
-/// bounded number of batches ran). Blocking; call it from the blocking pool.
-pub fn sweep_once(store: &dyn Store, now_ms: i64) -> super::StoreResult<SweepReport> {
+/// bounded number of batches ran).
+pub async fn sweep_once(store: &dyn Store, now_ms: i64) -> super::StoreResult<SweepReport> {
     let mut report = SweepReport::default();
     for _ in 0..MAX_CALLS_PER_PASS {
-        let n = store.sweep_expired(now_ms, SWEEP_BATCH)?;
+        let n = store.sweep_expired(now_ms, SWEEP_BATCH).await?;
         report.memory += n;
         if n < SWEEP_BATCH {
             break;
         }
     }
     for _ in 0..MAX_CALLS_PER_PASS {
-        let n = store.sweep_idempotency(now_ms, SWEEP_BATCH)?;
+        let n = store.sweep_idempotency(now_ms, SWEEP_BATCH).await?;
         report.idempotency += n;
         if n < SWEEP_BATCH {
             break;
@@ -49,7 +49,7 @@ pub fn sweep_once(store: &dyn Store, now_ms: i64) -> super::StoreResult<SweepRep
 }
 
 /// Spawns a task that runs [`sweep_once`] at `clock.now_ms()` every `every` (first pass right
-/// away), on the blocking pool. The period is real (tokio) time rather than
+/// away). The period is real (tokio) time rather than
 /// [`Clock::sleep`], because a manual clock's sleep returns at once and would spin. Failures
 /// are logged and retried at the next tick. Abort the returned handle to stop it.
 pub fn spawn_sweeper(
@@ -62,15 +62,12 @@ pub fn spawn_sweeper(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let store = store.clone();
-            let now_ms = clock.now_ms();
-            match tokio::task::spawn_blocking(move || sweep_once(&*store, now_ms)).await {
-                Ok(Ok(r)) if r != SweepReport::default() => {
+            match sweep_once(&*store, clock.now_ms()).await {
+                Ok(r) if r != SweepReport::default() => {
                     tracing::debug!(memory = r.memory, idempotency = r.idempotency, "swept")
                 }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "store sweep failed"),
-                Err(e) => tracing::warn!(error = %e, "store sweep task failed"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "store sweep failed"),
             }
         }
     })

@@ -353,9 +353,10 @@ impl Harness {
     }
 
     /// Every live entry of a namespace.
-    pub fn entries(&self, ns: &str) -> Vec<MemoryEntry> {
+    pub async fn entries(&self, ns: &str) -> Vec<MemoryEntry> {
         self.store
             .list(ns, "", None, 1000, self.now())
+            .await
             .expect("list memory")
     }
 }

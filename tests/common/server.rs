@@ -135,24 +135,30 @@ impl FaultStore {
     }
 }
 
+#[async_trait::async_trait]
 impl MemoryStore for FaultStore {
-    fn write(
+    async fn write(
         &self,
         namespace: &str,
         key: &str,
         value: &Value,
-        opts: WriteOptions,
+        opts: WriteOptions<'_>,
         now_ms: i64,
     ) -> StoreResult<WriteResult> {
-        self.inner.write(namespace, key, value, opts, now_ms)
+        self.inner.write(namespace, key, value, opts, now_ms).await
     }
-    fn read(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<Option<MemoryEntry>> {
-        self.inner.read(namespace, key, now_ms)
+    async fn read(
+        &self,
+        namespace: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<MemoryEntry>> {
+        self.inner.read(namespace, key, now_ms).await
     }
-    fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
-        self.inner.delete(namespace, key, now_ms)
+    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+        self.inner.delete(namespace, key, now_ms).await
     }
-    fn list(
+    async fn list(
         &self,
         namespace: &str,
         prefix: &str,
@@ -160,48 +166,54 @@ impl MemoryStore for FaultStore {
         limit: usize,
         now_ms: i64,
     ) -> StoreResult<Vec<MemoryEntry>> {
-        self.inner.list(namespace, prefix, after, limit, now_ms)
+        self.inner
+            .list(namespace, prefix, after, limit, now_ms)
+            .await
     }
-    fn namespaces(&self) -> StoreResult<Vec<String>> {
-        self.inner.namespaces()
+    async fn namespaces(&self) -> StoreResult<Vec<String>> {
+        self.inner.namespaces().await
     }
-    fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
-        self.inner.sweep_expired(now_ms, max)
+    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        self.inner.sweep_expired(now_ms, max).await
     }
 }
 
+#[async_trait::async_trait]
 impl RunStore for FaultStore {
-    fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
+    async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
         if self.fail_put_run.load(Ordering::SeqCst) {
             return Err(StoreError::Injected("put_run disabled by the test".into()));
         }
-        self.inner.put_run(run)
+        self.inner.put_run(run).await
     }
-    fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        self.inner.get_run(id)
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+        self.inner.get_run(id).await
     }
-    fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
-        self.inner.list_runs(query)
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+        self.inner.list_runs(query).await
     }
-    fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
-        self.inner.run_ids_with_status(status)
+    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
+        self.inner.run_ids_with_status(status).await
     }
-    fn run_stats(
+    async fn run_stats(
         &self,
         workflow: Option<&str>,
         since: i64,
         until: i64,
         bucket_ms: i64,
     ) -> StoreResult<Vec<StatsBucket>> {
-        self.inner.run_stats(workflow, since, until, bucket_ms)
+        self.inner
+            .run_stats(workflow, since, until, bucket_ms)
+            .await
     }
-    fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
-        self.inner.prune_runs(policy, now_ms)
+    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
+        self.inner.prune_runs(policy, now_ms).await
     }
 }
 
+#[async_trait::async_trait]
 impl IdempotencyStore for FaultStore {
-    fn claim_and_enqueue(
+    async fn claim_and_enqueue(
         &self,
         claim: &WebhookClaim,
         run: &RunRecord,
@@ -213,43 +225,50 @@ impl IdempotencyStore for FaultStore {
                 "queuing the run failed (injected by the test)".into(),
             ));
         }
-        self.inner.claim_and_enqueue(claim, run, now_ms)
+        self.inner.claim_and_enqueue(claim, run, now_ms).await
     }
-    fn get_claim(
+    async fn get_claim(
         &self,
         workflow_id: &str,
         key: &str,
         now_ms: i64,
     ) -> StoreResult<Option<WebhookClaim>> {
         self.get_claim_calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_claim(workflow_id, key, now_ms)
+        self.inner.get_claim(workflow_id, key, now_ms).await
     }
-    fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
-        self.inner.api_begin(record, now_ms)
+    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
+        self.inner.api_begin(record, now_ms).await
     }
-    fn api_complete(&self, scope: &str, key: &str, status: u16, body: &str) -> StoreResult<()> {
-        self.inner.api_complete(scope, key, status, body)
+    async fn api_complete(
+        &self,
+        scope: &str,
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()> {
+        self.inner.api_complete(scope, key, status, body).await
     }
-    fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
-        self.inner.api_abandon(scope, key)
+    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
+        self.inner.api_abandon(scope, key).await
     }
-    fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
-        self.inner.release_claim(workflow_id, key, run_id)
+    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
+        self.inner.release_claim(workflow_id, key, run_id).await
     }
-    fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
-        self.inner.sweep_idempotency(now_ms, max)
+    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        self.inner.sweep_idempotency(now_ms, max).await
     }
 }
 
+#[async_trait::async_trait]
 impl Store for FaultStore {
-    fn flush(&self) -> StoreResult<()> {
+    async fn flush(&self) -> StoreResult<()> {
         if self.hold_flushes.load(Ordering::SeqCst) {
             self.held.fetch_add(1, Ordering::SeqCst);
             for _ in 0..10_000 {
                 if !self.hold_flushes.load(Ordering::SeqCst) {
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(1));
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
             self.held.fetch_sub(1, Ordering::SeqCst);
         }
@@ -258,7 +277,7 @@ impl Store for FaultStore {
                 "flush failed (injected by the test)".into(),
             ));
         }
-        self.inner.flush()
+        self.inner.flush().await
     }
 }
 
@@ -572,7 +591,7 @@ impl TestServer {
     }
 
     /// Every run of a workflow with this key, straight from the store.
-    pub fn runs_with_key(&self, wf: &str, key: &str) -> Vec<String> {
+    pub async fn runs_with_key(&self, wf: &str, key: &str) -> Vec<String> {
         let page = self
             .store
             .list_runs(&RunQuery {
@@ -581,12 +600,13 @@ impl TestServer {
                 limit: 500,
                 ..Default::default()
             })
+            .await
             .expect("list runs");
         page.runs.into_iter().map(|r| r.id).collect()
     }
 
     /// Every run of a workflow, newest first.
-    pub fn runs_of(&self, wf: &str) -> Vec<String> {
+    pub async fn runs_of(&self, wf: &str) -> Vec<String> {
         let page = self
             .store
             .list_runs(&RunQuery {
@@ -594,6 +614,7 @@ impl TestServer {
                 limit: 500,
                 ..Default::default()
             })
+            .await
             .expect("list runs");
         page.runs.into_iter().map(|r| r.id).collect()
     }
@@ -601,7 +622,7 @@ impl TestServer {
     /// Wait (real time, bounded) until the run is final; returns it.
     pub async fn wait_final(&self, run_id: &str) -> RunRecord {
         for _ in 0..1000 {
-            if let Some(r) = self.store.get_run(run_id).expect("get run") {
+            if let Some(r) = self.store.get_run(run_id).await.expect("get run") {
                 if r.status.is_final() {
                     return r;
                 }

@@ -10,7 +10,7 @@ use crate::error::IpcResult;
 
 #[tauri::command]
 pub async fn memory_namespaces(state: State<'_, AppState>) -> IpcResult<Vec<String>> {
-    Ok(state.store().namespaces()?)
+    Ok(state.store().namespaces().await?)
 }
 
 /// `{namespace, entries, next_after}`: up to `limit` (1..=1000, default 100) keys after
@@ -29,7 +29,8 @@ pub async fn memory_list(
         prefix.as_deref(),
         after.as_deref(),
         limit,
-    )?)
+    )
+    .await?)
 }
 
 #[tauri::command]
@@ -38,7 +39,7 @@ pub async fn memory_get(
     namespace: String,
     key: String,
 ) -> IpcResult<Value> {
-    Ok(api::memory_entry(&state, &namespace, &key)?)
+    Ok(api::memory_entry(&state, &namespace, &key).await?)
 }
 
 /// Delete a key (made durable before answering).

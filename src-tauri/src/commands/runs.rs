@@ -70,7 +70,8 @@ pub async fn start_run(
 pub async fn get_run(state: State<'_, AppState>, id: String) -> IpcResult<RunRecord> {
     state
         .store()
-        .get_run(&id)?
+        .get_run(&id)
+        .await?
         .ok_or_else(|| IpcError::new("run_not_found", format!("no run `{id}`")))
 }
 
@@ -161,8 +162,9 @@ pub async fn replay_run(
     input: Option<Value>,
     wait: Option<bool>,
 ) -> IpcResult<RunRecord> {
-    let (mode, wf, original) = runs::replay_plan(&state, &id, mode.as_deref(), version.as_deref())?;
-    let run = runs::replay_run(&state, &wf, original, mode, input)?;
+    let (mode, wf, original) =
+        runs::replay_plan(&state, &id, mode.as_deref(), version.as_deref()).await?;
+    let run = runs::replay_run(&state, &wf, original, mode, input).await?;
     start(&state, wf, run, wait).await
 }
 
@@ -175,7 +177,7 @@ pub async fn preview_replay(
     version: Option<String>,
     input: Option<Value>,
 ) -> IpcResult<RunPreview> {
-    let (_, wf, original) = runs::replay_plan(&state, &id, Some("dry"), version.as_deref())?;
+    let (_, wf, original) = runs::replay_plan(&state, &id, Some("dry"), version.as_deref()).await?;
     Ok(state.engine().preview_replay(&original, &wf, input).await)
 }
 
@@ -200,7 +202,7 @@ pub async fn preview_resume(
     id: String,
     from_step: Option<String>,
 ) -> IpcResult<RunPreview> {
-    let original = runs::load_run(&state, &id)?;
+    let original = runs::load_run(&state, &id).await?;
     Ok(state
         .engine()
         .preview_resume(&original, from_step.as_deref())
