@@ -17,7 +17,9 @@
 //!   crash recovery rule ([`runtime::Engine::recover_running`]).
 //! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records), the sled
 //!   backend and an in-memory backend.
-//! * [`server`]: `fluxo serve`: webhooks with dedupe at the door, the REST API, SSE.
+//! * [`app`]: the application layer every adapter calls: its state, webhook ingest (claims
+//!   and their caches), the worker pool, recovery, schedules, errors as [`app::AppError`].
+//! * [`server`]: `fluxo serve`'s HTTP adapter: routes, problem+json, the door, SSE.
 //! * [`sandbox`]: `fluxo sandbox`, a local destination honouring `Idempotency-Key`.
 //! * [`settings`]: app settings in the data dir (env variables, retention, listener).
 //! * [`secrets`]: what is secret, the mask (`••••1234`) applied to run records, owner-only
@@ -26,6 +28,7 @@
 //! * [`check`]: `fluxo check`: the replay test of a workflow against the sandbox (same event
 //!   twice, timeout after write, new event, forced failure with compensation, replay).
 //! * [`cli`]: the `fluxo` command line.
+pub mod app;
 pub mod check;
 pub mod cli;
 pub mod clock;

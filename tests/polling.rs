@@ -15,7 +15,7 @@ use fluxo::run::{Mode, RunRecord, RunStatus};
 use fluxo::runtime::children::ChildHooks;
 use fluxo::runtime::Engine;
 use fluxo::sandbox::{FaultRuleSpec, Sandbox, SandboxConfig, SandboxHandle};
-use fluxo::server::scheduler::{Fire, Scheduler};
+use fluxo::app::scheduler::{Fire, Scheduler};
 use fluxo::store::{GroupCommit, InMemoryStore, Store};
 use fluxo::workflow::dir::WorkflowDir;
 

@@ -13,7 +13,7 @@ use common::server::{GatedMock, Setup};
 use fluxo::clock::{parse_rfc3339, rfc3339, Clock, ManualClock};
 use fluxo::run::{RunRecord, RunStatus, Timestamp, Trigger};
 use fluxo::runtime::Engine;
-use fluxo::server::scheduler::{tick_key, Fire, Fired, Scheduler};
+use fluxo::app::scheduler::{tick_key, Fire, Fired, Scheduler};
 use fluxo::store::{GroupCommit, InMemoryStore, RunQuery, Store};
 use fluxo::workflow::dir::WorkflowDir;
 

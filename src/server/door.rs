@@ -37,7 +37,6 @@
 //!   Standard's CORS-safelisted types); a JSON type from another site needs a CORS preflight,
 //!   which this server never grants (it sends no CORS headers at all).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::task::{Context, Poll};
 
 use axum::http::{header, HeaderMap, Request, StatusCode};
@@ -46,110 +45,45 @@ use futures_util::future::{Either, Ready};
 
 use super::error::ApiError;
 use super::AppState;
-use crate::settings::{Host, HostPort};
+use crate::app::hosts::HostRules;
+use crate::settings::HostPort;
 
-/// Default port of `http` URIs (RFC 9110 §4.2.1): a `Host` without a port means this one.
-const HTTP_DEFAULT_PORT: u16 = 80;
-
-/// The hosts a server answers to: its bound address and the settings' `allowed_hosts`.
-#[derive(Debug, Clone)]
-pub struct HostRules {
-    bound: SocketAddr,
-    extra: Vec<HostPort>,
-}
-
-impl HostRules {
-    /// The rules of a server bound to `bound`, with `allowed_hosts` from the settings (entries
-    /// that do not parse are skipped: the settings are validated before they are applied).
-    pub fn new(bound: SocketAddr, allowed_hosts: &[String]) -> HostRules {
-        HostRules {
-            bound,
-            extra: allowed_hosts
-                .iter()
-                .filter_map(|h| HostPort::parse(h).ok())
-                .collect(),
-        }
-    }
-
-    /// Whether `host` (as parsed from the request) is one of this server's names.
-    pub fn allows(&self, host: &HostPort) -> bool {
-        let port = host.port.unwrap_or(HTTP_DEFAULT_PORT);
-        if port == self.bound.port() {
-            let own = match &host.host {
-                Host::Name(n) => n == "localhost",
-                Host::Ip(ip) => {
-                    *ip == IpAddr::V4(Ipv4Addr::LOCALHOST)
-                        || *ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
-                        || *ip == self.bound.ip()
-                        || self.bound.ip().is_unspecified()
-                }
+/// Check a request's host against `rules`: `Ok` or the problem to answer.
+pub fn check_host<B>(rules: &HostRules, req: &Request<B>) -> Result<(), ApiError> {
+    let invalid = |why: &str| ApiError::bad_request("invalid_host", why.to_string());
+    // The request-target's authority wins over Host (RFC 9112 §3.2.2).
+    let raw = match req.uri().authority() {
+        Some(a) => a.as_str().to_string(),
+        None => {
+            let mut hosts = req.headers().get_all(header::HOST).iter();
+            let Some(h) = hosts.next() else {
+                return Err(invalid(
+                    "the request has no Host header (RFC 9112 §3.2 requires one)",
+                ));
             };
-            if own {
-                return true;
+            if hosts.next().is_some() {
+                return Err(invalid("the request has more than one Host header"));
             }
+            h.to_str()
+                .map_err(|_| invalid("the Host header is not visible ASCII"))?
+                .to_string()
         }
-        self.extra
-            .iter()
-            .any(|e| e.host == host.host && e.port.is_none_or(|p| p == port))
+    };
+    let host = HostPort::parse(&raw)
+        .map_err(|why| invalid(&format!("Host `{}` is not a host: {why}", clip(&raw))))?;
+    if rules.allows(&host) {
+        return Ok(());
     }
-
-    /// The names this server answers to, for a problem's `detail`.
-    fn describe(&self) -> String {
-        let p = self.bound.port();
-        let mut names = vec![
-            format!("localhost:{p}"),
-            format!("127.0.0.1:{p}"),
-            format!("[::1]:{p}"),
-        ];
-        if self.bound.ip().is_unspecified() {
-            names.push(format!("any IP address:{p}"));
-        } else if !self.bound.ip().is_loopback() {
-            names.push(self.bound.to_string());
-        }
-        names.extend(self.extra.iter().map(|h| match h.port {
-            Some(_) => h.to_string(),
-            None => format!("{h}:<any port>"),
-        }));
-        names.join(", ")
-    }
-
-    /// Check a request's host: `Ok` or the problem to answer.
-    pub fn check<B>(&self, req: &Request<B>) -> Result<(), ApiError> {
-        let invalid = |why: &str| ApiError::bad_request("invalid_host", why.to_string());
-        // The request-target's authority wins over Host (RFC 9112 §3.2.2).
-        let raw = match req.uri().authority() {
-            Some(a) => a.as_str().to_string(),
-            None => {
-                let mut hosts = req.headers().get_all(header::HOST).iter();
-                let Some(h) = hosts.next() else {
-                    return Err(invalid(
-                        "the request has no Host header (RFC 9112 §3.2 requires one)",
-                    ));
-                };
-                if hosts.next().is_some() {
-                    return Err(invalid("the request has more than one Host header"));
-                }
-                h.to_str()
-                    .map_err(|_| invalid("the Host header is not visible ASCII"))?
-                    .to_string()
-            }
-        };
-        let host = HostPort::parse(&raw)
-            .map_err(|why| invalid(&format!("Host `{}` is not a host: {why}", clip(&raw))))?;
-        if self.allows(&host) {
-            return Ok(());
-        }
-        Err(ApiError::new(
-            StatusCode::MISDIRECTED_REQUEST,
-            "misdirected_request",
-            format!(
-                "Host `{}` is not a name of this server ({}); add it to the settings' \
-                 allowed_hosts if it is (a DNS-rebinding defence)",
-                clip(&raw),
-                self.describe()
-            ),
-        ))
-    }
+    Err(ApiError::new(
+        StatusCode::MISDIRECTED_REQUEST,
+        "misdirected_request",
+        format!(
+            "Host `{}` is not a name of this server ({}); add it to the settings' \
+             allowed_hosts if it is (a DNS-rebinding defence)",
+            clip(&raw),
+            rules.describe()
+        ),
+    ))
 }
 
 /// At most 100 characters of client input, for a problem's `detail`.
@@ -205,7 +139,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        match self.state.check_host(&req) {
+        match self.state.with_host_rules(|rules| check_host(rules, &req)) {
             Ok(()) => Either::Right(self.inner.call(req)),
             Err(problem) => {
                 tracing::debug!(error = %problem, "request refused at the door");

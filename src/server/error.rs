@@ -162,3 +162,33 @@ impl IntoResponse for ApiError {
 
 /// Result alias for handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The HTTP status of an application error's kind.
+pub fn status_of(kind: crate::app::ErrorKind) -> StatusCode {
+    use crate::app::ErrorKind as K;
+    match kind {
+        K::Invalid => StatusCode::BAD_REQUEST,
+        K::Unauthorized => StatusCode::UNAUTHORIZED,
+        K::Forbidden => StatusCode::FORBIDDEN,
+        K::NotFound => StatusCode::NOT_FOUND,
+        K::Conflict => StatusCode::CONFLICT,
+        K::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+        K::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        K::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An application error answered over HTTP: its kind's status, code, message as `detail`,
+/// extra members, and `Retry-After`.
+impl From<crate::app::AppError> for ApiError {
+    fn from(e: crate::app::AppError) -> Self {
+        ApiError {
+            status: status_of(e.kind),
+            code: e.code,
+            detail: e.message,
+            extra: e.extra,
+            retry_after_s: e.retry_after_s,
+            close: false,
+        }
+    }
+}

@@ -33,11 +33,11 @@ use super::door;
 use super::error::{ApiError, ApiResult};
 use super::runs::{body_bytes, parse_json};
 use super::AppState;
+use crate::app::ingest::{self, Delivery};
 use crate::run::{Mode, Trigger};
 use crate::runtime::RunRequest;
 use crate::steps::webhook_trigger::{self, validate_key};
 use crate::steps::{key_text, parse_config};
-use crate::store::{ClaimOutcome, WebhookClaim};
 use crate::workflow::template::{Scope, Templates};
 
 /// Signature header: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
@@ -106,8 +106,8 @@ pub async fn webhook(
     let signed = config.signing_secret.is_some();
     let header_key = if signed { None } else { header_key(&headers)? };
     if let Some(k) = &header_key {
-        if let Some(resp) = known_duplicate(&state, &workflow_id, k, now).await? {
-            return Ok(resp);
+        if let Some(d) = ingest::known_duplicate(&state, &workflow_id, k, now).await? {
+            return Ok(delivery_answer(d));
         }
     }
 
@@ -118,8 +118,8 @@ pub async fn webhook(
         None => {
             let k = template_key(&config, &input, &state.engine().env())?;
             if let Some(k) = &k {
-                if let Some(resp) = known_duplicate(&state, &workflow_id, k, now).await? {
-                    return Ok(resp);
+                if let Some(d) = ingest::known_duplicate(&state, &workflow_id, k, now).await? {
+                    return Ok(delivery_answer(d));
                 }
             }
             k
@@ -132,88 +132,10 @@ pub async fn webhook(
     // delivery between the claim and the queue push, which would leave the key claimed for a
     // run that never executes (its retry would be answered as a duplicate of it).
     let window_ms = (config.dedupe_window_s as i64).saturating_mul(1000);
-    tokio::spawn(accept(state, workflow_id, key, run, now, window_ms))
+    let delivery = tokio::spawn(ingest::accept(state, workflow_id, key, run, now, window_ms))
         .await
-        .map_err(|_| ApiError::unavailable("the delivery could not be queued; retry", 1))?
-}
-
-/// Keys whose claim is written but maybe not yet durable: a request enters its key before its
-/// claim transaction and leaves once the group commit made it durable (or undid it). A
-/// duplicate answer for a key in here waits for the next flush first; any other live claim
-/// read from the store is durable already (its writer left only after its flush, and a
-/// restarted store only holds what was flushed). Process-local, like the sled store it guards.
-#[derive(Default)]
-pub struct PendingClaims(std::sync::Mutex<std::collections::HashMap<String, u32>>);
-
-impl PendingClaims {
-    fn id(workflow_id: &str, key: &str) -> String {
-        format!("{workflow_id}\0{key}")
-    }
-    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u32>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-    /// Enter a key for the life of the returned guard.
-    pub fn enter(&self, workflow_id: &str, key: &str) -> PendingGuard<'_> {
-        let id = Self::id(workflow_id, key);
-        *self.map().entry(id.clone()).or_default() += 1;
-        PendingGuard { set: self, id }
-    }
-    /// Whether some request is between its claim and its flush for this key.
-    pub fn contains(&self, workflow_id: &str, key: &str) -> bool {
-        self.map().contains_key(&Self::id(workflow_id, key))
-    }
-}
-
-/// Recently seen durable claims, `(workflow_id, key)` → `(run_id, expires_at)`, so a repeat
-/// delivery is answered without a store read. Only durable claims go in (a claim this process
-/// made durable, or one read from the store while no request had it pending), and claims are
-/// never changed within their window (only undone before they are durable, or swept after
-/// they expire), so an entry stays true until its `expires_at`. Bounded (oldest and least
-/// used out first); a miss falls through to the store.
-pub struct RecentClaims(quick_cache::sync::Cache<String, (String, i64)>);
-
-impl RecentClaims {
-    /// Entries kept.
-    pub const CAPACITY: usize = 50_000;
-
-    /// The live claim's run id, if cached.
-    fn get(&self, workflow_id: &str, key: &str, now: i64) -> Option<String> {
-        self.0
-            .get(&PendingClaims::id(workflow_id, key))
-            .filter(|(_, expires_at)| *expires_at > now)
-            .map(|(run_id, _)| run_id)
-    }
-
-    fn insert(&self, workflow_id: &str, key: &str, run_id: &str, expires_at: i64) {
-        self.0.insert(
-            PendingClaims::id(workflow_id, key),
-            (run_id.to_string(), expires_at),
-        );
-    }
-}
-
-impl Default for RecentClaims {
-    fn default() -> Self {
-        RecentClaims(quick_cache::sync::Cache::new(Self::CAPACITY))
-    }
-}
-
-/// Leaves [`PendingClaims`] when dropped.
-pub struct PendingGuard<'a> {
-    set: &'a PendingClaims,
-    id: String,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        let mut map = self.set.map();
-        if let Some(n) = map.get_mut(&self.id) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.id);
-            }
-        }
-    }
+        .map_err(|_| ApiError::unavailable("the delivery could not be queued; retry", 1))??;
+    Ok(delivery_answer(delivery))
 }
 
 /// The webhook's answer: `202 {"run_id", "duplicate": false}` for a new delivery, `200
@@ -234,145 +156,11 @@ fn answer(status: StatusCode, run_id: &str, duplicate: bool) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// `200 {"run_id", "duplicate": true}`.
-fn duplicate_answer(workflow_id: &str, run_id: &str) -> Response {
-    tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
-    answer(StatusCode::OK, run_id, true)
-}
-
-/// The answer to a repeat of a live claim, once that claim is durable; `None` if the key has
-/// no live claim. The claim we report may still be in flight (another request wrote it and
-/// waits for its flush): then answer only after the next flush, and only if the claim is still
-/// there (a failed flush undoes it), so a crash cannot leave the sender with a "duplicate" of
-/// a run that was never kept.
-async fn known_duplicate(
-    state: &AppState,
-    workflow_id: &str,
-    key: &str,
-    now: i64,
-) -> ApiResult<Option<Response>> {
-    if let Some(run_id) = state.recent_claims().get(workflow_id, key, now) {
-        return Ok(Some(duplicate_answer(workflow_id, &run_id)));
-    }
-    let Some(claim) = state
-        .store()
-        .get_claim(workflow_id, key, now)
-        .await
-        .map_err(ApiError::store)?
-    else {
-        return Ok(None);
-    };
-    if !state.pending_claims().contains(workflow_id, key) {
-        state
-            .recent_claims()
-            .insert(workflow_id, key, &claim.run_id, claim.expires_at);
-        return Ok(Some(duplicate_answer(workflow_id, &claim.run_id)));
-    }
-    confirm_duplicate(state, workflow_id, key, &claim.run_id, now)
-        .await
-        .map(Some)
-}
-
-/// Wait for the flush that covers an in-flight claim naming `run_id`, then answer it as the
-/// duplicate, or 503 if it was undone meanwhile.
-async fn confirm_duplicate(
-    state: &AppState,
-    workflow_id: &str,
-    key: &str,
-    run_id: &str,
-    now: i64,
-) -> ApiResult<Response> {
-    let retry = || {
-        ApiError::unavailable(
-            "the first delivery of this key is not confirmed yet; retry",
-            1,
-        )
-    };
-    state.commit().durable().await.map_err(|e| {
-        tracing::error!(error = %e, "flush failed before a duplicate answer");
-        retry()
-    })?;
-    match state
-        .store()
-        .get_claim(workflow_id, key, now)
-        .await
-        .map_err(ApiError::store)?
-    {
-        Some(c) if c.run_id == run_id => Ok(duplicate_answer(workflow_id, run_id)),
-        _ => Err(retry()),
-    }
-}
-
-/// Claim the key and queue the run (one transaction, batched with other deliveries by the
-/// group commit), make it durable, hand it to the workers.
-async fn accept(
-    state: AppState,
-    workflow_id: String,
-    key: Option<String>,
-    run: crate::run::RunRecord,
-    now: i64,
-    window_ms: i64,
-) -> ApiResult<Response> {
-    let run_id = run.id.clone();
-    match key {
-        Some(key) => {
-            let claim = WebhookClaim {
-                workflow_id: workflow_id.clone(),
-                key: key.clone(),
-                run_id: run_id.clone(),
-                claimed_at: now,
-                expires_at: now.saturating_add(window_ms),
-            };
-            let expires_at = claim.expires_at;
-            let pending = state.pending_claims().enter(&workflow_id, &key);
-            let outcome = state.commit().claim_and_enqueue(claim, run).await;
-            match outcome {
-                Ok(ClaimOutcome::Duplicate { run_id: original }) => {
-                    drop(pending);
-                    // The claim found is durable unless an earlier batch's flush failed and
-                    // its undo has not run yet: confirm it after the next flush.
-                    confirm_duplicate(&state, &workflow_id, &key, &original, now).await
-                }
-                Ok(ClaimOutcome::Claimed) => {
-                    state
-                        .recent_claims()
-                        .insert(&workflow_id, &key, &run_id, expires_at);
-                    drop(pending);
-                    tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "delivery accepted");
-                    state.queue().push(run_id.clone());
-                    Ok(accepted(&run_id))
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "claim not made durable; undoing");
-                    undo_claim(&state, &workflow_id, &key, &run_id).await;
-                    Err(ApiError::unavailable(
-                        "the delivery could not be made durable; retry",
-                        1,
-                    ))
-                }
-            }
-        }
-        None => {
-            state.commit().put_run(run).await.map_err(|e| {
-                tracing::error!(error = %e, "run not made durable");
-                ApiError::unavailable("the run could not be made durable; retry", 1)
-            })?;
-            state.queue().push(run_id.clone());
-            Ok(accepted(&run_id))
-        }
-    }
-}
-
-/// `202 {"run_id", "duplicate": false}`.
-fn accepted(run_id: &str) -> Response {
-    answer(StatusCode::ACCEPTED, run_id, false)
-}
-
-/// Best effort after a failed flush: remove the claim and the queued run so a retry is
-/// accepted.
-async fn undo_claim(state: &AppState, workflow_id: &str, key: &str, run_id: &str) {
-    if let Err(e) = state.store().release_claim(workflow_id, key, run_id).await {
-        tracing::error!(error = %e, "could not undo claim");
+/// The HTTP answer to a delivery: `202` for a new one, `200` with `duplicate: true` for a repeat.
+fn delivery_answer(d: Delivery) -> Response {
+    match d {
+        Delivery::Accepted { run_id } => answer(StatusCode::ACCEPTED, &run_id, false),
+        Delivery::Duplicate { run_id } => answer(StatusCode::OK, &run_id, true),
     }
 }
 

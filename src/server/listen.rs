@@ -22,7 +22,6 @@
 //! request in progress and closes (hyper-util's `GracefulShutdown`), as `axum::serve` did.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -31,36 +30,9 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-/// Default [`ConnLimits::header_read_timeout`]: 10 s.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default [`ConnLimits::body_read_timeout`]: 30 s.
-pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default [`ConnLimits::max_connections`]: 512.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
-
-/// How long a client may take, and how many may be connected (see the module doc).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnLimits {
-    /// Longest wait for a request's head (request line and headers), also between requests on
-    /// a kept-alive connection; then the connection is closed. Default 10 s.
-    pub header_read_timeout: Duration,
-    /// Longest wait for the next chunk of a request body; then `408 request_timeout` and the
-    /// connection is closed. Default 30 s.
-    pub body_read_timeout: Duration,
-    /// Most connections open at once; more wait in the accept backlog. Default 512 (at least
-    /// 1 is used).
-    pub max_connections: usize,
-}
-
-impl Default for ConnLimits {
-    fn default() -> Self {
-        ConnLimits {
-            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
-            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-        }
-    }
-}
+pub use crate::app::{
+    ConnLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 
 /// Serve `app` on `listener` until `shutdown` turns true, then close gracefully.
 pub(crate) async fn serve(

@@ -6,7 +6,6 @@
 //! * [`runs`]: start runs (idempotent with `Idempotency-Key`), list, detail, replay, stats.
 //! * [`api`]: workflows CRUD, validate, dry-run, memory, step kinds, events (SSE), health.
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
-//! * [`queue`]: the worker pool and crash recovery.
 //! * [`door`]: what every request must show before a handler runs (the `Host` allowlist).
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
 //! * [`listen`]: the connection layer: HTTP/1.1 with header and body read timeouts and a
@@ -25,14 +24,11 @@ pub mod hooks;
 pub mod idempotency;
 pub mod listen;
 pub mod openapi;
-pub mod queue;
 pub mod runs;
-pub mod scheduler;
 pub mod settings;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -47,174 +43,9 @@ use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::clock::Clock;
+pub use crate::app::{AppState, ServerOptions, DEFAULT_BODY_LIMIT};
 use crate::runtime::Engine;
-use crate::store::{Retention, Store};
 use crate::workflow::dir::WorkflowDir;
-
-/// Default body limit of webhook and API requests: 1 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
-
-/// How to run the server.
-#[derive(Debug, Clone)]
-pub struct ServerOptions {
-    /// Body limit in bytes (default 1 MiB); larger bodies get 413.
-    pub body_limit_bytes: usize,
-    /// Runs executed at once (default 8).
-    pub workers: usize,
-    pub retention: Retention,
-    /// Built browser UI to serve at `/` (e.g. `ui/dist`), if any.
-    pub ui_dir: Option<PathBuf>,
-    /// Data dir: where `settings.json` and the `token` file live (`None`: settings are kept
-    /// in memory only, e.g. in tests).
-    pub data_dir: Option<PathBuf>,
-    /// What start-up does with runs a dead process left `running` (`--recover`; default:
-    /// resume those whose in-flight step is safe to repeat).
-    pub recover: crate::runtime::RecoverPolicy,
-    /// Slow-client timeouts and the connection bound ([`listen::ConnLimits`]).
-    pub limits: listen::ConnLimits,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            body_limit_bytes: DEFAULT_BODY_LIMIT,
-            workers: 8,
-            retention: Retention::default(),
-            ui_dir: None,
-            data_dir: None,
-            recover: crate::runtime::RecoverPolicy::default(),
-            limits: listen::ConnLimits::default(),
-        }
-    }
-}
-
-/// Shared state of every handler. Cheap to clone.
-#[derive(Clone)]
-pub struct AppState(Arc<Inner>);
-
-struct Inner {
-    /// The bound address (the listener's).
-    addr: SocketAddr,
-    engine: Engine,
-    workflows: WorkflowDir,
-    token: RwLock<String>,
-    commit: crate::store::GroupCommit,
-    queue: queue::Queue,
-    options: ServerOptions,
-    settings: RwLock<crate::settings::AppSettings>,
-    /// Identifies this process as the owner of in-progress idempotency records.
-    instance_id: String,
-    /// Webhook claims written but not yet durable.
-    pending_claims: hooks::PendingClaims,
-    /// Durable webhook claims seen lately (answers repeats without a store read).
-    recent_claims: hooks::RecentClaims,
-    /// The hosts this server answers to: its bound address and the settings' `allowed_hosts`.
-    hosts: RwLock<door::HostRules>,
-}
-
-impl AppState {
-    /// The engine.
-    pub fn engine(&self) -> &Engine {
-        &self.0.engine
-    }
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        self.0.engine.store()
-    }
-    /// The clock.
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        self.0.engine.clock()
-    }
-    /// The workflow folder.
-    pub fn workflows(&self) -> &WorkflowDir {
-        &self.0.workflows
-    }
-    /// The API token.
-    pub fn token(&self) -> String {
-        self.0
-            .token
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-    /// Replace the API token (settings: regenerate).
-    pub fn set_token(&self, t: String) {
-        *self.0.token.write().unwrap_or_else(|e| e.into_inner()) = t;
-    }
-    /// Group commit.
-    pub fn commit(&self) -> &crate::store::GroupCommit {
-        &self.0.commit
-    }
-    /// The run queue.
-    pub fn queue(&self) -> &queue::Queue {
-        &self.0.queue
-    }
-    /// Server options.
-    pub fn options(&self) -> &ServerOptions {
-        &self.0.options
-    }
-    /// The app settings (env variables, retention, listener address).
-    pub fn settings(&self) -> crate::settings::AppSettings {
-        self.0
-            .settings
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-    /// Replace the settings: saved to the data dir (if any) and applied (env variables to the
-    /// engine; retention from the next maintenance pass). A secret env value sent back as the
-    /// mask the API showed keeps the stored value
-    /// ([`crate::settings::AppSettings::resolve_masked`]).
-    pub fn set_settings(
-        &self,
-        s: crate::settings::AppSettings,
-    ) -> Result<(), crate::settings::SettingsError> {
-        let s = s.resolve_masked(&self.settings())?;
-        s.validate()?;
-        if let Some(dir) = &self.0.options.data_dir {
-            s.save(dir)?;
-        }
-        self.0.engine.set_secret_env(s.secret_env.clone());
-        self.0.engine.set_settings_env(s.env.clone());
-        self.0.engine.set_outbound_allow(&s.outbound_allow)?;
-        {
-            let mut hosts = self.0.hosts.write().unwrap_or_else(|e| e.into_inner());
-            *hosts = door::HostRules::new(self.0.addr, &s.allowed_hosts);
-        }
-        *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
-        Ok(())
-    }
-    /// The address the server is bound to.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.0.addr
-    }
-    /// `Ok` if the request's `Host` is one of this server's names, else the problem to answer
-    /// (`400 invalid_host`, `421 misdirected_request`; see [`door`]).
-    pub fn check_host<B>(&self, req: &axum::http::Request<B>) -> Result<(), error::ApiError> {
-        self.0
-            .hosts
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .check(req)
-    }
-    /// The retention policy in force: settings over the command-line defaults.
-    pub fn retention(&self) -> Retention {
-        self.settings().retention(self.0.options.retention)
-    }
-    /// This process's owner id for idempotency leases.
-    pub fn instance_id(&self) -> &str {
-        &self.0.instance_id
-    }
-    /// Webhook claims written but not yet durable.
-    pub fn pending_claims(&self) -> &hooks::PendingClaims {
-        &self.0.pending_claims
-    }
-    /// Durable webhook claims seen lately.
-    pub fn recent_claims(&self) -> &hooks::RecentClaims {
-        &self.0.recent_claims
-    }
-}
 
 /// The routes under `/api/v1`, each with its OpenAPI documentation; [`router`] puts the token
 /// check in front of every one of them (and [`openapi::document`] says so).
@@ -320,80 +151,15 @@ pub async fn start(
     options: ServerOptions,
 ) -> std::io::Result<RunningServer> {
     let addr = listener.local_addr()?;
-    let store = engine.store().clone();
-    let commit = crate::store::GroupCommit::start(store.clone());
-    // Runs' `running` and final states go through the same group commit (crash recovery).
-    let engine = engine.with_group_commit(commit.clone());
+    let (state, receiver) = AppState::open(addr, engine, workflows, token, options.clone()).await?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let (queue, receiver) = queue::Queue::new();
-    let settings = match &options.data_dir {
-        Some(dir) => {
-            // Owner-only (0700, tightened with a log line): the store, settings and token.
-            crate::secrets::secure_dir(dir)?;
-            crate::settings::AppSettings::load(dir)
-                .map_err(|e| std::io::Error::other(e.to_string()))?
-        }
-        None => crate::settings::AppSettings::default(),
-    };
-    engine.set_secret_env(settings.secret_env.clone());
-    engine.set_settings_env(settings.env.clone());
-    engine
-        .set_outbound_allow(&settings.outbound_allow)
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let hosts = door::HostRules::new(addr, &settings.allowed_hosts);
-    let state = AppState(Arc::new(Inner {
-        addr,
-        engine,
-        workflows,
-        token: RwLock::new(token),
-        commit,
-        queue,
-        options: options.clone(),
-        settings: RwLock::new(settings),
-        instance_id: uuid::Uuid::new_v4().to_string(),
-        pending_claims: hooks::PendingClaims::default(),
-        recent_claims: hooks::RecentClaims::default(),
-        hosts: RwLock::new(hosts),
-    }));
-    // `fan_out` steps start runs of the folder's workflows through the worker queue. The hooks
-    // hold the state weakly: the engine lives inside it.
-    let weak = Arc::downgrade(&state.0);
-    let dispatch_queue = state.queue().clone();
-    state
-        .engine()
-        .set_child_hooks(crate::runtime::children::ChildHooks {
-            workflow: Box::new(move |id| {
-                let inner = weak.upgrade()?;
-                inner.workflows.get(id).and_then(|e| e.compiled.clone())
-            }),
-            dispatch: Box::new(move |run_id| dispatch_queue.push(run_id)),
-        });
-    queue::recover(&state)
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let workers = queue::spawn_workers(
-        state.clone(),
-        receiver,
-        options.workers.max(1),
-        shutdown_rx.clone(),
-    );
-    let maintenance = queue::spawn_maintenance(state.clone(), shutdown_rx.clone());
-    let scheduler = scheduler::spawn(state.clone(), shutdown_rx.clone());
+    let background = crate::app::Background::start(&state, receiver, shutdown_rx.clone()).await?;
     let app = router(state.clone());
     let limits = options.limits;
     let rx = shutdown_rx.clone();
     let task = tokio::spawn(async move {
         listen::serve(listener, app, limits, rx).await;
-        // The scheduler stops with the workers: no tick is claimed once shutdown began.
-        let _ = scheduler.await;
-        for w in workers {
-            let _ = w.await;
-        }
-        maintenance.abort();
-        let _ = maintenance.await;
-        if let Err(e) = store.flush().await {
-            tracing::error!(error = %e, "flushing the store at shutdown failed");
-        }
+        background.stop().await;
     });
     Ok(RunningServer {
         addr,

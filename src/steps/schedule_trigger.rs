@@ -1,5 +1,5 @@
 //! `schedule_trigger`: entry point fired by time (SPEC §3). The scheduler that fires it lives
-//! in the server ([`crate::server::scheduler`]); this file owns the config, its validation and
+//! in the server ([`crate::app::scheduler`]); this file owns the config, its validation and
 //! the rule that turns a cron expression and a time zone into instants ([`Schedule`]).
 //!
 //! The run's `input` (and so this step's output) is

@@ -1,0 +1,354 @@
+//! The application layer: the state every adapter shares and the use cases they call.
+//!
+//! ```text
+//! adapters   server/ (HTTP: axum, problem+json)   src-tauri/ (IPC: {code, message})   cli.rs
+//!               \                    |                          /
+//! app        this module: AppState and one function per use case, errors as AppError
+//! engine     runtime/, steps/, workflow/
+//! store      store/ (traits; sled, in-memory)
+//! ```
+//!
+//! * [`AppState`]: engine, workflow folder, settings and API token, the claim caches, the run
+//!   queue; [`AppState::open`] builds it (settings loaded, engine configured, `fan_out`
+//!   wired to the queue).
+//! * [`Background`]: what runs without any adapter: crash recovery, the worker pool,
+//!   retention and sweeping ([`worker`]), schedules ([`scheduler`]).
+//! * [`ingest`]: webhook deliveries: the claim and its queued run in one group-committed
+//!   transaction, the pending and recent claim caches, duplicates confirmed after a flush,
+//!   the undo of a claim that could not be made durable.
+//! * [`hosts`]: the names this server answers to.
+//! * [`error`]: [`AppError`], which the HTTP adapter maps to problem+json and IPC to
+//!   `{code, message}`.
+//!
+//! Nothing here knows HTTP: an adapter reads its request, calls one function, and renders
+//! the answer or the [`AppError`].
+
+// Use cases return `AppResult<T>`; `AppError` only travels on the error path.
+#![allow(clippy::result_large_err)]
+
+pub mod error;
+pub mod hosts;
+pub mod ingest;
+pub mod scheduler;
+pub mod worker;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use error::{AppError, AppResult, ErrorKind};
+
+use crate::clock::Clock;
+use crate::runtime::Engine;
+use crate::store::{Retention, Store};
+use crate::workflow::dir::WorkflowDir;
+
+/// Default [`ConnLimits::header_read_timeout`]: 10 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default [`ConnLimits::body_read_timeout`]: 30 s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`ConnLimits::max_connections`]: 512.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// How long a client may take, and how many may be connected (the HTTP listener's limits,
+/// `server::listen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Longest wait for a request's head (request line and headers), also between requests on
+    /// a kept-alive connection; then the connection is closed. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// Longest wait for the next chunk of a request body; then `408 request_timeout` and the
+    /// connection is closed. Default 30 s.
+    pub body_read_timeout: Duration,
+    /// Most connections open at once; more wait in the accept backlog. Default 512 (at least
+    /// 1 is used).
+    pub max_connections: usize,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Default body limit of webhook and API requests: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Body limit in bytes (default 1 MiB); larger bodies get 413.
+    pub body_limit_bytes: usize,
+    /// Runs executed at once (default 8).
+    pub workers: usize,
+    pub retention: Retention,
+    /// Built browser UI to serve at `/` (e.g. `ui/dist`), if any.
+    pub ui_dir: Option<PathBuf>,
+    /// Data dir: where `settings.json` and the `token` file live (`None`: settings are kept
+    /// in memory only, e.g. in tests).
+    pub data_dir: Option<PathBuf>,
+    /// What start-up does with runs a dead process left `running` (`--recover`; default:
+    /// resume those whose in-flight step is safe to repeat).
+    pub recover: crate::runtime::RecoverPolicy,
+    /// Slow-client timeouts and the connection bound ([`ConnLimits`]).
+    pub limits: ConnLimits,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            body_limit_bytes: DEFAULT_BODY_LIMIT,
+            workers: 8,
+            retention: Retention::default(),
+            ui_dir: None,
+            data_dir: None,
+            recover: crate::runtime::RecoverPolicy::default(),
+            limits: ConnLimits::default(),
+        }
+    }
+}
+
+/// The application: engine, workflows, settings and token, the claim caches, the run queue.
+/// Every adapter (HTTP handlers, IPC commands) holds one. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    /// The bound address (the listener's).
+    addr: SocketAddr,
+    engine: Engine,
+    workflows: WorkflowDir,
+    token: RwLock<String>,
+    commit: crate::store::GroupCommit,
+    queue: worker::Queue,
+    options: ServerOptions,
+    settings: RwLock<crate::settings::AppSettings>,
+    /// Identifies this process as the owner of in-progress idempotency records.
+    instance_id: String,
+    /// Webhook claims written but not yet durable.
+    pending_claims: ingest::PendingClaims,
+    /// Durable webhook claims seen lately (answers repeats without a store read).
+    recent_claims: ingest::RecentClaims,
+    /// The hosts this server answers to: its bound address and the settings' `allowed_hosts`.
+    hosts: RwLock<hosts::HostRules>,
+}
+
+impl AppState {
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.0.engine
+    }
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.0.engine.store()
+    }
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.0.engine.clock()
+    }
+    /// The workflow folder.
+    pub fn workflows(&self) -> &WorkflowDir {
+        &self.0.workflows
+    }
+    /// The API token.
+    pub fn token(&self) -> String {
+        self.0
+            .token
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    /// Replace the API token (settings: regenerate).
+    pub fn set_token(&self, t: String) {
+        *self.0.token.write().unwrap_or_else(|e| e.into_inner()) = t;
+    }
+    /// Group commit.
+    pub fn commit(&self) -> &crate::store::GroupCommit {
+        &self.0.commit
+    }
+    /// The run queue.
+    pub fn queue(&self) -> &worker::Queue {
+        &self.0.queue
+    }
+    /// Server options.
+    pub fn options(&self) -> &ServerOptions {
+        &self.0.options
+    }
+    /// The app settings (env variables, retention, listener address).
+    pub fn settings(&self) -> crate::settings::AppSettings {
+        self.0
+            .settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    /// Replace the settings: saved to the data dir (if any) and applied (env variables to the
+    /// engine; retention from the next maintenance pass). A secret env value sent back as the
+    /// mask the API showed keeps the stored value
+    /// ([`crate::settings::AppSettings::resolve_masked`]).
+    pub fn set_settings(
+        &self,
+        s: crate::settings::AppSettings,
+    ) -> Result<(), crate::settings::SettingsError> {
+        let s = s.resolve_masked(&self.settings())?;
+        s.validate()?;
+        if let Some(dir) = &self.0.options.data_dir {
+            s.save(dir)?;
+        }
+        self.0.engine.set_secret_env(s.secret_env.clone());
+        self.0.engine.set_settings_env(s.env.clone());
+        self.0.engine.set_outbound_allow(&s.outbound_allow)?;
+        {
+            let mut hosts = self.0.hosts.write().unwrap_or_else(|e| e.into_inner());
+            *hosts = hosts::HostRules::new(self.0.addr, &s.allowed_hosts);
+        }
+        *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
+        Ok(())
+    }
+    /// The address the server is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.0.addr
+    }
+    /// Run `f` over the names this server answers to ([`hosts::HostRules`]; the HTTP door
+    /// checks each request's `Host` with them).
+    pub fn with_host_rules<R>(&self, f: impl FnOnce(&hosts::HostRules) -> R) -> R {
+        f(&self.0.hosts.read().unwrap_or_else(|e| e.into_inner()))
+    }
+    /// The retention policy in force: settings over the command-line defaults.
+    pub fn retention(&self) -> Retention {
+        self.settings().retention(self.0.options.retention)
+    }
+    /// This process's owner id for idempotency leases.
+    pub fn instance_id(&self) -> &str {
+        &self.0.instance_id
+    }
+    /// Webhook claims written but not yet durable.
+    pub fn pending_claims(&self) -> &ingest::PendingClaims {
+        &self.0.pending_claims
+    }
+    /// Durable webhook claims seen lately.
+    pub fn recent_claims(&self) -> &ingest::RecentClaims {
+        &self.0.recent_claims
+    }
+}
+
+impl AppState {
+    /// Build the application over an engine and a workflow folder, for a process bound to
+    /// `addr`: loads the settings from `options.data_dir` (owner-only; defaults when absent),
+    /// applies them to the engine (env variables, secrets, outbound allowlist), starts the
+    /// group commit, and wires `fan_out` to the run queue. Returns the queue's receiving end
+    /// for [`Background::start`]. Errors: the data dir or its settings cannot be read.
+    pub async fn open(
+        addr: SocketAddr,
+        engine: Engine,
+        workflows: WorkflowDir,
+        token: String,
+        options: ServerOptions,
+    ) -> std::io::Result<(AppState, worker::QueueReceiver)> {
+        let store = engine.store().clone();
+        let commit = crate::store::GroupCommit::start(store.clone());
+        // Runs' `running` and final states go through the same group commit (crash recovery).
+        let engine = engine.with_group_commit(commit.clone());
+        let (queue, receiver) = worker::Queue::new();
+        let settings = match &options.data_dir {
+            Some(dir) => {
+                // Owner-only (0700, tightened with a log line): the store, settings and token.
+                crate::secrets::secure_dir(dir)?;
+                crate::settings::AppSettings::load(dir)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?
+            }
+            None => crate::settings::AppSettings::default(),
+        };
+        engine.set_secret_env(settings.secret_env.clone());
+        engine.set_settings_env(settings.env.clone());
+        engine
+            .set_outbound_allow(&settings.outbound_allow)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let hosts = hosts::HostRules::new(addr, &settings.allowed_hosts);
+        let state = AppState(Arc::new(Inner {
+            addr,
+            engine,
+            workflows,
+            token: RwLock::new(token),
+            commit,
+            queue,
+            options: options.clone(),
+            settings: RwLock::new(settings),
+            instance_id: uuid::Uuid::new_v4().to_string(),
+            pending_claims: ingest::PendingClaims::default(),
+            recent_claims: ingest::RecentClaims::default(),
+            hosts: RwLock::new(hosts),
+        }));
+        // `fan_out` steps start runs of the folder's workflows through the worker queue. The hooks
+        // hold the state weakly: the engine lives inside it.
+        let weak = Arc::downgrade(&state.0);
+        let dispatch_queue = state.queue().clone();
+        state
+            .engine()
+            .set_child_hooks(crate::runtime::children::ChildHooks {
+                workflow: Box::new(move |id| {
+                    let inner = weak.upgrade()?;
+                    inner.workflows.get(id).and_then(|e| e.compiled.clone())
+                }),
+                dispatch: Box::new(move |run_id| dispatch_queue.push(run_id)),
+            });
+        Ok((state, receiver))
+    }
+}
+
+/// The work that runs without any adapter: the worker pool, retention and sweeping, schedules.
+pub struct Background {
+    store: Arc<dyn Store>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    maintenance: tokio::task::JoinHandle<()>,
+    scheduler: tokio::task::JoinHandle<()>,
+}
+
+impl Background {
+    /// Recover what a dead process left (`queued` → executed, `running` → resumed when safe,
+    /// else `interrupted`), then start the workers, maintenance and the scheduler. They stop
+    /// taking work when `shutdown` turns true. Errors: recovery could not read or write the
+    /// store.
+    pub async fn start(
+        state: &AppState,
+        receiver: worker::QueueReceiver,
+        shutdown: watch::Receiver<bool>,
+    ) -> std::io::Result<Background> {
+        worker::recover(state)
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(Background {
+            store: state.store().clone(),
+            workers: worker::spawn_workers(
+                state.clone(),
+                receiver,
+                state.options().workers.max(1),
+                shutdown.clone(),
+            ),
+            maintenance: worker::spawn_maintenance(state.clone(), shutdown.clone()),
+            scheduler: scheduler::spawn(state.clone(), shutdown),
+        })
+    }
+
+    /// Wait for the scheduler and the workers (each finishes the run it has, up to its
+    /// deadline), stop maintenance, flush the store. Call after signalling shutdown.
+    pub async fn stop(self) {
+        // The scheduler stops with the workers: no tick is claimed once shutdown began.
+        let _ = self.scheduler.await;
+        for w in self.workers {
+            let _ = w.await;
+        }
+        self.maintenance.abort();
+        let _ = self.maintenance.await;
+        if let Err(e) = self.store.flush().await {
+            tracing::error!(error = %e, "flushing the store at shutdown failed");
+        }
+    }
+}
