@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
+use fluxo::app::scheduler::{Fire, Scheduler};
 use fluxo::clock::{Clock, ManualClock};
 use fluxo::run::{Mode, RunRecord, RunStatus};
 use fluxo::runtime::children::ChildHooks;
 use fluxo::runtime::Engine;
 use fluxo::sandbox::{FaultRuleSpec, Sandbox, SandboxConfig, SandboxHandle};
-use fluxo::app::scheduler::{Fire, Scheduler};
 use fluxo::store::{GroupCommit, InMemoryStore, Store};
 use fluxo::workflow::dir::WorkflowDir;
 

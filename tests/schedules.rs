@@ -10,10 +10,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use common::server::{GatedMock, Setup};
+use fluxo::app::scheduler::{tick_key, Fire, Fired, Scheduler};
 use fluxo::clock::{parse_rfc3339, rfc3339, Clock, ManualClock};
 use fluxo::run::{RunRecord, RunStatus, Timestamp, Trigger};
 use fluxo::runtime::Engine;
-use fluxo::app::scheduler::{tick_key, Fire, Fired, Scheduler};
 use fluxo::store::{GroupCommit, InMemoryStore, RunQuery, Store};
 use fluxo::workflow::dir::WorkflowDir;
 

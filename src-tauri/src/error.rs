@@ -3,6 +3,7 @@
 //! stable codes as the HTTP API's problem+json (`workflow_not_found`, `workflow_invalid`, …).
 //! The UI's `TauriApi` turns it into its `ApiError`.
 
+use fluxo::app::AppError;
 use fluxo::server::error::ApiError;
 use serde::Serialize;
 use serde_json::Value;
@@ -100,5 +101,22 @@ mod tests {
             serde_json::to_value(&e).unwrap(),
             json!({"code": "run_not_found", "message": "no run `r`"})
         );
+    }
+}
+
+/// The application's errors cross as `{code, message, problems?, …}`: the same codes and
+/// messages the HTTP API answers as problem+json.
+impl From<AppError> for IpcError {
+    fn from(e: AppError) -> Self {
+        let mut extra = match e.extra {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        IpcError {
+            code: e.code.to_string(),
+            message: e.message,
+            problems: extra.remove("problems"),
+            extra,
+        }
     }
 }

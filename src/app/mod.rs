@@ -16,6 +16,7 @@
 //! * [`ingest`]: webhook deliveries: the claim and its queued run in one group-committed
 //!   transaction, the pending and recent claim caches, duplicates confirmed after a flush,
 //!   the undo of a claim that could not be made durable.
+//! * [`runs`]: start, queue, list, stats, replay and resume runs.
 //! * [`hosts`]: the names this server answers to.
 //! * [`error`]: [`AppError`], which the HTTP adapter maps to problem+json and IPC to
 //!   `{code, message}`.
@@ -29,6 +30,7 @@
 pub mod error;
 pub mod hosts;
 pub mod ingest;
+pub mod runs;
 pub mod scheduler;
 pub mod worker;
 

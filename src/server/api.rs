@@ -311,7 +311,7 @@ async fn dry_run(
                 .with_extra(json!({"problems": problems}))
             })?)
         }
-        None => super::runs::runnable(&state, &id)?,
+        None => crate::app::runs::runnable(&state, &id)?,
     };
     let run = state
         .engine()

@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
+use fluxo::app::runs::{self, runnable, RunsParams, StatsParams};
 use fluxo::run::{Mode, RunRecord, Trigger};
 use fluxo::runtime::preview::RunPreview;
 use fluxo::runtime::RunRequest;
-use fluxo::server::runs::{self, runnable, RunsParams, StatsParams};
 use fluxo::server::AppState;
 use fluxo::store::RunPage;
 use fluxo::workflow::check_value;
