@@ -95,6 +95,8 @@ CREATE TABLE api_records (
     -- The ApiRecordState as serde writes it (`{"state":"in_progress","owner":..,
     -- "lease_until":..}` or `{"state":"done","status":..,"body":..}`).
     state       json   NOT NULL,
+    -- `state` is `in_progress` (api_abandon removes only those).
+    in_progress boolean NOT NULL,
     PRIMARY KEY (scope, key)
 );
 

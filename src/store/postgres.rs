@@ -44,7 +44,7 @@ const BATCH: i64 = 1_000;
 /// A free search (`q`) with at most this many candidate runs (id or key prefix matches) is
 /// answered from the candidates alone; with more, it walks the listing order under
 /// [`super::LIST_SCAN_BUDGET`] like any filter no index covers.
-const Q_CANDIDATES_MAX: i64 = 1_000;
+const Q_CANDIDATES_MAX: i64 = 500;
 
 /// How often a claim retries when the row that beat it vanished before it could be read
 /// (deleted and re-inserted by others in between); each retry is a new transaction.
@@ -708,10 +708,12 @@ impl PgStore {
                 ApiDecision::Start => {
                     let sql = if existing.is_some() {
                         "UPDATE api_records SET fingerprint = $3, created_at = $4, \
-                         expires_at = $5, state = $6::json WHERE scope = $1 AND key = $2"
+                         expires_at = $5, state = $6::json, in_progress = $7 \
+                         WHERE scope = $1 AND key = $2"
                     } else {
                         "INSERT INTO api_records (scope, key, fingerprint, created_at, \
-                         expires_at, state) VALUES ($1, $2, $3, $4, $5, $6::json) \
+                         expires_at, state, in_progress) \
+                         VALUES ($1, $2, $3, $4, $5, $6::json, $7) \
                          ON CONFLICT (scope, key) DO NOTHING"
                     };
                     let n = sqlx::query(sql)
@@ -721,6 +723,7 @@ impl PgStore {
                         .bind(record.created_at)
                         .bind(record.expires_at)
                         .bind(state.as_str())
+                        .bind(matches!(record.state, ApiRecordState::InProgress { .. }))
                         .execute(&mut *tx)
                         .await
                         .map_err(db)?
@@ -759,13 +762,16 @@ impl PgStore {
                 body: body.to_string(),
             },
         )?;
-        sqlx::query("UPDATE api_records SET state = $3::json WHERE scope = $1 AND key = $2")
-            .bind(scope)
-            .bind(key)
-            .bind(state)
-            .execute(&self.pool)
-            .await
-            .map_err(db)?;
+        sqlx::query(
+            "UPDATE api_records SET state = $3::json, in_progress = FALSE \
+             WHERE scope = $1 AND key = $2",
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(state)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
         Ok(())
     }
 
@@ -775,15 +781,12 @@ impl PgStore {
         if key.contains('\0') {
             return Ok(());
         }
-        sqlx::query(
-            "DELETE FROM api_records WHERE scope = $1 AND key = $2 \
-             AND state->>'state' = 'in_progress'",
-        )
-        .bind(scope)
-        .bind(key)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        sqlx::query("DELETE FROM api_records WHERE scope = $1 AND key = $2 AND in_progress")
+            .bind(scope)
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
         Ok(())
     }
 
@@ -1205,9 +1208,8 @@ impl Filters<'_> {
             b.push(" AND created_at < ").push_bind(until);
         }
         if let Some(text) = self.q.filter(|_| on(Filter::Q)) {
-            b.push(" AND (");
+            b.push(" AND ");
             push_q(b, text);
-            b.push(")");
         }
         if let Some((created, id)) = self.upper.filter(|_| on(Filter::CURSOR)) {
             b.push(" AND (created_at, id) < (")
@@ -1219,10 +1221,11 @@ impl Filters<'_> {
     }
 }
 
-/// The free search: the id or the idempotency key starts with `q`, as two index ranges
-/// (`>= q` and below its successor) that a generic plan can use too.
+/// The free search, parenthesised: the id or the idempotency key starts with `q`, as two
+/// index ranges (`>= q` and below its successor) that a generic plan can use too.
 fn push_q(b: &mut QueryBuilder<'_, Postgres>, q: &str) {
     let hi = str_successor(q);
+    b.push("(");
     for (i, col) in ["id", "idempotency_key"].into_iter().enumerate() {
         if i > 0 {
             b.push(" OR ");
@@ -1242,6 +1245,7 @@ fn push_q(b: &mut QueryBuilder<'_, Postgres>, q: &str) {
         }
         b.push(")");
     }
+    b.push(")");
 }
 
 /// The least string greater than every string that starts with `s` (in code point order,
