@@ -137,10 +137,44 @@ impl PgStore {
             .map_err(|e| StoreError::Backend(format!("migration failed: {e}")))
     }
 
-    // -----------------------------------------------------------------------------------------
-    // MemoryStore
-    // -----------------------------------------------------------------------------------------
+    /// Runs a bounded `DELETE` (`$1` = now, `$2` = batch) until it removes fewer than asked or
+    /// `max` went.
+    async fn sweep(&self, sql: &'static str, now_ms: i64, max: usize) -> StoreResult<usize> {
+        let mut removed = 0usize;
+        while removed < max {
+            let want = to_i64(max - removed).min(BATCH);
+            let n = sqlx::query(sql)
+                .bind(now_ms)
+                .bind(want)
+                .execute(&self.pool)
+                .await
+                .map_err(db)?
+                .rows_affected();
+            removed += usize::try_from(n).unwrap_or(usize::MAX);
+            if i64::try_from(n).unwrap_or(i64::MAX) < want {
+                break;
+            }
+        }
+        Ok(removed.min(max))
+    }
 
+    /// Runs a listing query and decodes its `summary` column.
+    async fn summaries(&self, mut b: QueryBuilder<'_, Postgres>) -> StoreResult<Vec<RunSummary>> {
+        let rows = b.build().fetch_all(&self.pool).await.map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                let text: String = r.try_get("summary").map_err(db)?;
+                from_json("run summary", &text)
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MemoryStore
+// ---------------------------------------------------------------------------------------------
+
+impl PgStore {
     /// [`super::MemoryStore::write`]: with `allow_overwrite: false` an atomic claim (one
     /// conditional upsert; the database serialises concurrent claimers across processes).
     pub async fn write(
@@ -311,32 +345,13 @@ impl PgStore {
         )
         .await
     }
+}
 
-    /// Runs a bounded `DELETE` (`$1` = now, `$2` = batch) until it removes fewer than asked or
-    /// `max` went.
-    async fn sweep(&self, sql: &'static str, now_ms: i64, max: usize) -> StoreResult<usize> {
-        let mut removed = 0usize;
-        while removed < max {
-            let want = to_i64(max - removed).min(BATCH);
-            let n = sqlx::query(sql)
-                .bind(now_ms)
-                .bind(want)
-                .execute(&self.pool)
-                .await
-                .map_err(db)?
-                .rows_affected();
-            removed += usize::try_from(n).unwrap_or(usize::MAX);
-            if i64::try_from(n).unwrap_or(i64::MAX) < want {
-                break;
-            }
-        }
-        Ok(removed.min(max))
-    }
+// ---------------------------------------------------------------------------------------------
+// RunStore
+// ---------------------------------------------------------------------------------------------
 
-    // -----------------------------------------------------------------------------------------
-    // RunStore
-    // -----------------------------------------------------------------------------------------
-
+impl PgStore {
     /// [`super::RunStore::put_run`]: one upsert of the record, its summary and every indexed
     /// column.
     pub async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
@@ -498,16 +513,6 @@ impl PgStore {
         Ok(RunPage { runs, next_cursor })
     }
 
-    async fn summaries(&self, mut b: QueryBuilder<'_, Postgres>) -> StoreResult<Vec<RunSummary>> {
-        let rows = b.build().fetch_all(&self.pool).await.map_err(db)?;
-        rows.iter()
-            .map(|r| {
-                let text: String = r.try_get("summary").map_err(db)?;
-                from_json("run summary", &text)
-            })
-            .collect()
-    }
-
     /// [`super::RunStore::run_ids_with_status`].
     pub async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
         let rows = sqlx::query("SELECT id FROM runs WHERE status = $1 ORDER BY created_at, id")
@@ -615,11 +620,13 @@ impl PgStore {
             }
         }
     }
+}
 
-    // -----------------------------------------------------------------------------------------
-    // IdempotencyStore
-    // -----------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// IdempotencyStore
+// ---------------------------------------------------------------------------------------------
 
+impl PgStore {
     /// [`super::IdempotencyStore::claim_and_enqueue`]: claim and queued run in one
     /// transaction; a live claim answers `Duplicate` and nothing is written. Durable on return.
     pub async fn claim_and_enqueue(
@@ -849,11 +856,13 @@ impl PgStore {
             .await?;
         Ok(claims + api)
     }
+}
 
-    // -----------------------------------------------------------------------------------------
-    // Store
-    // -----------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// Store
+// ---------------------------------------------------------------------------------------------
 
+impl PgStore {
     /// [`super::Store::flush`]: nothing to do. Every call above commits its own transaction,
     /// and PostgreSQL has made a commit durable (WAL flushed, with the server's default
     /// `synchronous_commit = on`) before it answers.

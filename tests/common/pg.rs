@@ -195,6 +195,8 @@ impl TestPg {
 
     /// A detached shell (its own process group, so a Ctrl-C of the tests does not take it
     /// down first) that waits for this process to exit, then stops the server.
+    // Never waited for on purpose: it outlives this process (and so never becomes a zombie).
+    #[allow(clippy::zombie_processes)]
     fn spawn_watchdog(&self) {
         let script = format!(
             "while kill -0 {} 2>/dev/null; do sleep 1; done; {}",
