@@ -132,6 +132,47 @@ impl TestPg {
         panic!("the test PostgreSQL server did not start: {last}");
     }
 
+    /// Crash the server (`pg_ctl stop -m immediate`: no checkpoint, like a power cut as far
+    /// as PostgreSQL is concerned) and start it again on the same port, so it recovers from
+    /// its WAL. Open connections are lost.
+    pub fn crash_and_restart(&self) {
+        let data = self.root.join("data");
+        let out = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .args(["stop", "-m", "immediate", "-w"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run pg_ctl stop");
+        assert!(
+            out.status.success(),
+            "pg_ctl stop failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.root.join("sock").display()
+        );
+        let out = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(self.root.join("server.log"))
+            .args(["-o", &opts, "-w", "-t", "60", "start"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run pg_ctl start");
+        assert!(
+            out.status.success(),
+            "the test server did not restart: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(self.root.join("server.log")).unwrap_or_default()
+        );
+    }
+
     /// The server's port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
