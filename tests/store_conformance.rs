@@ -418,6 +418,7 @@ conformance!(
     claims_sixty_four_concurrent_deliveries_one_run,
     claims_release,
     batch_applies_in_order_and_fails_only_its_bad_writes,
+    batches_claiming_in_opposite_orders_all_answer,
     api_begin_every_branch,
     api_lease_takeover_and_abandon,
     sweep_idempotency_bounded_claims_first,
@@ -1993,6 +1994,64 @@ mod cases {
             ["run-3"]
         );
         assert!(store.write_batch(&[]).await.is_empty());
+    }
+
+    /// Two handles (two processes, for PostgreSQL) batch claims of the same keys in opposite
+    /// orders at once: every write is answered (a deadlock between the two transactions is
+    /// retried, not reported), and each key has exactly one winner.
+    pub async fn batches_claiming_in_opposite_orders_all_answer(f: &Fixture) {
+        const KEYS: usize = 40;
+        for round in 0..10 {
+            let barrier = Arc::new(Barrier::new(2));
+            let tasks: Vec<_> = [(f.store.clone(), "a"), (f.peer.clone(), "b")]
+                .into_iter()
+                .map(|(store, side)| {
+                    let barrier = barrier.clone();
+                    tokio::spawn(async move {
+                        let mut keys: Vec<usize> = (0..KEYS).collect();
+                        if side == "b" {
+                            keys.reverse();
+                        }
+                        let items: Vec<(WebhookClaim, RunRecord)> = keys
+                            .iter()
+                            .map(|k| {
+                                let id = format!("run-{round}-{k}-{side}");
+                                let key = format!("evt-{round}-{k}");
+                                (
+                                    claim("w", &key, &id, T0, DAY),
+                                    run(&id, "w", RunStatus::Queued, T0),
+                                )
+                            })
+                            .collect();
+                        let writes: Vec<BatchWrite<'_>> = items
+                            .iter()
+                            .map(|(claim, run)| BatchWrite::ClaimAndEnqueue { claim, run })
+                            .collect();
+                        barrier.wait().await;
+                        let out = store.write_batch(&writes).await;
+                        keys.into_iter()
+                            .zip(out)
+                            .map(|(k, o)| (k, o.expect("every write answered")))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let mut wins = vec![0; KEYS];
+            for t in tasks {
+                for (k, o) in t.await.unwrap() {
+                    if o == BatchOutcome::Claim(ClaimOutcome::Claimed) {
+                        wins[k] += 1;
+                    }
+                }
+            }
+            assert_eq!(wins, vec![1; KEYS], "round {round}: one winner per key");
+        }
+        let queued = f
+            .store
+            .run_ids_with_status(RunStatus::Queued)
+            .await
+            .unwrap();
+        assert_eq!(queued.len(), 10 * KEYS);
     }
 
     // --- API idempotency records ---------------------------------------------------------

@@ -50,6 +50,10 @@ const Q_CANDIDATES_MAX: i64 = 500;
 /// (deleted and re-inserted by others in between); each retry is a new transaction.
 const CLAIM_ATTEMPTS: usize = 16;
 
+/// How often a batch is tried when the database aborts its transaction for a deadlock or a
+/// serialisation failure.
+const TX_ATTEMPTS: usize = 3;
+
 /// Connection settings of a [`PgStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgConfig {
@@ -167,6 +171,41 @@ impl PgStore {
                 from_json("run summary", &text)
             })
             .collect()
+    }
+
+    /// One attempt at a batch: one transaction, `None` for the writes that failed their
+    /// checks.
+    async fn apply_batch(
+        &self,
+        prepared: &[StoreResult<Prepared>],
+    ) -> StoreResult<Vec<Option<BatchOutcome>>> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        let keys: Vec<&PreparedClaim> = prepared
+            .iter()
+            .filter_map(|p| match p {
+                Ok(Prepared::Claim(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        lock_claim_keys(&mut tx, &keys).await?;
+        let mut out = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            out.push(match p {
+                Ok(Prepared::Claim(c)) => {
+                    let outcome = claim_tx(&mut tx, c, c.claimed_at).await?.ok_or_else(|| {
+                        StoreError::Backend("webhook claim did not settle under contention".into())
+                    })?;
+                    Some(BatchOutcome::Claim(outcome))
+                }
+                Ok(Prepared::Put(r)) => {
+                    r.upsert().execute(&mut *tx).await.map_err(db)?;
+                    Some(BatchOutcome::Put)
+                }
+                Err(_) => None,
+            });
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(out)
     }
 }
 
@@ -638,6 +677,7 @@ impl PgStore {
         let prepared = PreparedClaim::new(claim, run)?;
         for _ in 0..CLAIM_ATTEMPTS {
             let mut tx = self.pool.begin().await.map_err(db)?;
+            lock_claim_keys(&mut tx, &[&prepared]).await?;
             match claim_tx(&mut tx, &prepared, now_ms).await? {
                 Some(ClaimOutcome::Claimed) => {
                     tx.commit().await.map_err(db)?;
@@ -876,10 +916,6 @@ impl PgStore {
     /// before the transaction, so an invalid one fails alone; a database failure fails the
     /// whole batch (nothing of it is written).
     pub async fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
-        enum Prepared {
-            Claim(PreparedClaim),
-            Put(PreparedRun),
-        }
         let prepared: Vec<StoreResult<Prepared>> = writes
             .iter()
             .map(|w| match *w {
@@ -889,31 +925,16 @@ impl PgStore {
                 BatchWrite::PutRun(run) => PreparedRun::new(run).map(Prepared::Put),
             })
             .collect();
-        let applied: StoreResult<Vec<Option<BatchOutcome>>> = async {
-            let mut tx = self.pool.begin().await.map_err(db)?;
-            let mut out = Vec::with_capacity(prepared.len());
-            for p in &prepared {
-                out.push(match p {
-                    Ok(Prepared::Claim(c)) => {
-                        let outcome =
-                            claim_tx(&mut tx, c, c.claimed_at).await?.ok_or_else(|| {
-                                StoreError::Backend(
-                                    "webhook claim did not settle under contention".into(),
-                                )
-                            })?;
-                        Some(BatchOutcome::Claim(outcome))
-                    }
-                    Ok(Prepared::Put(r)) => {
-                        r.upsert().execute(&mut *tx).await.map_err(db)?;
-                        Some(BatchOutcome::Put)
-                    }
-                    Err(_) => None,
-                });
+        // Batches of several processes may lock the same claims in different orders: the
+        // database then aborts one of them (deadlock, SQLSTATE 40P01), which is retried whole.
+        let mut applied = Err(StoreError::Backend("batch not applied".into()));
+        for _ in 0..TX_ATTEMPTS {
+            applied = self.apply_batch(&prepared).await;
+            match &applied {
+                Err(e) if retryable(e) => continue,
+                _ => break,
             }
-            tx.commit().await.map_err(db)?;
-            Ok(out)
         }
-        .await;
         match applied {
             Ok(outcomes) => prepared
                 .into_iter()
@@ -1067,6 +1088,12 @@ impl PreparedRun {
     }
 }
 
+/// One write of a batch, checked and serialised outside the transaction.
+enum Prepared {
+    Claim(PreparedClaim),
+    Put(PreparedRun),
+}
+
 /// A webhook claim and its queued run, checked and serialised outside the transaction.
 struct PreparedClaim {
     workflow_id: String,
@@ -1090,6 +1117,34 @@ impl PreparedClaim {
             run: PreparedRun::new(run)?,
         })
     }
+}
+
+/// Advisory lock class of webhook claim keys (`pg_advisory_xact_lock(class, hash)`; the
+/// two-key form never overlaps the one-key locks sqlx's migrator takes).
+const CLAIM_LOCK_CLASS: i32 = 0x464C_5843; // "FLXC"
+
+/// Takes the transaction-scoped advisory locks of the claims' keys, in hash order, before any
+/// claim row is touched. Every claim path does this, so two transactions never wait for each
+/// other's claim rows in a cycle: batches of several processes claiming the same keys in
+/// different orders queue up instead of deadlocking.
+async fn lock_claim_keys(conn: &mut PgConnection, claims: &[&PreparedClaim]) -> StoreResult<()> {
+    if claims.is_empty() {
+        return Ok(());
+    }
+    let workflows: Vec<&str> = claims.iter().map(|c| c.workflow_id.as_str()).collect();
+    let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock($1, h) FROM ( \
+           SELECT DISTINCT hashtext(length(w)::text || ':' || w || k) AS h \
+           FROM unnest($2::text[], $3::text[]) AS t(w, k) ORDER BY h) s",
+    )
+    .bind(CLAIM_LOCK_CLASS)
+    .bind(&workflows)
+    .bind(&keys)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(())
 }
 
 /// Inside a transaction: a live claim of the key (`expires_at > now_ms`) answers `Duplicate`
@@ -1306,7 +1361,8 @@ fn db(e: sqlx::Error) -> StoreError {
             Some("22021") | Some("22P05") | Some("54000") => {
                 StoreError::Invalid(format!("PostgreSQL refused the value: {}", d.message()))
             }
-            _ => StoreError::Backend(format!("PostgreSQL: {e}")),
+            Some(code) => StoreError::Backend(format!("PostgreSQL error {code}: {}", d.message())),
+            None => StoreError::Backend(format!("PostgreSQL: {e}")),
         },
         sqlx::Error::Configuration(_) => StoreError::Invalid(format!("PostgreSQL: {e}")),
         sqlx::Error::ColumnDecode { .. }
@@ -1318,6 +1374,13 @@ fn db(e: sqlx::Error) -> StoreError {
         }
         _ => StoreError::Backend(format!("PostgreSQL: {e}")),
     }
+}
+
+/// True for the errors of a transaction the database aborted to resolve contention
+/// (`40P01` deadlock detected, `40001` serialisation failure): trying again may succeed.
+fn retryable(e: &StoreError) -> bool {
+    matches!(e, StoreError::Backend(m)
+        if m.starts_with("PostgreSQL error 40P01") || m.starts_with("PostgreSQL error 40001"))
 }
 
 /// Refuses text a PostgreSQL `text` column cannot hold (a NUL character).
