@@ -64,10 +64,10 @@ CREATE INDEX runs_created ON runs (created_at, id);
 CREATE INDEX runs_workflow ON runs (workflow_id, created_at, id);
 CREATE INDEX runs_status ON runs (status, created_at, id);
 CREATE INDEX runs_workflow_status ON runs (workflow_id, status, created_at, id);
+-- Also the free search `q`, a prefix of the id (the primary key) or of the key: with the "C"
+-- collation a plain btree serves the prefix range `col >= $q AND col < successor($q)`, in
+-- generic plans too (where `LIKE $1` or `text_pattern_ops` would not help).
 CREATE INDEX runs_key ON runs (idempotency_key, created_at, id) WHERE idempotency_key IS NOT NULL;
--- The free search `q` is a prefix of the id (the primary key) or of the key: with the "C"
--- collation a plain btree serves `col >= $lo AND col < $hi` prefix ranges.
-CREATE INDEX runs_key_prefix ON runs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 -- Retention: each workflow's finished runs, newest finish first (ties: the higher id).
 CREATE INDEX runs_retention ON runs (workflow_id, retain_at DESC, id DESC) WHERE retain_at IS NOT NULL;
 

@@ -142,7 +142,9 @@ impl PgStore {
     }
 
     /// Runs a bounded `DELETE` (`$1` = now, `$2` = batch) until it removes fewer than asked or
-    /// `max` went.
+    /// `max` went. The statements pick a batch's rows by the expiry index and delete them by
+    /// tuple id (a TID scan, however many rows are due); a row rewritten meanwhile is a new
+    /// tuple, re-checked against `expires_at <= now`, so a fresh entry is never swept.
     async fn sweep(&self, sql: &'static str, now_ms: i64, max: usize) -> StoreResult<usize> {
         let mut removed = 0usize;
         while removed < max {
@@ -375,10 +377,10 @@ impl PgStore {
     /// entry rewritten live meanwhile is left alone (the delete re-checks its expiry).
     pub async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
         self.sweep(
-            "DELETE FROM memory m USING ( \
-               SELECT namespace, key FROM memory WHERE expires_at <= $1 \
-               ORDER BY expires_at LIMIT $2) d \
-             WHERE m.namespace = d.namespace AND m.key = d.key AND m.expires_at <= $1",
+            "DELETE FROM memory WHERE ctid = ANY(ARRAY( \
+               SELECT ctid FROM memory WHERE expires_at <= $1 \
+               ORDER BY expires_at LIMIT $2)) \
+             AND expires_at <= $1",
             now_ms,
             max,
         )
@@ -483,13 +485,19 @@ impl PgStore {
                 .try_get(0)
                 .map_err(db)?;
             if n <= Q_CANDIDATES_MAX {
+                // Materialised, so that even a generic plan reads the two prefix ranges
+                // (a bitmap OR) and sorts the few candidates, rather than walking the whole
+                // listing order looking for them.
                 let mut b = QueryBuilder::<Postgres>::new(
-                    "SELECT summary::text AS summary FROM runs WHERE ",
+                    "WITH c AS MATERIALIZED (SELECT created_at, id, summary FROM runs WHERE ",
                 );
                 push_q(&mut b, q);
                 filters.push(&mut b, Filter::ALL);
-                b.push(" ORDER BY created_at DESC, id DESC LIMIT ")
-                    .push_bind(want);
+                b.push(
+                    ") SELECT summary::text AS summary FROM c \
+                     ORDER BY created_at DESC, id DESC LIMIT ",
+                )
+                .push_bind(want);
                 let runs = self.summaries(b).await?;
                 return Ok(page(runs, query.limit));
             }
@@ -632,29 +640,37 @@ impl PgStore {
         let cutoff = policy.max_age_ms.map(|age| now_ms.saturating_sub(age));
         let mut removed = 0usize;
         loop {
-            let n = sqlx::query(
-                "WITH ranked AS ( \
+            // The doomed ids of one batch, streamed from the retention index (each workflow's
+            // finished runs, newest first), then deleted by primary key.
+            let doomed: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM ( \
                    SELECT id, retain_at, row_number() OVER ( \
                      PARTITION BY workflow_id ORDER BY retain_at DESC, id DESC) AS rn \
-                   FROM runs WHERE retain_at IS NOT NULL), \
-                 doomed AS ( \
-                   SELECT id FROM ranked \
-                   WHERE ($1::bigint IS NOT NULL AND rn > $1::bigint) \
-                      OR ($2::bigint IS NOT NULL AND retain_at < $2::bigint) \
-                   LIMIT $3) \
-                 DELETE FROM runs r USING doomed d \
-                 WHERE r.id = d.id AND r.retain_at IS NOT NULL \
-                   AND r.status NOT IN ('queued', 'running')",
+                   FROM runs WHERE retain_at IS NOT NULL) ranked \
+                 WHERE ($1::bigint IS NOT NULL AND rn > $1::bigint) \
+                    OR ($2::bigint IS NOT NULL AND retain_at < $2::bigint) \
+                 LIMIT $3",
             )
             .bind(keep)
             .bind(cutoff)
             .bind(BATCH)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+            if doomed.is_empty() {
+                return Ok(removed);
+            }
+            let n = sqlx::query(
+                "DELETE FROM runs WHERE id = ANY($1) AND retain_at IS NOT NULL \
+                 AND status NOT IN ('queued', 'running')",
+            )
+            .bind(&doomed)
             .execute(&self.pool)
             .await
             .map_err(db)?
             .rows_affected();
             removed += usize::try_from(n).unwrap_or(usize::MAX);
-            if i64::try_from(n).unwrap_or(i64::MAX) < BATCH {
+            if to_i64(doomed.len()) < BATCH || n == 0 {
                 return Ok(removed);
             }
         }
@@ -876,20 +892,20 @@ impl PgStore {
     pub async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
         let claims = self
             .sweep(
-                "DELETE FROM webhook_claims c USING ( \
-                   SELECT workflow_id, key FROM webhook_claims WHERE expires_at <= $1 \
-                   ORDER BY expires_at LIMIT $2) d \
-                 WHERE c.workflow_id = d.workflow_id AND c.key = d.key AND c.expires_at <= $1",
+                "DELETE FROM webhook_claims WHERE ctid = ANY(ARRAY( \
+                   SELECT ctid FROM webhook_claims WHERE expires_at <= $1 \
+                   ORDER BY expires_at LIMIT $2)) \
+                 AND expires_at <= $1",
                 now_ms,
                 max,
             )
             .await?;
         let api = self
             .sweep(
-                "DELETE FROM api_records a USING ( \
-                   SELECT scope, key FROM api_records WHERE expires_at <= $1 \
-                   ORDER BY expires_at LIMIT $2) d \
-                 WHERE a.scope = d.scope AND a.key = d.key AND a.expires_at <= $1",
+                "DELETE FROM api_records WHERE ctid = ANY(ARRAY( \
+                   SELECT ctid FROM api_records WHERE expires_at <= $1 \
+                   ORDER BY expires_at LIMIT $2)) \
+                 AND expires_at <= $1",
                 now_ms,
                 max - claims,
             )
