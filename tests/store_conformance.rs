@@ -20,7 +20,7 @@ use fluxo::store::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
     InMemoryStore, MemoryEntry, PgConfig, PgStore, Retention, RunPage, RunQuery, RunSummary,
     SledConfig, SledStore, StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions,
-    WriteResult, MAX_MEMORY_KEY_BYTES,
+    WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES,
 };
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -410,6 +410,7 @@ conformance!(
     runs_every_filter_with_paging,
     runs_paging_is_stable_while_new_runs_arrive,
     runs_free_search_with_many_candidates,
+    runs_scan_budget_pages_short_but_complete,
     runs_stats_by_bucket,
     retention_by_count_keeps_newest_finished_per_workflow,
     retention_by_age_and_both_limits,
@@ -1521,6 +1522,58 @@ mod cases {
                 assert_eq!(ids(&all_pages(store, &q, page).await), want, "{q:?}");
             }
         }
+    }
+
+    /// Filters no index covers stop a page after [`LIST_SCAN_BUDGET`] examined runs (the
+    /// sled and PostgreSQL stores; the in-memory one has no budget): the page comes back short,
+    /// even empty, with a cursor, and paging on still yields every match exactly once.
+    pub async fn runs_scan_budget_pages_short_but_complete(f: &Fixture) {
+        let store = &*f.store;
+        let n = LIST_SCAN_BUDGET as i64 + 50;
+        let runs: Vec<RunRecord> = (0..n)
+            .map(|i| {
+                let mut r = run(&format!("run-{i:06}"), "wf", RunStatus::Succeeded, T0 + i);
+                // Only the 5 oldest are dry runs of the API.
+                if i < 5 {
+                    r.mode = Mode::Dry;
+                    r.trigger = Trigger::Api;
+                }
+                r
+            })
+            .collect();
+        for chunk in runs.chunks(1_000) {
+            let writes: Vec<BatchWrite<'_>> = chunk.iter().map(BatchWrite::PutRun).collect();
+            assert!(store.write_batch(&writes).await.iter().all(|o| o.is_ok()));
+        }
+        let q = RunQuery {
+            mode: Some(Mode::Dry),
+            trigger: Some(Trigger::Api),
+            workflow: Some("wf".into()),
+            limit: 3,
+            ..Default::default()
+        };
+        let first = store.list_runs(&q).await.unwrap();
+        if f.name != "memory" {
+            assert!(
+                first.runs.is_empty(),
+                "{}: the budget ends the page",
+                f.name
+            );
+            assert!(first.next_cursor.is_some(), "{}: ...with a cursor", f.name);
+        }
+        let mut q2 = q.clone();
+        let mut got = Vec::new();
+        loop {
+            let p = store.list_runs(&q2).await.unwrap();
+            assert!(p.runs.len() <= 3);
+            got.extend(ids(&p.runs));
+            match p.next_cursor {
+                Some(c) => q2.cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(got, expected(&runs, &q));
+        assert_eq!(got.len(), 5);
     }
 
     pub async fn runs_stats_by_bucket(f: &Fixture) {
