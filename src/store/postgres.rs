@@ -9,7 +9,9 @@
 //!   statement leaves the existing row locked until its transaction ends, so the entry it then
 //!   reads (and answers [`WriteResult::Exists`] with) is the one that beat it.
 //! * A webhook claim and its queued run are written in one transaction, the claim by the same
-//!   conditional upsert.
+//!   conditional upsert, after the transaction has taken its keys' advisory locks in hash
+//!   order: batches of several processes claiming the same keys queue up instead of
+//!   deadlocking (a deadlock that happens anyway, e.g. over a run row, is retried).
 //! * API idempotency records are read `FOR UPDATE` and decided by the shared rule.
 //! * Every instant is the caller's (UTC unix ms); the database clock is never read.
 //!
