@@ -1,10 +1,7 @@
 //! Store conformance: the same cases on every backend (in-memory, sled in a temporary
 //! directory, PostgreSQL on a throwaway server, see `tests/common/pg.rs`).
 //!
-//! The cases are written against [`Backend`], an async mirror of the store traits (same
-//! method names and parameters): the in-memory and sled stores are adapted from the sync
-//! traits, [`PgStore`] from its async inherent methods. Once the store traits are async
-//! themselves, the cases take `Arc<dyn Store>` instead and the adapter goes.
+//! Every case takes the backends as `Arc<dyn Store>` (the async store traits).
 //!
 //! Time is passed explicitly; nothing sleeps. Each test gets fresh stores (a fresh database
 //! on the shared server for PostgreSQL).
@@ -14,13 +11,12 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use fluxo::run::{new_run_id, Mode, RunRecord, RunStatus, Timestamp, Trigger};
 use fluxo::store::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
-    InMemoryStore, MemoryEntry, PgConfig, PgStore, Retention, RunPage, RunQuery, RunSummary,
-    SledConfig, SledStore, StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions,
-    WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES,
+    IdempotencyStore, InMemoryStore, MemoryEntry, MemoryStore, PgConfig, PgStore, Retention,
+    RunQuery, RunStore, RunSummary, SledConfig, SledStore, StatsBucket, Store, StoreError,
+    StoreResult, WebhookClaim, WriteOptions, WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES,
 };
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -37,299 +33,12 @@ const DAY: i64 = 24 * HOUR;
 // The backends
 // ---------------------------------------------------------------------------------------------
 
-/// The store API as the cases use it: the methods of `MemoryStore`, `RunStore`,
-/// `IdempotencyStore` and `Store`, async.
-#[async_trait]
-trait Backend: Send + Sync {
-    async fn write(
-        &self,
-        namespace: &str,
-        key: &str,
-        value: &Value,
-        opts: WriteOptions<'_>,
-        now_ms: i64,
-    ) -> StoreResult<WriteResult>;
-    async fn read(
-        &self,
-        namespace: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> StoreResult<Option<MemoryEntry>>;
-    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool>;
-    async fn list(
-        &self,
-        namespace: &str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-        now_ms: i64,
-    ) -> StoreResult<Vec<MemoryEntry>>;
-    async fn namespaces(&self) -> StoreResult<Vec<String>>;
-    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
-    async fn put_run(&self, run: &RunRecord) -> StoreResult<()>;
-    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
-    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage>;
-    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>>;
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>>;
-    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize>;
-    async fn claim_and_enqueue(
-        &self,
-        claim: &WebhookClaim,
-        run: &RunRecord,
-        now_ms: i64,
-    ) -> StoreResult<ClaimOutcome>;
-    async fn get_claim(
-        &self,
-        workflow_id: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> StoreResult<Option<WebhookClaim>>;
-    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin>;
-    async fn api_complete(
-        &self,
-        scope: &str,
-        key: &str,
-        status: u16,
-        body: &str,
-    ) -> StoreResult<()>;
-    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()>;
-    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool>;
-    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize>;
-    async fn flush(&self) -> StoreResult<()>;
-    async fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>>;
-}
-
-/// A sync [`Store`] as a [`Backend`] (calls block the worker briefly; fine in tests).
-struct Blocking<T>(T);
-
-#[async_trait]
-impl<T: Store + 'static> Backend for Blocking<T> {
-    async fn write(
-        &self,
-        namespace: &str,
-        key: &str,
-        value: &Value,
-        opts: WriteOptions<'_>,
-        now_ms: i64,
-    ) -> StoreResult<WriteResult> {
-        self.0.write(namespace, key, value, opts, now_ms)
-    }
-    async fn read(
-        &self,
-        namespace: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> StoreResult<Option<MemoryEntry>> {
-        self.0.read(namespace, key, now_ms)
-    }
-    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
-        self.0.delete(namespace, key, now_ms)
-    }
-    async fn list(
-        &self,
-        namespace: &str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-        now_ms: i64,
-    ) -> StoreResult<Vec<MemoryEntry>> {
-        self.0.list(namespace, prefix, after, limit, now_ms)
-    }
-    async fn namespaces(&self) -> StoreResult<Vec<String>> {
-        self.0.namespaces()
-    }
-    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
-        self.0.sweep_expired(now_ms, max)
-    }
-    async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
-        self.0.put_run(run)
-    }
-    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        self.0.get_run(id)
-    }
-    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
-        self.0.list_runs(query)
-    }
-    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
-        self.0.run_ids_with_status(status)
-    }
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>> {
-        self.0.run_stats(workflow, since, until, bucket_ms)
-    }
-    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
-        self.0.prune_runs(policy, now_ms)
-    }
-    async fn claim_and_enqueue(
-        &self,
-        claim: &WebhookClaim,
-        run: &RunRecord,
-        now_ms: i64,
-    ) -> StoreResult<ClaimOutcome> {
-        self.0.claim_and_enqueue(claim, run, now_ms)
-    }
-    async fn get_claim(
-        &self,
-        workflow_id: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> StoreResult<Option<WebhookClaim>> {
-        self.0.get_claim(workflow_id, key, now_ms)
-    }
-    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
-        self.0.api_begin(record, now_ms)
-    }
-    async fn api_complete(
-        &self,
-        scope: &str,
-        key: &str,
-        status: u16,
-        body: &str,
-    ) -> StoreResult<()> {
-        self.0.api_complete(scope, key, status, body)
-    }
-    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
-        self.0.api_abandon(scope, key)
-    }
-    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
-        self.0.release_claim(workflow_id, key, run_id)
-    }
-    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
-        self.0.sweep_idempotency(now_ms, max)
-    }
-    async fn flush(&self) -> StoreResult<()> {
-        self.0.flush()
-    }
-    async fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
-        self.0.write_batch(writes)
-    }
-}
-
-#[async_trait]
-impl Backend for PgStore {
-    async fn write(
-        &self,
-        namespace: &str,
-        key: &str,
-        value: &Value,
-        opts: WriteOptions<'_>,
-        now_ms: i64,
-    ) -> StoreResult<WriteResult> {
-        PgStore::write(self, namespace, key, value, opts, now_ms).await
-    }
-    async fn read(
-        &self,
-        namespace: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> StoreResult<Option<MemoryEntry>> {
-        PgStore::read(self, namespace, key, now_ms).await
-    }
-    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
-        PgStore::delete(self, namespace, key, now_ms).await
-    }
-    async fn list(
-        &self,
-        namespace: &str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-        now_ms: i64,
-    ) -> StoreResult<Vec<MemoryEntry>> {
-        PgStore::list(self, namespace, prefix, after, limit, now_ms).await
-    }
-    async fn namespaces(&self) -> StoreResult<Vec<String>> {
-        PgStore::namespaces(self).await
-    }
-    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
-        PgStore::sweep_expired(self, now_ms, max).await
-    }
-    async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
-        PgStore::put_run(self, run).await
-    }
-    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        PgStore::get_run(self, id).await
-    }
-    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
-        PgStore::list_runs(self, query).await
-    }
-    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
-        PgStore::run_ids_with_status(self, status).await
-    }
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>> {
-        PgStore::run_stats(self, workflow, since, until, bucket_ms).await
-    }
-    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
-        PgStore::prune_runs(self, policy, now_ms).await
-    }
-    async fn claim_and_enqueue(
-        &self,
-        claim: &WebhookClaim,
-        run: &RunRecord,
-        now_ms: i64,
-    ) -> StoreResult<ClaimOutcome> {
-        PgStore::claim_and_enqueue(self, claim, run, now_ms).await
-    }
-    async fn get_claim(
-        &self,
-        workflow_id: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> StoreResult<Option<WebhookClaim>> {
-        PgStore::get_claim(self, workflow_id, key, now_ms).await
-    }
-    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
-        PgStore::api_begin(self, record, now_ms).await
-    }
-    async fn api_complete(
-        &self,
-        scope: &str,
-        key: &str,
-        status: u16,
-        body: &str,
-    ) -> StoreResult<()> {
-        PgStore::api_complete(self, scope, key, status, body).await
-    }
-    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
-        PgStore::api_abandon(self, scope, key).await
-    }
-    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
-        PgStore::release_claim(self, workflow_id, key, run_id).await
-    }
-    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
-        PgStore::sweep_idempotency(self, now_ms, max).await
-    }
-    async fn flush(&self) -> StoreResult<()> {
-        PgStore::flush(self).await
-    }
-    async fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
-        PgStore::write_batch(self, writes).await
-    }
-}
-
 /// One backend under test. `peer` is a second handle on the same data where the backend can
 /// have one (PostgreSQL: another pool, as another process would have); else the same handle.
 struct Fixture {
     name: &'static str,
-    store: Arc<dyn Backend>,
-    peer: Arc<dyn Backend>,
+    store: Arc<dyn Store>,
+    peer: Arc<dyn Store>,
     _dir: Option<TempDir>,
 }
 
@@ -352,12 +61,12 @@ async fn fresh_pg() -> (PgStore, String) {
 }
 
 async fn backends() -> Vec<Fixture> {
-    let mem: Arc<dyn Backend> = Arc::new(Blocking(InMemoryStore::new()));
+    let mem: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let dir = tempfile::tempdir().expect("temp dir");
     let mut cfg = SledConfig::new(dir.path());
     cfg.cache_capacity_bytes = 8 * 1024 * 1024;
     cfg.flush_every_ms = None;
-    let sled: Arc<dyn Backend> = Arc::new(Blocking(SledStore::open(&cfg).expect("open sled")));
+    let sled: Arc<dyn Store> = Arc::new(SledStore::open(&cfg).expect("open sled"));
     let (pg, url) = fresh_pg().await;
     let peer = PgStore::connect_with(&url, &pg_config())
         .await
@@ -479,10 +188,10 @@ async fn postgres_acknowledged_writes_survive_a_server_crash() {
     );
     let batch_run = run("run-2", "w", RunStatus::Succeeded, T0 + 1);
     assert!(store
-        .write_batch(&[BatchWrite::PutRun(&batch_run)])
+        .write_batch(vec![BatchWrite::PutRun(batch_run.clone())])
         .await
         .iter()
-        .all(|o| o.is_ok()));
+        .all(|(_, o)| o.is_ok()));
     store
         .write("ns", "k", &json!({"v": 1}), opts(false, None), T0)
         .await
@@ -614,7 +323,7 @@ fn api_record(fingerprint: &str, owner: &str, at: i64, lease_ms: i64) -> ApiReco
 }
 
 /// Pages through `query` with `page` runs per page; checks paging invariants and returns all.
-async fn all_pages(store: &dyn Backend, query: &RunQuery, page: usize) -> Vec<RunSummary> {
+async fn all_pages(store: &dyn Store, query: &RunQuery, page: usize) -> Vec<RunSummary> {
     let mut q = query.clone();
     q.limit = page;
     q.cursor = None;
@@ -637,7 +346,16 @@ async fn all_pages(store: &dyn Backend, query: &RunQuery, page: usize) -> Vec<Ru
     );
 }
 
-async fn remaining(store: &dyn Backend, workflow: &str) -> BTreeSet<String> {
+/// [`Store::write_batch`], checking that every write comes back, in order, with its result.
+async fn batch(store: &dyn Store, writes: Vec<BatchWrite>) -> Vec<StoreResult<BatchOutcome>> {
+    let sent: Vec<String> = writes.iter().map(|w| format!("{w:?}")).collect();
+    let out = store.write_batch(writes).await;
+    let back: Vec<String> = out.iter().map(|(w, _)| format!("{w:?}")).collect();
+    assert_eq!(back, sent, "every write handed back, in order");
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+async fn remaining(store: &dyn Store, workflow: &str) -> BTreeSet<String> {
     let q = RunQuery {
         workflow: Some(workflow.into()),
         ..Default::default()
@@ -1496,8 +1214,8 @@ mod cases {
             })
             .collect();
         for chunk in runs.chunks(200) {
-            let writes: Vec<BatchWrite<'_>> = chunk.iter().map(BatchWrite::PutRun).collect();
-            for o in store.write_batch(&writes).await {
+            let writes: Vec<BatchWrite> = chunk.iter().cloned().map(BatchWrite::PutRun).collect();
+            for o in batch(store, writes).await {
                 assert_eq!(o.unwrap(), BatchOutcome::Put);
             }
         }
@@ -1542,8 +1260,8 @@ mod cases {
             })
             .collect();
         for chunk in runs.chunks(1_000) {
-            let writes: Vec<BatchWrite<'_>> = chunk.iter().map(BatchWrite::PutRun).collect();
-            assert!(store.write_batch(&writes).await.iter().all(|o| o.is_ok()));
+            let writes: Vec<BatchWrite> = chunk.iter().cloned().map(BatchWrite::PutRun).collect();
+            assert!(batch(store, writes).await.iter().all(|o| o.is_ok()));
         }
         let q = RunQuery {
             mode: Some(Mode::Dry),
@@ -1781,8 +1499,8 @@ mod cases {
             })
             .collect();
         for chunk in runs.chunks(250) {
-            let writes: Vec<BatchWrite<'_>> = chunk.iter().map(BatchWrite::PutRun).collect();
-            assert!(store.write_batch(&writes).await.iter().all(|o| o.is_ok()));
+            let writes: Vec<BatchWrite> = chunk.iter().cloned().map(BatchWrite::PutRun).collect();
+            assert!(batch(store, writes).await.iter().all(|o| o.is_ok()));
         }
         let policy = Retention {
             max_runs_per_workflow: Some(5),
@@ -1989,28 +1707,27 @@ mod cases {
         let bad_run = run("run-bad", "w\0", RunStatus::Queued, T0);
         let mut started = r3.clone();
         started.status = RunStatus::Running;
-        let out = store
-            .write_batch(&[
+        let out = batch(
+            store,
+            vec![
                 BatchWrite::ClaimAndEnqueue {
-                    claim: &c1,
-                    run: &r1,
+                    claim: c1.clone(),
+                    run: r1,
                 },
                 // Same key later in the same batch: a duplicate of the first.
-                BatchWrite::ClaimAndEnqueue {
-                    claim: &c2,
-                    run: &r2,
-                },
+                BatchWrite::ClaimAndEnqueue { claim: c2, run: r2 },
                 // A claim not naming its run fails alone.
                 BatchWrite::ClaimAndEnqueue {
-                    claim: &bad,
-                    run: &r3,
+                    claim: bad,
+                    run: r3.clone(),
                 },
-                BatchWrite::PutRun(&bad_run),
-                BatchWrite::PutRun(&r3),
+                BatchWrite::PutRun(bad_run),
+                BatchWrite::PutRun(r3),
                 // A later write of the same run wins, with its indexes.
-                BatchWrite::PutRun(&started),
-            ])
-            .await;
+                BatchWrite::PutRun(started.clone()),
+            ],
+        )
+        .await;
         assert_eq!(out.len(), 6);
         assert_eq!(
             out[0].as_ref().unwrap(),
@@ -2046,7 +1763,7 @@ mod cases {
             store.run_ids_with_status(RunStatus::Running).await.unwrap(),
             ["run-3"]
         );
-        assert!(store.write_batch(&[]).await.is_empty());
+        assert!(store.write_batch(Vec::new()).await.is_empty());
     }
 
     /// Two handles (two processes, for PostgreSQL) batch claims of the same keys in opposite
@@ -2076,12 +1793,12 @@ mod cases {
                                 )
                             })
                             .collect();
-                        let writes: Vec<BatchWrite<'_>> = items
-                            .iter()
+                        let writes: Vec<BatchWrite> = items
+                            .into_iter()
                             .map(|(claim, run)| BatchWrite::ClaimAndEnqueue { claim, run })
                             .collect();
                         barrier.wait().await;
-                        let out = store.write_batch(&writes).await;
+                        let out = batch(&*store, writes).await;
                         keys.into_iter()
                             .zip(out)
                             .map(|(k, o)| (k, o.expect("every write answered")))

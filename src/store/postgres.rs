@@ -32,8 +32,8 @@ use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
 use super::common::{self, page, stats, ApiDecision, Cursor};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
-    MemoryEntry, Retention, RunPage, RunQuery, RunSummary, StatsBucket, StoreError, StoreResult,
-    WebhookClaim, WriteOptions, WriteResult,
+    IdempotencyStore, MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary,
+    StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -217,10 +217,11 @@ impl PgStore {
 // MemoryStore
 // ---------------------------------------------------------------------------------------------
 
-impl PgStore {
+#[async_trait::async_trait]
+impl MemoryStore for PgStore {
     /// [`super::MemoryStore::write`]: with `allow_overwrite: false` an atomic claim (one
     /// conditional upsert; the database serialises concurrent claimers across processes).
-    pub async fn write(
+    async fn write(
         &self,
         namespace: &str,
         key: &str,
@@ -282,7 +283,7 @@ impl PgStore {
     }
 
     /// [`super::MemoryStore::read`].
-    pub async fn read(
+    async fn read(
         &self,
         namespace: &str,
         key: &str,
@@ -303,7 +304,7 @@ impl PgStore {
     }
 
     /// [`super::MemoryStore::delete`].
-    pub async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
         common::check_ident("namespace", namespace)?;
         let row = sqlx::query(
             "DELETE FROM memory WHERE namespace = $1 AND key = $2 RETURNING expires_at",
@@ -324,7 +325,7 @@ impl PgStore {
 
     /// [`super::MemoryStore::list`]: one index range (`namespace`, key from `prefix` or after
     /// `after`, below the prefix's successor).
-    pub async fn list(
+    async fn list(
         &self,
         namespace: &str,
         prefix: &str,
@@ -357,7 +358,7 @@ impl PgStore {
 
     /// [`super::MemoryStore::namespaces`]: a skip scan of the primary key (one index probe per
     /// namespace, however many entries each holds).
-    pub async fn namespaces(&self) -> StoreResult<Vec<String>> {
+    async fn namespaces(&self) -> StoreResult<Vec<String>> {
         let rows = sqlx::query(
             "WITH RECURSIVE ns(namespace) AS ( \
                (SELECT namespace FROM memory ORDER BY namespace LIMIT 1) \
@@ -377,7 +378,7 @@ impl PgStore {
 
     /// [`super::MemoryStore::sweep_expired`]: earliest expiry first, by the expiry index. An
     /// entry rewritten live meanwhile is left alone (the delete re-checks its expiry).
-    pub async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
         self.sweep(
             "DELETE FROM memory WHERE ctid = ANY(ARRAY( \
                SELECT ctid FROM memory WHERE expires_at <= $1 \
@@ -394,17 +395,18 @@ impl PgStore {
 // RunStore
 // ---------------------------------------------------------------------------------------------
 
-impl PgStore {
+#[async_trait::async_trait]
+impl RunStore for PgStore {
     /// [`super::RunStore::put_run`]: one upsert of the record, its summary and every indexed
     /// column.
-    pub async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
+    async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
         let prepared = PreparedRun::new(run)?;
         prepared.upsert().execute(&self.pool).await.map_err(db)?;
         Ok(())
     }
 
     /// [`super::RunStore::get_run`].
-    pub async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
         if id.contains('\0') {
             return Ok(None);
         }
@@ -428,7 +430,7 @@ impl PgStore {
     /// (idempotency key, workflow and/or status, else creation time) from the cursor down and
     /// examines at most [`super::LIST_SCAN_BUDGET`] runs for the filters that index does not
     /// cover (a short page with a `next_cursor` then, as the other backends do).
-    pub async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
         let empty = || RunPage {
             runs: vec![],
             next_cursor: None,
@@ -563,7 +565,7 @@ impl PgStore {
     }
 
     /// [`super::RunStore::run_ids_with_status`].
-    pub async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
+    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
         let rows = sqlx::query("SELECT id FROM runs WHERE status = $1 ORDER BY created_at, id")
             .bind(status.as_str())
             .fetch_all(&self.pool)
@@ -576,7 +578,7 @@ impl PgStore {
 
     /// [`super::RunStore::run_stats`]: counted by the database, buckets aligned on multiples
     /// of `bucket_ms` since the epoch.
-    pub async fn run_stats(
+    async fn run_stats(
         &self,
         workflow: Option<&str>,
         since: i64,
@@ -634,7 +636,7 @@ impl PgStore {
 
     /// [`super::RunStore::prune_runs`]: ranks each workflow's finished runs by the retention
     /// index and deletes the doomed ones in batches; never a `queued` or `running` run.
-    pub async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
+    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {
             return Ok(0);
         }
@@ -683,10 +685,11 @@ impl PgStore {
 // IdempotencyStore
 // ---------------------------------------------------------------------------------------------
 
-impl PgStore {
+#[async_trait::async_trait]
+impl IdempotencyStore for PgStore {
     /// [`super::IdempotencyStore::claim_and_enqueue`]: claim and queued run in one
     /// transaction; a live claim answers `Duplicate` and nothing is written. Durable on return.
-    pub async fn claim_and_enqueue(
+    async fn claim_and_enqueue(
         &self,
         claim: &WebhookClaim,
         run: &RunRecord,
@@ -714,7 +717,7 @@ impl PgStore {
     }
 
     /// [`super::IdempotencyStore::get_claim`].
-    pub async fn get_claim(
+    async fn get_claim(
         &self,
         workflow_id: &str,
         key: &str,
@@ -748,7 +751,7 @@ impl PgStore {
 
     /// [`super::IdempotencyStore::api_begin`]: the record is read `FOR UPDATE` and decided by
     /// the shared rule (fresh, conflict, replay, live lease, dead lease taken over).
-    pub async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
+    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
         common::check_ident("scope", &record.scope)?;
         no_nul("idempotency key", &record.key)?;
         no_nul("fingerprint", &record.fingerprint)?;
@@ -809,7 +812,7 @@ impl PgStore {
 
     /// [`super::IdempotencyStore::api_complete`]: keeps fingerprint and expiry; a no-op if the
     /// record is gone.
-    pub async fn api_complete(
+    async fn api_complete(
         &self,
         scope: &str,
         key: &str,
@@ -841,7 +844,7 @@ impl PgStore {
     }
 
     /// [`super::IdempotencyStore::api_abandon`]: removes only an `in_progress` record.
-    pub async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
+    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
         common::check_ident("scope", scope)?;
         if key.contains('\0') {
             return Ok(());
@@ -857,12 +860,7 @@ impl PgStore {
 
     /// [`super::IdempotencyStore::release_claim`]: in one transaction, the claim if it still
     /// names `run_id`, and that run if it is still `queued`.
-    pub async fn release_claim(
-        &self,
-        workflow_id: &str,
-        key: &str,
-        run_id: &str,
-    ) -> StoreResult<bool> {
+    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
         if [workflow_id, key, run_id].iter().any(|s| s.contains('\0')) {
             return Ok(false);
         }
@@ -891,7 +889,7 @@ impl PgStore {
 
     /// [`super::IdempotencyStore::sweep_idempotency`]: expired claims first, then API
     /// records, `max` in all.
-    pub async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
         let claims = self
             .sweep(
                 "DELETE FROM webhook_claims WHERE ctid = ANY(ARRAY( \
@@ -920,23 +918,28 @@ impl PgStore {
 // Store
 // ---------------------------------------------------------------------------------------------
 
-impl PgStore {
+#[async_trait::async_trait]
+impl Store for PgStore {
     /// [`super::Store::flush`]: nothing to do. Every call above commits its own transaction,
     /// and PostgreSQL has made a commit durable (WAL flushed, with the server's default
     /// `synchronous_commit = on`) before it answers.
-    pub async fn flush(&self) -> StoreResult<()> {
+    async fn flush(&self) -> StoreResult<()> {
         Ok(())
     }
 
     /// [`super::Store::write_batch`]: the whole batch in one transaction (one commit, one WAL
     /// flush), each write with its single-write semantics and seeing the earlier ones (a
-    /// second claim of a key is a `Duplicate` of the first). Writes are checked and serialised
-    /// before the transaction, so an invalid one fails alone; a database failure fails the
-    /// whole batch (nothing of it is written).
-    pub async fn write_batch(&self, writes: &[BatchWrite<'_>]) -> Vec<StoreResult<BatchOutcome>> {
+    /// second claim of a key is a `Duplicate` of the first), every write handed back with its
+    /// result. Writes are checked and serialised before the transaction, so an invalid one
+    /// fails alone; a database failure fails the whole batch (nothing of it is written).
+    /// Durable on return.
+    async fn write_batch(
+        &self,
+        writes: Vec<BatchWrite>,
+    ) -> Vec<(BatchWrite, StoreResult<BatchOutcome>)> {
         let prepared: Vec<StoreResult<Prepared>> = writes
             .iter()
-            .map(|w| match *w {
+            .map(|w| match w {
                 BatchWrite::ClaimAndEnqueue { claim, run } => {
                     PreparedClaim::new(claim, run).map(Prepared::Claim)
                 }
@@ -953,7 +956,7 @@ impl PgStore {
                 _ => break,
             }
         }
-        match applied {
+        let results: Vec<StoreResult<BatchOutcome>> = match applied {
             Ok(outcomes) => prepared
                 .into_iter()
                 .zip(outcomes)
@@ -969,7 +972,8 @@ impl PgStore {
                 .into_iter()
                 .map(|p| Err(p.err().unwrap_or_else(|| e.clone())))
                 .collect(),
-        }
+        };
+        writes.into_iter().zip(results).collect()
     }
 }
 
