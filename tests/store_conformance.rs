@@ -13,10 +13,11 @@ use std::sync::Arc;
 
 use fluxo::run::{new_run_id, Mode, RunRecord, RunStatus, Timestamp, Trigger};
 use fluxo::store::{
-    ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
-    IdempotencyStore, InMemoryStore, MemoryEntry, MemoryStore, PgConfig, PgStore, Retention,
-    RunQuery, RunStore, RunSummary, SledConfig, SledStore, StatsBucket, Store, StoreError,
-    StoreResult, WebhookClaim, WriteOptions, WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES,
+    sweep_once, ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome,
+    ClaimOwner, GroupCommit, IdempotencyStore, InMemoryStore, MemoryEntry, MemoryStore, PgConfig,
+    PgStore, Retention, RunQuery, RunStore, RunSummary, SledConfig, SledStore, StatsBucket, Store,
+    StoreError, StoreResult, SweepReport, WebhookClaim, WriteOptions, WriteResult,
+    LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES,
 };
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -129,6 +130,8 @@ conformance!(
     claims_release,
     batch_applies_in_order_and_fails_only_its_bad_writes,
     batches_claiming_in_opposite_orders_all_answer,
+    group_commit_batches_concurrent_claims_and_puts,
+    sweep_once_removes_every_due_record,
     api_begin_every_branch,
     api_lease_takeover_and_abandon,
     sweep_idempotency_bounded_claims_first,
@@ -1822,6 +1825,133 @@ mod cases {
             .await
             .unwrap();
         assert_eq!(queued.len(), 10 * KEYS);
+    }
+
+    /// Many concurrent callers through group commits (one per handle: two processes, for
+    /// PostgreSQL): one claim per key wins, every duplicate names the winner, exactly the
+    /// winners are stored, and `put_run` hands the record back.
+    pub async fn group_commit_batches_concurrent_claims_and_puts(f: &Fixture) {
+        let commits = [
+            GroupCommit::start(f.store.clone()),
+            GroupCommit::start(f.peer.clone()),
+        ];
+        // 200 deliveries over 50 keys, all at once.
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let commit = commits[i % 2].clone();
+                tokio::spawn(async move {
+                    let id = format!("run-{i:03}");
+                    let key = format!("evt_{}", i % 50);
+                    let outcome = commit
+                        .claim_and_enqueue(
+                            claim("w", &key, &id, T0, DAY),
+                            run(&id, "w", RunStatus::Queued, T0),
+                        )
+                        .await
+                        .unwrap();
+                    (key, id, outcome)
+                })
+            })
+            .collect();
+        let mut winners: BTreeMap<String, String> = BTreeMap::new();
+        let mut duplicates = Vec::new();
+        for t in tasks {
+            let (key, id, outcome) = t.await.unwrap();
+            match outcome {
+                ClaimOutcome::Claimed => {
+                    assert!(winners.insert(key, id).is_none(), "two winners for a key");
+                }
+                ClaimOutcome::Duplicate { run_id } => duplicates.push((key, run_id)),
+            }
+        }
+        assert_eq!(winners.len(), 50);
+        assert_eq!(duplicates.len(), 150);
+        for (key, run_id) in duplicates {
+            assert_eq!(winners[&key], run_id, "a duplicate names the winner");
+        }
+        let first = winners["evt_0"].clone();
+        let mut r = run(&first, "w", RunStatus::Running, T0);
+        r.input = json!({"marker": 1});
+        assert_eq!(commits[1].put_run(r.clone()).await.unwrap(), r);
+        commits[0].durable().await.unwrap();
+        let mut stored: BTreeSet<String> = f
+            .store
+            .run_ids_with_status(RunStatus::Queued)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        stored.extend(
+            f.store
+                .run_ids_with_status(RunStatus::Running)
+                .await
+                .unwrap(),
+        );
+        let expected: BTreeSet<String> = winners.values().cloned().collect();
+        assert_eq!(stored, expected, "exactly the winners are stored");
+        assert_eq!(f.store.get_run(&first).await.unwrap(), Some(r));
+    }
+
+    /// [`sweep_once`] empties every kind of due record in one pass, more than one batch of
+    /// them, and leaves live ones.
+    pub async fn sweep_once_removes_every_due_record(f: &Fixture) {
+        let store = &*f.store;
+        for i in 0..1_500u64 {
+            store
+                .write(
+                    "s",
+                    &format!("k{i:05}"),
+                    &json!(i),
+                    opts(true, Some(10 + i % 7)),
+                    T0,
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .write("s", "live", &json!(0), opts(true, Some(DAY as u64)), T0)
+            .await
+            .unwrap();
+        for i in 0..3i64 {
+            let id = format!("r{i}");
+            store
+                .claim_and_enqueue(
+                    &claim("w", &format!("k{i}"), &id, T0, 100),
+                    &run(&id, "w", RunStatus::Queued, T0),
+                    T0,
+                )
+                .await
+                .unwrap();
+        }
+        let mut rec = api_record("fp", "o", T0, 10);
+        rec.expires_at = T0 + 100;
+        store.api_begin(&rec, T0).await.unwrap();
+        let report = sweep_once(store, T0 + 1_000).await.unwrap();
+        assert_eq!(
+            report,
+            SweepReport {
+                memory: 1_500,
+                idempotency: 4
+            }
+        );
+        assert_eq!(
+            sweep_once(store, T0 + 1_000).await.unwrap(),
+            SweepReport::default()
+        );
+        assert!(store.read("s", "live", T0 + 1_000).await.unwrap().is_some());
+        assert_eq!(
+            store.list("s", "", None, 10, 0).await.unwrap().len(),
+            1,
+            "only `live` is stored"
+        );
+        assert_eq!(
+            store
+                .run_ids_with_status(RunStatus::Queued)
+                .await
+                .unwrap()
+                .len(),
+            3
+        );
     }
 
     // --- API idempotency records ---------------------------------------------------------
