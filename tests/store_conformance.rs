@@ -119,6 +119,7 @@ conformance!(
     runs_status_transitions_keep_indexes_right,
     runs_every_filter_with_paging,
     runs_paging_is_stable_while_new_runs_arrive,
+    runs_search_by_exact_key_and_prefix,
     runs_free_search_with_many_candidates,
     runs_scan_budget_pages_short_but_complete,
     runs_stats_by_bucket,
@@ -983,6 +984,15 @@ mod cases {
                 .unwrap();
             assert_eq!(ids(&by_key.runs), ["r1"]);
             assert_eq!(by_key.runs[0].status, next);
+            let stats = store
+                .run_stats(Some("wf"), T0, T0 + 10, HOUR)
+                .await
+                .unwrap();
+            assert_eq!(stats.len(), 1);
+            let mut counts = BTreeMap::new();
+            counts.insert(next.as_str().to_string(), 1);
+            counts.insert("queued".to_string(), 1);
+            assert_eq!(stats[0].counts, counts, "{next}");
         }
         // Oldest first by created_at, then id, for crash recovery.
         for (i, created) in [T0 + 5, T0 + 1, T0 + 3, T0 + 1].into_iter().enumerate() {
@@ -1197,6 +1207,99 @@ mod cases {
         q.cursor = None;
         q.limit = 0;
         assert!(store.list_runs(&q).await.unwrap().runs.is_empty());
+    }
+
+    /// `key` is an exact idempotency key; `q` a prefix of the run id or of the key.
+    pub async fn runs_search_by_exact_key_and_prefix(f: &Fixture) {
+        let store = &*f.store;
+        let mut a = run(
+            "0190a000-0000-7000-8000-000000000001",
+            "wf",
+            RunStatus::Succeeded,
+            T0,
+        );
+        a.idempotency_key = Some("inv_1001".into());
+        let mut b = run(
+            "0190a000-0000-7000-8000-000000000002",
+            "wf",
+            RunStatus::Failed,
+            T0 + 1,
+        );
+        b.idempotency_key = Some("inv_1002".into());
+        let mut c = run(
+            "0190b000-0000-7000-8000-000000000003",
+            "wf",
+            RunStatus::Queued,
+            T0 + 2,
+        );
+        c.idempotency_key = Some("ch_9".into());
+        for r in [&a, &b, &c] {
+            store.put_run(r).await.unwrap();
+        }
+        let list = async |q: RunQuery| {
+            ids(&store
+                .list_runs(&RunQuery { limit: 10, ..q })
+                .await
+                .unwrap()
+                .runs)
+        };
+        let d = RunQuery::default;
+        assert_eq!(
+            list(RunQuery {
+                key: Some("inv_1001".into()),
+                ..d()
+            })
+            .await,
+            [a.id.clone()]
+        );
+        assert!(
+            list(RunQuery {
+                key: Some("inv_100".into()),
+                ..d()
+            })
+            .await
+            .is_empty(),
+            "key is exact"
+        );
+        let ba = [b.id.clone(), a.id.clone()];
+        assert_eq!(
+            list(RunQuery {
+                q: Some("inv_100".into()),
+                ..d()
+            })
+            .await,
+            ba
+        );
+        assert_eq!(
+            list(RunQuery {
+                q: Some("0190a".into()),
+                ..d()
+            })
+            .await,
+            ba
+        );
+        assert_eq!(
+            list(RunQuery {
+                q: Some(c.id.clone()),
+                ..d()
+            })
+            .await,
+            [c.id.clone()]
+        );
+        assert_eq!(
+            list(RunQuery {
+                q: Some("ch_".into()),
+                ..d()
+            })
+            .await,
+            [c.id.clone()]
+        );
+        assert!(list(RunQuery {
+            q: Some("inv_1001x".into()),
+            ..d()
+        })
+        .await
+        .is_empty());
     }
 
     /// A free search matching more runs than a backend reads as candidates still pages
