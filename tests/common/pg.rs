@@ -3,7 +3,8 @@
 //! [`TestPg::start`] finds Debian's server binaries (`initdb`, `pg_ctl`: on `PATH`, else the
 //! newest `/usr/lib/postgresql/*/bin`), `initdb`s a cluster in a fresh temporary directory
 //! (trust authentication, superuser `fluxo`, UTF-8), and starts it on a free port of
-//! 127.0.0.1 with its socket in that directory. `fsync` stays on: durability is part of what
+//! 127.0.0.1 with its socket in that directory, and room for 300 connections (every test of a
+//! binary may run at once, each with two pools). `fsync` stays on: durability is part of what
 //! the store promises. Run as root (CI, the dev containers), every server command runs as the
 //! `postgres` user through `runuser`, since PostgreSQL refuses a data directory owned by root.
 //!
@@ -105,7 +106,7 @@ impl TestPg {
         for _ in 0..5 {
             pg.port = free_port();
             let opts = format!(
-                "-p {} -k {} -c listen_addresses=127.0.0.1",
+                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
                 pg.port,
                 pg.root.join("sock").display()
             );
@@ -151,7 +152,7 @@ impl TestPg {
             String::from_utf8_lossy(&out.stderr)
         );
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
             self.port,
             self.root.join("sock").display()
         );
