@@ -20,6 +20,8 @@ case "$what" in
     need chromium          # browser end-to-end tests (Debian's build, never a downloaded one)
     # The desktop window test: Xvfb, screenshots, WebKitGTK's WebDriver (WebKitWebDriver).
     for p in xvfb xauth imagemagick webkit2gtk-driver; do need "$p"; done
+    # The PostgreSQL store tests start their own throwaway server (initdb, pg_ctl).
+    need postgresql
     ;;
 esac
 # Node.js with npm (the UI build): Debian's packages only when no node is on PATH

@@ -9,7 +9,8 @@
 //! [`GroupCommit`] batches the writes of many requests (webhook claims, run states) into one
 //! [`Store::write_batch`] and one flush, so an answer means durable without a sync per request.
 //!
-//! Backends: [`sled_store::SledStore`] (embedded, durable, the default) and
+//! Backends: [`sled_store::SledStore`] (embedded, durable, the default),
+//! [`postgres::PgStore`] (a PostgreSQL database shared by several processes, SPEC §8) and
 //! [`mem_store::InMemoryStore`] (unit tests, benches). The traits assume nothing about a single
 //! process: claims are compare-and-set, so a shared database can back them.
 //!
@@ -30,6 +31,8 @@
 pub mod commit;
 mod common;
 pub mod mem_store;
+/// The PostgreSQL backend ([`PgStore`]) and its pool settings ([`PgConfig`]).
+pub mod postgres;
 pub mod sled_store;
 pub mod sweeper;
 
@@ -40,6 +43,7 @@ use crate::run::{Mode, RunRecord, RunStatus, Timestamp, Trigger};
 
 pub use commit::GroupCommit;
 pub use mem_store::InMemoryStore;
+pub use postgres::{PgConfig, PgStore};
 pub use sled_store::{SledConfig, SledStore};
 pub use sweeper::{spawn_sweeper, sweep_once, SweepReport};
 

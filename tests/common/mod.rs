@@ -32,6 +32,8 @@ use fluxo::workflow::{self, Compiled};
 
 /// A real `fluxo serve` child process (kill tests, logs, the binary's flags).
 pub mod child;
+/// A throwaway PostgreSQL server, one database per test (`tests/store_conformance.rs`).
+pub mod pg;
 /// The in-process HTTP server harness (`tests/server_*.rs`).
 pub mod server;
 

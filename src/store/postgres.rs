@@ -1,0 +1,1449 @@
+//! PostgreSQL backend: the store of several Fluxo processes sharing one database (SPEC §8).
+//!
+//! It answers exactly like [`super::InMemoryStore`] and [`super::SledStore`] (the rules live in
+//! `common.rs`); `tests/store_conformance.rs` runs the same cases on all three. What makes it
+//! safe across processes:
+//!
+//! * A Memory claim (`allow_overwrite: false`) is one `INSERT … ON CONFLICT DO UPDATE … WHERE
+//!   <the existing entry has expired>`: the database decides the one winner. A loser's
+//!   statement leaves the existing row locked until its transaction ends, so the entry it then
+//!   reads (and answers [`WriteResult::Exists`] with) is the one that beat it.
+//! * A webhook claim and its queued run are written in one transaction, the claim by the same
+//!   conditional upsert, after the transaction has taken its keys' advisory locks in hash
+//!   order: batches of several processes claiming the same keys queue up instead of
+//!   deadlocking (a deadlock that happens anyway, e.g. over a run row, is retried).
+//! * API idempotency records are read `FOR UPDATE` and decided by the shared rule.
+//! * Every instant is the caller's (UTC unix ms); the database clock is never read.
+//!
+//! Every transaction commits durably (`synchronous_commit` as the server has it, `on` by
+//! default), so [`PgStore::flush`] has nothing to do.
+//!
+//! The schema is `migrations/0001_init.sql`, embedded in the binary and applied by
+//! [`PgStore::migrate`].
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
+
+use super::common::{self, page, stats, ApiDecision, Cursor};
+use super::{
+    ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
+    IdempotencyStore, MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary,
+    StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
+};
+use crate::run::{RunRecord, RunStatus};
+
+/// The embedded migrations (`migrations/*.sql`).
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Rows removed per statement by the sweeps and retention; they repeat until done or `max`.
+const BATCH: i64 = 1_000;
+
+/// A free search (`q`) with at most this many candidate runs (id or key prefix matches) is
+/// answered from the candidates alone; with more, it walks the listing order under
+/// [`super::LIST_SCAN_BUDGET`] like any filter no index covers.
+const Q_CANDIDATES_MAX: i64 = 500;
+
+/// How often a claim retries when the row that beat it vanished before it could be read
+/// (deleted and re-inserted by others in between); each retry is a new transaction.
+const CLAIM_ATTEMPTS: usize = 16;
+
+/// How often a batch is tried when the database aborts its transaction for a deadlock or a
+/// serialisation failure.
+const TX_ATTEMPTS: usize = 3;
+
+/// Connection settings of a [`PgStore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgConfig {
+    /// Most connections the pool opens (default 10). Each concurrent store call holds one for
+    /// its duration; the server's own limit is `max_connections` (100 by default), shared by
+    /// every Fluxo process.
+    pub max_connections: u32,
+    /// Connections kept open while idle (default 0).
+    pub min_connections: u32,
+    /// Longest wait for a free pooled connection (or a new one to open), in **milliseconds**
+    /// (default 5,000). Past it the call fails with a transient [`StoreError::Backend`].
+    pub acquire_timeout_ms: u64,
+    /// The server-side `statement_timeout` set on every connection, in **milliseconds**
+    /// (default 30,000); `0` = no limit. A statement past it fails with a transient
+    /// [`StoreError::Backend`] and its transaction rolls back.
+    pub statement_timeout_ms: u64,
+}
+
+impl Default for PgConfig {
+    fn default() -> Self {
+        PgConfig {
+            max_connections: 10,
+            min_connections: 0,
+            acquire_timeout_ms: 5_000,
+            statement_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// A store in a PostgreSQL database (13 or later; tested on 15). Cheap to clone: clones share
+/// one connection pool.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connect to `url` (`postgres://user:password@host:port/database`, libpq's other options
+    /// as query parameters) with [`PgConfig::default`]. Opens one connection to check the
+    /// server answers. Does not create the schema: call [`PgStore::migrate`].
+    ///
+    /// Errors: [`StoreError::Invalid`] for a malformed URL; [`StoreError::Backend`]
+    /// (transient) when the server cannot be reached or refuses the login.
+    pub async fn connect(url: &str) -> StoreResult<PgStore> {
+        Self::connect_with(url, &PgConfig::default()).await
+    }
+
+    /// [`PgStore::connect`] with explicit pool settings.
+    pub async fn connect_with(url: &str, config: &PgConfig) -> StoreResult<PgStore> {
+        let mut options = PgConnectOptions::from_str(url).map_err(db)?;
+        if config.statement_timeout_ms > 0 {
+            options =
+                options.options([("statement_timeout", config.statement_timeout_ms.to_string())]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections.max(1))
+            .min_connections(config.min_connections)
+            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
+            .connect_with(options)
+            .await
+            .map_err(db)?;
+        Ok(PgStore { pool })
+    }
+
+    /// A store over an existing pool (which sets its own limits).
+    pub fn from_pool(pool: PgPool) -> PgStore {
+        PgStore { pool }
+    }
+
+    /// The connection pool (tools, tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Create or upgrade the schema with the migrations embedded from `migrations/`.
+    /// Idempotent; safe to call from several processes at once (sqlx holds a Postgres advisory
+    /// lock while it migrates, and records what it applied in `_sqlx_migrations`).
+    ///
+    /// Errors: [`StoreError::Backend`] when the database fails or holds a migration this
+    /// binary does not know or whose text changed since it was applied.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Backend(format!("migration failed: {e}")))
+    }
+
+    /// Runs a bounded `DELETE` (`$1` = now, `$2` = batch) until it removes fewer than asked or
+    /// `max` went. The statements pick a batch's rows by the expiry index and delete them by
+    /// tuple id (a TID scan, however many rows are due); a row rewritten meanwhile is a new
+    /// tuple, re-checked against `expires_at <= now`, so a fresh entry is never swept.
+    async fn sweep(&self, sql: &'static str, now_ms: i64, max: usize) -> StoreResult<usize> {
+        let mut removed = 0usize;
+        while removed < max {
+            let want = to_i64(max - removed).min(BATCH);
+            let n = sqlx::query(sql)
+                .bind(now_ms)
+                .bind(want)
+                .execute(&self.pool)
+                .await
+                .map_err(db)?
+                .rows_affected();
+            removed += usize::try_from(n).unwrap_or(usize::MAX);
+            if i64::try_from(n).unwrap_or(i64::MAX) < want {
+                break;
+            }
+        }
+        Ok(removed.min(max))
+    }
+
+    /// Runs a listing query and decodes its `summary` column.
+    async fn summaries(&self, mut b: QueryBuilder<'_, Postgres>) -> StoreResult<Vec<RunSummary>> {
+        let rows = b.build().fetch_all(&self.pool).await.map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                let text: String = r.try_get("summary").map_err(db)?;
+                from_json("run summary", &text)
+            })
+            .collect()
+    }
+
+    /// One attempt at a batch: one transaction, `None` for the writes that failed their
+    /// checks.
+    async fn apply_batch(
+        &self,
+        prepared: &[StoreResult<Prepared>],
+    ) -> StoreResult<Vec<Option<BatchOutcome>>> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        let keys: Vec<&PreparedClaim> = prepared
+            .iter()
+            .filter_map(|p| match p {
+                Ok(Prepared::Claim(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        lock_claim_keys(&mut tx, &keys).await?;
+        let mut out = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            out.push(match p {
+                Ok(Prepared::Claim(c)) => {
+                    let outcome = claim_tx(&mut tx, c, c.claimed_at).await?.ok_or_else(|| {
+                        StoreError::Backend("webhook claim did not settle under contention".into())
+                    })?;
+                    Some(BatchOutcome::Claim(outcome))
+                }
+                Ok(Prepared::Put(r)) => {
+                    r.upsert().execute(&mut *tx).await.map_err(db)?;
+                    Some(BatchOutcome::Put)
+                }
+                Err(_) => None,
+            });
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MemoryStore
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait::async_trait]
+impl MemoryStore for PgStore {
+    /// [`super::MemoryStore::write`]: with `allow_overwrite: false` an atomic claim (one
+    /// conditional upsert; the database serialises concurrent claimers across processes).
+    async fn write(
+        &self,
+        namespace: &str,
+        key: &str,
+        value: &Value,
+        opts: WriteOptions<'_>,
+        now_ms: i64,
+    ) -> StoreResult<WriteResult> {
+        common::check_memory_write(namespace, key)?;
+        if let Some(o) = opts.owner {
+            no_nul("claim owner run id", &o.run_id)?;
+            no_nul("claim owner step id", &o.step_id)?;
+        }
+        let expires_at = common::expiry(now_ms, opts.ttl_ms);
+        let json = to_json("memory value", value)?;
+        let owner_run = opts.owner.map(|o| o.run_id.as_str());
+        let owner_step = opts.owner.map(|o| o.step_id.as_str());
+        let bind = |sql| {
+            sqlx::query(sql)
+                .bind(namespace)
+                .bind(key.as_bytes())
+                .bind(json.as_str())
+                .bind(now_ms)
+                .bind(expires_at)
+                .bind(owner_run)
+                .bind(owner_step)
+        };
+        if opts.allow_overwrite {
+            bind(MEMORY_UPSERT).execute(&self.pool).await.map_err(db)?;
+            return Ok(WriteResult::Written { expires_at });
+        }
+        for _ in 0..CLAIM_ATTEMPTS {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            let won = bind(MEMORY_CLAIM)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+            if won.is_some() {
+                tx.commit().await.map_err(db)?;
+                return Ok(WriteResult::Written { expires_at });
+            }
+            // The upsert locked the live entry that beat us (until this transaction ends), so
+            // this read (a new snapshot) sees exactly that entry.
+            let row = sqlx::query(MEMORY_SELECT)
+                .bind(namespace)
+                .bind(key.as_bytes())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+            tx.rollback().await.map_err(db)?;
+            if let Some(existing) = row.as_ref().map(memory_entry).transpose()? {
+                if !existing.is_expired(now_ms) {
+                    return Ok(WriteResult::Exists { existing });
+                }
+            }
+        }
+        Err(StoreError::Backend(
+            "memory claim did not settle under contention".into(),
+        ))
+    }
+
+    /// [`super::MemoryStore::read`].
+    async fn read(
+        &self,
+        namespace: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<MemoryEntry>> {
+        common::check_ident("namespace", namespace)?;
+        let row = sqlx::query(MEMORY_SELECT)
+            .bind(namespace)
+            .bind(key.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(row
+            .as_ref()
+            .map(memory_entry)
+            .transpose()?
+            .filter(|e| !e.is_expired(now_ms)))
+    }
+
+    /// [`super::MemoryStore::delete`].
+    async fn delete(&self, namespace: &str, key: &str, now_ms: i64) -> StoreResult<bool> {
+        common::check_ident("namespace", namespace)?;
+        let row = sqlx::query(
+            "DELETE FROM memory WHERE namespace = $1 AND key = $2 RETURNING expires_at",
+        )
+        .bind(namespace)
+        .bind(key.as_bytes())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        match row {
+            None => Ok(false),
+            Some(row) => {
+                let expires_at: Option<i64> = row.try_get("expires_at").map_err(db)?;
+                Ok(expires_at.is_none_or(|e| e > now_ms))
+            }
+        }
+    }
+
+    /// [`super::MemoryStore::list`]: one index range (`namespace`, key from `prefix` or after
+    /// `after`, below the prefix's successor).
+    async fn list(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: i64,
+    ) -> StoreResult<Vec<MemoryEntry>> {
+        common::check_ident("namespace", namespace)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut b = QueryBuilder::<Postgres>::new(MEMORY_COLUMNS);
+        b.push(" FROM memory WHERE namespace = ")
+            .push_bind(namespace)
+            .push(" AND key >= ")
+            .push_bind(prefix.as_bytes().to_vec());
+        if let Some(hi) = bytes_successor(prefix.as_bytes()) {
+            b.push(" AND key < ").push_bind(hi);
+        }
+        if let Some(a) = after {
+            b.push(" AND key > ").push_bind(a.as_bytes().to_vec());
+        }
+        b.push(" AND (expires_at IS NULL OR expires_at > ")
+            .push_bind(now_ms)
+            .push(") ORDER BY key LIMIT ")
+            .push_bind(to_i64(limit));
+        let rows = b.build().fetch_all(&self.pool).await.map_err(db)?;
+        rows.iter().map(memory_entry).collect()
+    }
+
+    /// [`super::MemoryStore::namespaces`]: a skip scan of the primary key (one index probe per
+    /// namespace, however many entries each holds).
+    async fn namespaces(&self) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(
+            "WITH RECURSIVE ns(namespace) AS ( \
+               (SELECT namespace FROM memory ORDER BY namespace LIMIT 1) \
+               UNION ALL \
+               SELECT (SELECT m.namespace FROM memory m WHERE m.namespace > ns.namespace \
+                       ORDER BY m.namespace LIMIT 1) \
+               FROM ns WHERE ns.namespace IS NOT NULL) \
+             SELECT namespace FROM ns WHERE namespace IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("namespace").map_err(db))
+            .collect()
+    }
+
+    /// [`super::MemoryStore::sweep_expired`]: earliest expiry first, by the expiry index. An
+    /// entry rewritten live meanwhile is left alone (the delete re-checks its expiry).
+    async fn sweep_expired(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        self.sweep(
+            "DELETE FROM memory WHERE ctid = ANY(ARRAY( \
+               SELECT ctid FROM memory WHERE expires_at <= $1 \
+               ORDER BY expires_at LIMIT $2)) \
+             AND expires_at <= $1",
+            now_ms,
+            max,
+        )
+        .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RunStore
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait::async_trait]
+impl RunStore for PgStore {
+    /// [`super::RunStore::put_run`]: one upsert of the record, its summary and every indexed
+    /// column.
+    async fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
+        let prepared = PreparedRun::new(run)?;
+        prepared.upsert().execute(&self.pool).await.map_err(db)?;
+        Ok(())
+    }
+
+    /// [`super::RunStore::get_run`].
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+        if id.contains('\0') {
+            return Ok(None);
+        }
+        let row = sqlx::query("SELECT record::text AS record FROM runs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        match row {
+            None => Ok(None),
+            Some(row) => {
+                let text: String = row.try_get("record").map_err(db)?;
+                from_json("run record", &text).map(Some)
+            }
+        }
+    }
+
+    /// [`super::RunStore::list_runs`]: newest first by `(created_at, id)`, paged by the cursor
+    /// `<created_at ms>:<id>` (or a bare run id). A free search with few candidates reads
+    /// just those; otherwise the listing walks the index of its most selective filter
+    /// (idempotency key, workflow and/or status, else creation time) from the cursor down and
+    /// examines at most [`super::LIST_SCAN_BUDGET`] runs for the filters that index does not
+    /// cover (a short page with a `next_cursor` then, as the other backends do).
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+        let empty = || RunPage {
+            runs: vec![],
+            next_cursor: None,
+        };
+        let upper: Option<(i64, String)> = match query.cursor.as_deref().map(common::decode_cursor)
+        {
+            None => None,
+            Some(Cursor::Position(p)) => Some(p),
+            Some(Cursor::RunId(id)) => {
+                if id.contains('\0') {
+                    return Ok(empty());
+                }
+                let row = sqlx::query("SELECT created_at FROM runs WHERE id = $1")
+                    .bind(&id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db)?;
+                match row {
+                    Some(row) => Some((row.try_get("created_at").map_err(db)?, id)),
+                    None => return Ok(empty()),
+                }
+            }
+        };
+        if query.limit == 0 {
+            return Ok(empty());
+        }
+        // Text a PostgreSQL `text` column cannot hold matches no stored run.
+        let texts = [&query.workflow, &query.key, &query.q];
+        if texts
+            .iter()
+            .any(|t| t.as_deref().is_some_and(|s| s.contains('\0')))
+        {
+            return Ok(empty());
+        }
+        let q = query.q.as_deref().filter(|q| !q.is_empty());
+        let want = to_i64(query.limit).saturating_add(1);
+        let filters = Filters {
+            query,
+            upper: upper.as_ref(),
+            q,
+        };
+
+        // A free search with few candidates: read them (two prefix ranges) and sort.
+        if let (None, Some(q)) = (&query.key, q) {
+            let mut b =
+                QueryBuilder::<Postgres>::new("SELECT count(*) FROM (SELECT 1 FROM runs WHERE ");
+            push_q(&mut b, q);
+            b.push(" LIMIT ")
+                .push_bind(Q_CANDIDATES_MAX + 1)
+                .push(") c");
+            let n: i64 = b
+                .build()
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db)?
+                .try_get(0)
+                .map_err(db)?;
+            if n <= Q_CANDIDATES_MAX {
+                // Materialised, so that even a generic plan reads the two prefix ranges
+                // (a bitmap OR) and sorts the few candidates, rather than walking the whole
+                // listing order looking for them.
+                let mut b = QueryBuilder::<Postgres>::new(
+                    "WITH c AS MATERIALIZED (SELECT created_at, id, summary FROM runs WHERE ",
+                );
+                push_q(&mut b, q);
+                filters.push(&mut b, Filter::ALL);
+                b.push(
+                    ") SELECT summary::text AS summary FROM c \
+                     ORDER BY created_at DESC, id DESC LIMIT ",
+                )
+                .push_bind(want);
+                let runs = self.summaries(b).await?;
+                return Ok(page(runs, query.limit));
+            }
+        }
+
+        // The index walked and what it leaves to check row by row.
+        let covered = match (&query.key, &query.workflow, query.status) {
+            (Some(_), _, _) => Filter::KEY,
+            (None, Some(_), Some(_)) => Filter::WORKFLOW | Filter::STATUS,
+            (None, Some(_), None) => Filter::WORKFLOW,
+            (None, None, Some(_)) => Filter::STATUS,
+            (None, None, None) => 0,
+        } | Filter::SINCE
+            | Filter::UNTIL
+            | Filter::CURSOR;
+        let residual = Filter::ALL & !covered & filters.set();
+        let walk = |b: &mut QueryBuilder<'_, Postgres>| {
+            b.push(
+                "SELECT created_at, id, workflow_id, status, mode, trigger, idempotency_key, \
+                 summary FROM runs WHERE TRUE",
+            );
+            filters.push(b, covered);
+            b.push(" ORDER BY created_at DESC, id DESC");
+        };
+        if residual == 0 {
+            let mut b = QueryBuilder::<Postgres>::new("SELECT summary::text AS summary FROM (");
+            walk(&mut b);
+            b.push(" LIMIT ").push_bind(want).push(") s");
+            b.push(" ORDER BY created_at DESC, id DESC");
+            let runs = self.summaries(b).await?;
+            return Ok(page(runs, query.limit));
+        }
+        let budget = to_i64(super::LIST_SCAN_BUDGET);
+        let mut b = QueryBuilder::<Postgres>::new("SELECT summary::text AS summary FROM (");
+        walk(&mut b);
+        b.push(" LIMIT ")
+            .push_bind(budget)
+            .push(") runs WHERE TRUE");
+        filters.push(&mut b, residual);
+        b.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+            .push_bind(want);
+        let runs = self.summaries(b).await?;
+        if runs.len() > query.limit {
+            return Ok(page(runs, query.limit));
+        }
+        // Fewer matches than asked: did the walk stop at its budget? Then the next page starts
+        // below the last run it examined.
+        let mut b = QueryBuilder::<Postgres>::new("SELECT created_at, id FROM (");
+        walk(&mut b);
+        b.push(" OFFSET ").push_bind(budget - 1).push(" LIMIT 1) s");
+        let edge = b.build().fetch_optional(&self.pool).await.map_err(db)?;
+        let next_cursor = match edge {
+            None => None,
+            Some(row) => {
+                let created: i64 = row.try_get("created_at").map_err(db)?;
+                let id: String = row.try_get("id").map_err(db)?;
+                Some(format!("{created}:{id}"))
+            }
+        };
+        Ok(RunPage { runs, next_cursor })
+    }
+
+    /// [`super::RunStore::run_ids_with_status`].
+    async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query("SELECT id FROM runs WHERE status = $1 ORDER BY created_at, id")
+            .bind(status.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("id").map_err(db))
+            .collect()
+    }
+
+    /// [`super::RunStore::run_stats`]: counted by the database, buckets aligned on multiples
+    /// of `bucket_ms` since the epoch.
+    async fn run_stats(
+        &self,
+        workflow: Option<&str>,
+        since: i64,
+        until: i64,
+        bucket_ms: i64,
+    ) -> StoreResult<Vec<StatsBucket>> {
+        if let Some(wf) = workflow {
+            common::check_ident("workflow id", wf)?;
+        }
+        let mut buckets: BTreeMap<i64, BTreeMap<String, u64>> = BTreeMap::new();
+        if since >= until {
+            return Ok(stats(buckets));
+        }
+        let mut b = QueryBuilder::<Postgres>::new("SELECT ");
+        if bucket_ms <= 0 {
+            b.push_bind(since).push("::bigint");
+        } else {
+            // created_at - rem_euclid(created_at, bucket_ms)
+            b.push("created_at - (CASE WHEN mod(created_at, ")
+                .push_bind(bucket_ms)
+                .push(") < 0 THEN mod(created_at, ")
+                .push_bind(bucket_ms)
+                .push(") + ")
+                .push_bind(bucket_ms)
+                .push(" ELSE mod(created_at, ")
+                .push_bind(bucket_ms)
+                .push(") END)");
+        }
+        b.push(" AS bucket, status, count(*) AS n FROM runs WHERE created_at >= ")
+            .push_bind(since)
+            .push(" AND created_at < ")
+            .push_bind(until);
+        if let Some(wf) = workflow {
+            b.push(" AND workflow_id = ").push_bind(wf);
+        }
+        b.push(" GROUP BY 1, 2");
+        let rows = b.build().fetch_all(&self.pool).await.map_err(db)?;
+        for row in rows {
+            let bucket: i64 = row.try_get("bucket").map_err(db)?;
+            let status: String = row.try_get("status").map_err(db)?;
+            let n: i64 = row.try_get("n").map_err(db)?;
+            if RunStatus::parse(&status).is_none() {
+                return Err(StoreError::Corrupt(format!(
+                    "a run row holds unknown status `{status}`"
+                )));
+            }
+            *buckets
+                .entry(bucket)
+                .or_default()
+                .entry(status)
+                .or_default() += u64::try_from(n).unwrap_or(0);
+        }
+        Ok(stats(buckets))
+    }
+
+    /// [`super::RunStore::prune_runs`]: ranks each workflow's finished runs by the retention
+    /// index and deletes the doomed ones in batches; never a `queued` or `running` run.
+    async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
+        if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {
+            return Ok(0);
+        }
+        let keep = policy.max_runs_per_workflow.map(to_i64);
+        let cutoff = policy.max_age_ms.map(|age| now_ms.saturating_sub(age));
+        let mut removed = 0usize;
+        loop {
+            // The doomed ids of one batch, streamed from the retention index (each workflow's
+            // finished runs, newest first), then deleted by primary key.
+            let doomed: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM ( \
+                   SELECT id, retain_at, row_number() OVER ( \
+                     PARTITION BY workflow_id ORDER BY retain_at DESC, id DESC) AS rn \
+                   FROM runs WHERE retain_at IS NOT NULL) ranked \
+                 WHERE ($1::bigint IS NOT NULL AND rn > $1::bigint) \
+                    OR ($2::bigint IS NOT NULL AND retain_at < $2::bigint) \
+                 LIMIT $3",
+            )
+            .bind(keep)
+            .bind(cutoff)
+            .bind(BATCH)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+            if doomed.is_empty() {
+                return Ok(removed);
+            }
+            let n = sqlx::query(
+                "DELETE FROM runs WHERE id = ANY($1) AND retain_at IS NOT NULL \
+                 AND status NOT IN ('queued', 'running')",
+            )
+            .bind(&doomed)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?
+            .rows_affected();
+            removed += usize::try_from(n).unwrap_or(usize::MAX);
+            if to_i64(doomed.len()) < BATCH || n == 0 {
+                return Ok(removed);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// IdempotencyStore
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait::async_trait]
+impl IdempotencyStore for PgStore {
+    /// [`super::IdempotencyStore::claim_and_enqueue`]: claim and queued run in one
+    /// transaction; a live claim answers `Duplicate` and nothing is written. Durable on return.
+    async fn claim_and_enqueue(
+        &self,
+        claim: &WebhookClaim,
+        run: &RunRecord,
+        now_ms: i64,
+    ) -> StoreResult<ClaimOutcome> {
+        let prepared = PreparedClaim::new(claim, run)?;
+        for _ in 0..CLAIM_ATTEMPTS {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            lock_claim_keys(&mut tx, &[&prepared]).await?;
+            match claim_tx(&mut tx, &prepared, now_ms).await? {
+                Some(ClaimOutcome::Claimed) => {
+                    tx.commit().await.map_err(db)?;
+                    return Ok(ClaimOutcome::Claimed);
+                }
+                Some(dup) => {
+                    tx.rollback().await.map_err(db)?;
+                    return Ok(dup);
+                }
+                None => tx.rollback().await.map_err(db)?,
+            }
+        }
+        Err(StoreError::Backend(
+            "webhook claim did not settle under contention".into(),
+        ))
+    }
+
+    /// [`super::IdempotencyStore::get_claim`].
+    async fn get_claim(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<WebhookClaim>> {
+        common::check_ident("workflow id", workflow_id)?;
+        if key.contains('\0') {
+            return Ok(None);
+        }
+        let row = sqlx::query(
+            "SELECT workflow_id, key, run_id, claimed_at, expires_at FROM webhook_claims \
+             WHERE workflow_id = $1 AND key = $2 AND expires_at > $3",
+        )
+        .bind(workflow_id)
+        .bind(key)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        row.map(|r| {
+            Ok(WebhookClaim {
+                workflow_id: r.try_get("workflow_id").map_err(db)?,
+                key: r.try_get("key").map_err(db)?,
+                run_id: r.try_get("run_id").map_err(db)?,
+                claimed_at: r.try_get("claimed_at").map_err(db)?,
+                expires_at: r.try_get("expires_at").map_err(db)?,
+            })
+        })
+        .transpose()
+    }
+
+    /// [`super::IdempotencyStore::api_begin`]: the record is read `FOR UPDATE` and decided by
+    /// the shared rule (fresh, conflict, replay, live lease, dead lease taken over).
+    async fn api_begin(&self, record: &ApiRecord, now_ms: i64) -> StoreResult<ApiBegin> {
+        common::check_ident("scope", &record.scope)?;
+        no_nul("idempotency key", &record.key)?;
+        no_nul("fingerprint", &record.fingerprint)?;
+        let state = to_json("API record state", &record.state)?;
+        for _ in 0..CLAIM_ATTEMPTS {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            let row = sqlx::query(
+                "SELECT scope, key, fingerprint, created_at, expires_at, state::text AS state \
+                 FROM api_records WHERE scope = $1 AND key = $2 FOR UPDATE",
+            )
+            .bind(&record.scope)
+            .bind(&record.key)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+            let existing = row.as_ref().map(api_record).transpose()?;
+            match common::api_decide(existing.as_ref(), record, now_ms) {
+                ApiDecision::Answer(a) => {
+                    tx.rollback().await.map_err(db)?;
+                    return Ok(a);
+                }
+                ApiDecision::Start => {
+                    let sql = if existing.is_some() {
+                        "UPDATE api_records SET fingerprint = $3, created_at = $4, \
+                         expires_at = $5, state = $6::json, in_progress = $7 \
+                         WHERE scope = $1 AND key = $2"
+                    } else {
+                        "INSERT INTO api_records (scope, key, fingerprint, created_at, \
+                         expires_at, state, in_progress) \
+                         VALUES ($1, $2, $3, $4, $5, $6::json, $7) \
+                         ON CONFLICT (scope, key) DO NOTHING"
+                    };
+                    let n = sqlx::query(sql)
+                        .bind(&record.scope)
+                        .bind(&record.key)
+                        .bind(&record.fingerprint)
+                        .bind(record.created_at)
+                        .bind(record.expires_at)
+                        .bind(state.as_str())
+                        .bind(matches!(record.state, ApiRecordState::InProgress { .. }))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?
+                        .rows_affected();
+                    if n == 1 {
+                        tx.commit().await.map_err(db)?;
+                        return Ok(ApiBegin::Started);
+                    }
+                    // Another request inserted the key since our read: decide again.
+                    tx.rollback().await.map_err(db)?;
+                }
+            }
+        }
+        Err(StoreError::Backend(
+            "API idempotency record did not settle under contention".into(),
+        ))
+    }
+
+    /// [`super::IdempotencyStore::api_complete`]: keeps fingerprint and expiry; a no-op if the
+    /// record is gone.
+    async fn api_complete(
+        &self,
+        scope: &str,
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()> {
+        common::check_ident("scope", scope)?;
+        if key.contains('\0') {
+            return Ok(());
+        }
+        let state = to_json(
+            "API record state",
+            &ApiRecordState::Done {
+                status,
+                body: body.to_string(),
+            },
+        )?;
+        sqlx::query(
+            "UPDATE api_records SET state = $3::json, in_progress = FALSE \
+             WHERE scope = $1 AND key = $2",
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(state)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    /// [`super::IdempotencyStore::api_abandon`]: removes only an `in_progress` record.
+    async fn api_abandon(&self, scope: &str, key: &str) -> StoreResult<()> {
+        common::check_ident("scope", scope)?;
+        if key.contains('\0') {
+            return Ok(());
+        }
+        sqlx::query("DELETE FROM api_records WHERE scope = $1 AND key = $2 AND in_progress")
+            .bind(scope)
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    /// [`super::IdempotencyStore::release_claim`]: in one transaction, the claim if it still
+    /// names `run_id`, and that run if it is still `queued`.
+    async fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
+        if [workflow_id, key, run_id].iter().any(|s| s.contains('\0')) {
+            return Ok(false);
+        }
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        let released = sqlx::query(
+            "DELETE FROM webhook_claims WHERE workflow_id = $1 AND key = $2 AND run_id = $3",
+        )
+        .bind(workflow_id)
+        .bind(key)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?
+        .rows_affected()
+            > 0;
+        if released {
+            sqlx::query("DELETE FROM runs WHERE id = $1 AND status = 'queued'")
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(released)
+    }
+
+    /// [`super::IdempotencyStore::sweep_idempotency`]: expired claims first, then API
+    /// records, `max` in all.
+    async fn sweep_idempotency(&self, now_ms: i64, max: usize) -> StoreResult<usize> {
+        let claims = self
+            .sweep(
+                "DELETE FROM webhook_claims WHERE ctid = ANY(ARRAY( \
+                   SELECT ctid FROM webhook_claims WHERE expires_at <= $1 \
+                   ORDER BY expires_at LIMIT $2)) \
+                 AND expires_at <= $1",
+                now_ms,
+                max,
+            )
+            .await?;
+        let api = self
+            .sweep(
+                "DELETE FROM api_records WHERE ctid = ANY(ARRAY( \
+                   SELECT ctid FROM api_records WHERE expires_at <= $1 \
+                   ORDER BY expires_at LIMIT $2)) \
+                 AND expires_at <= $1",
+                now_ms,
+                max - claims,
+            )
+            .await?;
+        Ok(claims + api)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait::async_trait]
+impl Store for PgStore {
+    /// [`super::Store::flush`]: nothing to do. Every call above commits its own transaction,
+    /// and PostgreSQL has made a commit durable (WAL flushed, with the server's default
+    /// `synchronous_commit = on`) before it answers.
+    async fn flush(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// [`super::Store::write_batch`]: the whole batch in one transaction (one commit, one WAL
+    /// flush), each write with its single-write semantics and seeing the earlier ones (a
+    /// second claim of a key is a `Duplicate` of the first), every write handed back with its
+    /// result. Writes are checked and serialised before the transaction, so an invalid one
+    /// fails alone; a database failure fails the whole batch (nothing of it is written).
+    /// Durable on return.
+    async fn write_batch(
+        &self,
+        writes: Vec<BatchWrite>,
+    ) -> Vec<(BatchWrite, StoreResult<BatchOutcome>)> {
+        let prepared: Vec<StoreResult<Prepared>> = writes
+            .iter()
+            .map(|w| match w {
+                BatchWrite::ClaimAndEnqueue { claim, run } => {
+                    PreparedClaim::new(claim, run).map(Prepared::Claim)
+                }
+                BatchWrite::PutRun(run) => PreparedRun::new(run).map(Prepared::Put),
+            })
+            .collect();
+        // Batches of several processes may lock the same claims in different orders: the
+        // database then aborts one of them (deadlock, SQLSTATE 40P01), which is retried whole.
+        let mut applied = Err(StoreError::Backend("batch not applied".into()));
+        for _ in 0..TX_ATTEMPTS {
+            applied = self.apply_batch(&prepared).await;
+            match &applied {
+                Err(e) if retryable(e) => continue,
+                _ => break,
+            }
+        }
+        let results: Vec<StoreResult<BatchOutcome>> = match applied {
+            Ok(outcomes) => prepared
+                .into_iter()
+                .zip(outcomes)
+                .map(|(p, o)| match (p, o) {
+                    (Err(e), _) => Err(e),
+                    (Ok(_), Some(o)) => Ok(o),
+                    (Ok(_), None) => {
+                        Err(StoreError::Backend("batch write lost its outcome".into()))
+                    }
+                })
+                .collect(),
+            Err(e) => prepared
+                .into_iter()
+                .map(|p| Err(p.err().unwrap_or_else(|| e.clone())))
+                .collect(),
+        };
+        writes.into_iter().zip(results).collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQL and row mapping
+// ---------------------------------------------------------------------------------------------
+
+const MEMORY_COLUMNS: &str = "SELECT namespace, key, value::text AS value, written_at, \
+     expires_at, owner_run, owner_step";
+
+const MEMORY_SELECT: &str = "SELECT namespace, key, value::text AS value, written_at, \
+     expires_at, owner_run, owner_step FROM memory WHERE namespace = $1 AND key = $2";
+
+/// An overwriting Memory write: always stores.
+const MEMORY_UPSERT: &str = "INSERT INTO memory AS m \
+     (namespace, key, value, written_at, expires_at, owner_run, owner_step) \
+     VALUES ($1, $2, $3::json, $4, $5, $6, $7) \
+     ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \
+     written_at = EXCLUDED.written_at, expires_at = EXCLUDED.expires_at, \
+     owner_run = EXCLUDED.owner_run, owner_step = EXCLUDED.owner_step";
+
+/// A Memory claim: stores only over nothing or over an expired entry (`expires_at <= now`,
+/// `$4` being both now and the new `written_at`); returns a row only when it stored. When it
+/// does not, the existing row stays locked until the transaction ends.
+const MEMORY_CLAIM: &str = "INSERT INTO memory AS m \
+     (namespace, key, value, written_at, expires_at, owner_run, owner_step) \
+     VALUES ($1, $2, $3::json, $4, $5, $6, $7) \
+     ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \
+     written_at = EXCLUDED.written_at, expires_at = EXCLUDED.expires_at, \
+     owner_run = EXCLUDED.owner_run, owner_step = EXCLUDED.owner_step \
+     WHERE m.expires_at IS NOT NULL AND m.expires_at <= $4 \
+     RETURNING 1";
+
+fn memory_entry(row: &PgRow) -> StoreResult<MemoryEntry> {
+    let key: Vec<u8> = row.try_get("key").map_err(db)?;
+    let key = String::from_utf8(key)
+        .map_err(|_| StoreError::Corrupt("a Memory key is not UTF-8".into()))?;
+    let value: String = row.try_get("value").map_err(db)?;
+    let owner_run: Option<String> = row.try_get("owner_run").map_err(db)?;
+    let owner_step: Option<String> = row.try_get("owner_step").map_err(db)?;
+    Ok(MemoryEntry {
+        namespace: row.try_get("namespace").map_err(db)?,
+        key,
+        value: from_json("memory value", &value)?,
+        written_at: row.try_get("written_at").map_err(db)?,
+        expires_at: row.try_get("expires_at").map_err(db)?,
+        owner: match (owner_run, owner_step) {
+            (Some(run_id), Some(step_id)) => Some(ClaimOwner { run_id, step_id }),
+            _ => None,
+        },
+    })
+}
+
+fn api_record(row: &PgRow) -> StoreResult<ApiRecord> {
+    let state: String = row.try_get("state").map_err(db)?;
+    Ok(ApiRecord {
+        scope: row.try_get("scope").map_err(db)?,
+        key: row.try_get("key").map_err(db)?,
+        fingerprint: row.try_get("fingerprint").map_err(db)?,
+        created_at: row.try_get("created_at").map_err(db)?,
+        expires_at: row.try_get("expires_at").map_err(db)?,
+        state: from_json("API idempotency record", &state)?,
+    })
+}
+
+/// A run checked and serialised once, outside any transaction.
+struct PreparedRun {
+    id: String,
+    workflow_id: String,
+    status: &'static str,
+    mode: &'static str,
+    trigger: &'static str,
+    idempotency_key: Option<String>,
+    created_at: i64,
+    finished_at: Option<i64>,
+    retain_at: Option<i64>,
+    root_run_id: String,
+    parent_run: Option<String>,
+    summary: String,
+    record: String,
+}
+
+impl PreparedRun {
+    fn new(run: &RunRecord) -> StoreResult<Self> {
+        common::check_run(run)?;
+        no_nul("run id", &run.id)?;
+        no_nul("root run id", &run.root_run_id)?;
+        if let Some(p) = &run.parent_run {
+            no_nul("parent run id", p)?;
+        }
+        let summary = RunSummary::from(run);
+        Ok(PreparedRun {
+            id: run.id.clone(),
+            workflow_id: run.workflow_id.clone(),
+            status: run.status.as_str(),
+            mode: run.mode.as_str(),
+            trigger: run.trigger.as_str(),
+            idempotency_key: run.idempotency_key.clone(),
+            created_at: run.created_at.0,
+            finished_at: run.finished_at.map(|t| t.0),
+            retain_at: common::record_retention_instant(run),
+            root_run_id: summary.root_run_id.clone(),
+            parent_run: run.parent_run.clone(),
+            summary: to_json("run summary", &summary)?,
+            record: to_json("run record", run)?,
+        })
+    }
+
+    fn upsert(&self) -> sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments> {
+        sqlx::query(
+            "INSERT INTO runs (id, workflow_id, status, mode, trigger, idempotency_key, \
+               created_at, finished_at, retain_at, root_run_id, parent_run, summary, record) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::json, $13::json) \
+             ON CONFLICT (id) DO UPDATE SET workflow_id = EXCLUDED.workflow_id, \
+               status = EXCLUDED.status, mode = EXCLUDED.mode, trigger = EXCLUDED.trigger, \
+               idempotency_key = EXCLUDED.idempotency_key, created_at = EXCLUDED.created_at, \
+               finished_at = EXCLUDED.finished_at, retain_at = EXCLUDED.retain_at, \
+               root_run_id = EXCLUDED.root_run_id, parent_run = EXCLUDED.parent_run, \
+               summary = EXCLUDED.summary, record = EXCLUDED.record",
+        )
+        .bind(&self.id)
+        .bind(&self.workflow_id)
+        .bind(self.status)
+        .bind(self.mode)
+        .bind(self.trigger)
+        .bind(&self.idempotency_key)
+        .bind(self.created_at)
+        .bind(self.finished_at)
+        .bind(self.retain_at)
+        .bind(&self.root_run_id)
+        .bind(&self.parent_run)
+        .bind(&self.summary)
+        .bind(&self.record)
+    }
+}
+
+/// One write of a batch, checked and serialised outside the transaction.
+enum Prepared {
+    Claim(PreparedClaim),
+    Put(PreparedRun),
+}
+
+/// A webhook claim and its queued run, checked and serialised outside the transaction.
+struct PreparedClaim {
+    workflow_id: String,
+    key: String,
+    run_id: String,
+    claimed_at: i64,
+    expires_at: i64,
+    run: PreparedRun,
+}
+
+impl PreparedClaim {
+    fn new(claim: &WebhookClaim, run: &RunRecord) -> StoreResult<Self> {
+        common::check_claim_run(claim, run)?;
+        no_nul("webhook key", &claim.key)?;
+        Ok(PreparedClaim {
+            workflow_id: claim.workflow_id.clone(),
+            key: claim.key.clone(),
+            run_id: claim.run_id.clone(),
+            claimed_at: claim.claimed_at,
+            expires_at: claim.expires_at,
+            run: PreparedRun::new(run)?,
+        })
+    }
+}
+
+/// Advisory lock class of webhook claim keys (`pg_advisory_xact_lock(class, hash)`; the
+/// two-key form never overlaps the one-key locks sqlx's migrator takes).
+const CLAIM_LOCK_CLASS: i32 = 0x464C_5843; // "FLXC"
+
+/// Takes the transaction-scoped advisory locks of the claims' keys, in hash order, before any
+/// claim row is touched. Every claim path does this, so two transactions never wait for each
+/// other's claim rows in a cycle: batches of several processes claiming the same keys in
+/// different orders queue up instead of deadlocking.
+async fn lock_claim_keys(conn: &mut PgConnection, claims: &[&PreparedClaim]) -> StoreResult<()> {
+    if claims.is_empty() {
+        return Ok(());
+    }
+    let workflows: Vec<&str> = claims.iter().map(|c| c.workflow_id.as_str()).collect();
+    let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock($1, h) FROM ( \
+           SELECT DISTINCT hashtext(length(w)::text || ':' || w || k) AS h \
+           FROM unnest($2::text[], $3::text[]) AS t(w, k) ORDER BY h) s",
+    )
+    .bind(CLAIM_LOCK_CLASS)
+    .bind(&workflows)
+    .bind(&keys)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
+
+/// Inside a transaction: a live claim of the key (`expires_at > now_ms`) answers `Duplicate`
+/// and writes nothing; else the claim (replacing an expired one) and its queued run are
+/// written. `None`: the claim that beat this one vanished before it could be read (retry in
+/// a new transaction).
+async fn claim_tx(
+    conn: &mut PgConnection,
+    c: &PreparedClaim,
+    now_ms: i64,
+) -> StoreResult<Option<ClaimOutcome>> {
+    let won = sqlx::query(
+        "INSERT INTO webhook_claims AS c (workflow_id, key, run_id, claimed_at, expires_at) \
+         VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (workflow_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, \
+           claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at \
+         WHERE c.expires_at <= $6 \
+         RETURNING 1",
+    )
+    .bind(&c.workflow_id)
+    .bind(&c.key)
+    .bind(&c.run_id)
+    .bind(c.claimed_at)
+    .bind(c.expires_at)
+    .bind(now_ms)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    if won.is_some() {
+        c.run.upsert().execute(&mut *conn).await.map_err(db)?;
+        return Ok(Some(ClaimOutcome::Claimed));
+    }
+    // The live claim is locked by the upsert above until the transaction ends.
+    let row = sqlx::query(
+        "SELECT run_id, expires_at FROM webhook_claims WHERE workflow_id = $1 AND key = $2",
+    )
+    .bind(&c.workflow_id)
+    .bind(&c.key)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    match row {
+        Some(row) => {
+            let expires_at: i64 = row.try_get("expires_at").map_err(db)?;
+            if expires_at <= now_ms {
+                return Ok(None);
+            }
+            Ok(Some(ClaimOutcome::Duplicate {
+                run_id: row.try_get("run_id").map_err(db)?,
+            }))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The filters of a listing, as bits.
+struct Filter;
+
+impl Filter {
+    const WORKFLOW: u16 = 1;
+    const STATUS: u16 = 1 << 1;
+    const MODE: u16 = 1 << 2;
+    const TRIGGER: u16 = 1 << 3;
+    const KEY: u16 = 1 << 4;
+    const SINCE: u16 = 1 << 5;
+    const UNTIL: u16 = 1 << 6;
+    const Q: u16 = 1 << 7;
+    const CURSOR: u16 = 1 << 8;
+    const ALL: u16 = (1 << 9) - 1;
+}
+
+/// A listing's filters, pushed into SQL as ` AND …` clauses.
+struct Filters<'a> {
+    query: &'a RunQuery,
+    upper: Option<&'a (i64, String)>,
+    q: Option<&'a str>,
+}
+
+impl Filters<'_> {
+    /// The filters that are set.
+    fn set(&self) -> u16 {
+        let q = self.query;
+        let mut bits = 0;
+        for (on, bit) in [
+            (q.workflow.is_some(), Filter::WORKFLOW),
+            (q.status.is_some(), Filter::STATUS),
+            (q.mode.is_some(), Filter::MODE),
+            (q.trigger.is_some(), Filter::TRIGGER),
+            (q.key.is_some(), Filter::KEY),
+            (q.since.is_some(), Filter::SINCE),
+            (q.until.is_some(), Filter::UNTIL),
+            (self.q.is_some(), Filter::Q),
+            (self.upper.is_some(), Filter::CURSOR),
+        ] {
+            if on {
+                bits |= bit;
+            }
+        }
+        bits
+    }
+
+    /// Appends ` AND <condition>` for every set filter in `which`.
+    fn push(&self, b: &mut QueryBuilder<'_, Postgres>, which: u16) {
+        let q = self.query;
+        let on = |bit: u16| which & bit != 0;
+        if let Some(w) = q.workflow.as_ref().filter(|_| on(Filter::WORKFLOW)) {
+            b.push(" AND workflow_id = ").push_bind(w.clone());
+        }
+        if let Some(s) = q.status.filter(|_| on(Filter::STATUS)) {
+            b.push(" AND status = ").push_bind(s.as_str());
+        }
+        if let Some(m) = q.mode.filter(|_| on(Filter::MODE)) {
+            b.push(" AND mode = ").push_bind(m.as_str());
+        }
+        if let Some(t) = q.trigger.filter(|_| on(Filter::TRIGGER)) {
+            b.push(" AND trigger = ").push_bind(t.as_str());
+        }
+        if let Some(k) = q.key.as_ref().filter(|_| on(Filter::KEY)) {
+            b.push(" AND idempotency_key = ").push_bind(k.clone());
+        }
+        if let Some(since) = q.since.filter(|_| on(Filter::SINCE)) {
+            b.push(" AND created_at >= ").push_bind(since);
+        }
+        if let Some(until) = q.until.filter(|_| on(Filter::UNTIL)) {
+            b.push(" AND created_at < ").push_bind(until);
+        }
+        if let Some(text) = self.q.filter(|_| on(Filter::Q)) {
+            b.push(" AND ");
+            push_q(b, text);
+        }
+        if let Some((created, id)) = self.upper.filter(|_| on(Filter::CURSOR)) {
+            b.push(" AND (created_at, id) < (")
+                .push_bind(*created)
+                .push(", ")
+                .push_bind(id.clone())
+                .push(")");
+        }
+    }
+}
+
+/// The free search, parenthesised: the id or the idempotency key starts with `q`, as two
+/// index ranges (`>= q` and below its successor) that a generic plan can use too.
+fn push_q(b: &mut QueryBuilder<'_, Postgres>, q: &str) {
+    let hi = str_successor(q);
+    b.push("(");
+    for (i, col) in ["id", "idempotency_key"].into_iter().enumerate() {
+        if i > 0 {
+            b.push(" OR ");
+        }
+        b.push("(").push(col).push(" >= ").push_bind(q.to_string());
+        match &hi {
+            Some(hi) => {
+                b.push(" AND ").push(col).push(" < ").push_bind(hi.clone());
+            }
+            None => {
+                b.push(" AND starts_with(")
+                    .push(col)
+                    .push(", ")
+                    .push_bind(q.to_string())
+                    .push(")");
+            }
+        }
+        b.push(")");
+    }
+    b.push(")");
+}
+
+/// The least string greater than every string that starts with `s` (in code point order,
+/// which is UTF-8 byte order and the "C" collation's): the last character that can be
+/// incremented is, and what follows it dropped. `None` if there is none (empty, or all
+/// U+10FFFF).
+fn str_successor(s: &str) -> Option<String> {
+    let mut chars: Vec<char> = s.chars().collect();
+    while let Some(c) = chars.pop() {
+        let next = match c as u32 + 1 {
+            0xD800 => 0xE000,
+            n => n,
+        };
+        if let Some(n) = char::from_u32(next) {
+            chars.push(n);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+/// The least byte string greater than every one that starts with `prefix`; `None` if there is
+/// none (empty, or all 0xFF).
+fn bytes_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut out = prefix.to_vec();
+    while let Some(last) = out.pop() {
+        if last < u8::MAX {
+            out.push(last + 1);
+            return Some(out);
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors and encoding
+// ---------------------------------------------------------------------------------------------
+
+/// Maps a driver error onto [`StoreError`]: input the database refuses whatever the retry
+/// (text it cannot store, an index row over its size limit, a malformed URL) is
+/// [`StoreError::Invalid`]; a row that does not decode is [`StoreError::Corrupt`]; everything
+/// else (I/O, connection refused or lost, pool or statement timeouts, serialisation failures,
+/// deadlocks, a server shutting down) is a transient [`StoreError::Backend`].
+fn db(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Database(d) => match d.code().as_deref() {
+            // character_not_in_repertoire (a NUL in text), untranslatable_character,
+            // program_limit_exceeded (an index row too large).
+            Some("22021") | Some("22P05") | Some("54000") => {
+                StoreError::Invalid(format!("PostgreSQL refused the value: {}", d.message()))
+            }
+            Some(code) => StoreError::Backend(format!("PostgreSQL error {code}: {}", d.message())),
+            None => StoreError::Backend(format!("PostgreSQL: {e}")),
+        },
+        sqlx::Error::Configuration(_) => StoreError::Invalid(format!("PostgreSQL: {e}")),
+        sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::Decode(_)
+        | sqlx::Error::ColumnNotFound(_)
+        | sqlx::Error::TypeNotFound { .. }
+        | sqlx::Error::ColumnIndexOutOfBounds { .. } => {
+            StoreError::Corrupt(format!("PostgreSQL row: {e}"))
+        }
+        _ => StoreError::Backend(format!("PostgreSQL: {e}")),
+    }
+}
+
+/// True for the errors of a transaction the database aborted to resolve contention
+/// (`40P01` deadlock detected, `40001` serialisation failure): trying again may succeed.
+fn retryable(e: &StoreError) -> bool {
+    matches!(e, StoreError::Backend(m)
+        if m.starts_with("PostgreSQL error 40P01") || m.starts_with("PostgreSQL error 40001"))
+}
+
+/// Refuses text a PostgreSQL `text` column cannot hold (a NUL character).
+fn no_nul(what: &str, s: &str) -> StoreResult<()> {
+    if s.contains('\0') {
+        return Err(StoreError::Invalid(format!(
+            "invalid {what}: contains a NUL character"
+        )));
+    }
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(what: &str, v: &T) -> StoreResult<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Backend(format!("cannot encode {what}: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> StoreResult<T> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// A count or limit as a SQL `bigint` (saturating).
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successors_bound_every_extension() {
+        assert_eq!(str_successor("ab").as_deref(), Some("ac"));
+        assert_eq!(str_successor("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(str_successor("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(str_successor(""), None);
+        let hi = str_successor("é").unwrap_or_default();
+        for s in ["é", "éa", "é\u{10FFFF}\u{10FFFF}"] {
+            assert!(s.as_bytes() < hi.as_bytes(), "{s}");
+        }
+        assert_eq!(bytes_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(bytes_successor(b""), None);
+        assert_eq!(bytes_successor(b"\xff\xff"), None);
+    }
+}

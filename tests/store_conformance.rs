@@ -1,0 +1,2271 @@
+//! Store conformance: the same cases on every backend (in-memory, sled in a temporary
+//! directory, PostgreSQL on a throwaway server, see `tests/common/pg.rs`).
+//!
+//! Every case takes the backends as `Arc<dyn Store>` (the async store traits).
+//!
+//! Time is passed explicitly; nothing sleeps. Each test gets fresh stores (a fresh database
+//! on the shared server for PostgreSQL).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fluxo::run::{new_run_id, Mode, RunRecord, RunStatus, Timestamp, Trigger};
+use fluxo::store::{
+    sweep_once, ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome,
+    ClaimOwner, GroupCommit, IdempotencyStore, InMemoryStore, MemoryEntry, MemoryStore, PgConfig,
+    PgStore, Retention, RunQuery, RunStore, RunSummary, SledConfig, SledStore, StatsBucket, Store,
+    StoreError, StoreResult, SweepReport, WebhookClaim, WriteOptions, WriteResult,
+    LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES,
+};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+use tokio::sync::Barrier;
+
+use common::pg::TestPg;
+
+/// 2026-01-01T00:00:00Z.
+const T0: i64 = 1_767_225_600_000;
+const HOUR: i64 = 3_600_000;
+const DAY: i64 = 24 * HOUR;
+
+// ---------------------------------------------------------------------------------------------
+// The backends
+// ---------------------------------------------------------------------------------------------
+
+/// One backend under test. `peer` is a second handle on the same data where the backend can
+/// have one (PostgreSQL: another pool, as another process would have); else the same handle.
+struct Fixture {
+    name: &'static str,
+    store: Arc<dyn Store>,
+    peer: Arc<dyn Store>,
+    _dir: Option<TempDir>,
+}
+
+fn pg_config() -> PgConfig {
+    PgConfig {
+        max_connections: 8,
+        acquire_timeout_ms: 60_000,
+        ..PgConfig::default()
+    }
+}
+
+/// A migrated store on a fresh database of the shared test server, and its URL.
+async fn fresh_pg() -> (PgStore, String) {
+    let url = TestPg::shared().fresh_db().await;
+    let store = PgStore::connect_with(&url, &pg_config())
+        .await
+        .expect("connect to the test database");
+    store.migrate().await.expect("migrate");
+    (store, url)
+}
+
+async fn backends() -> Vec<Fixture> {
+    let mem: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cfg = SledConfig::new(dir.path());
+    cfg.cache_capacity_bytes = 8 * 1024 * 1024;
+    cfg.flush_every_ms = None;
+    let sled: Arc<dyn Store> = Arc::new(SledStore::open(&cfg).expect("open sled"));
+    let (pg, url) = fresh_pg().await;
+    let peer = PgStore::connect_with(&url, &pg_config())
+        .await
+        .expect("second pool");
+    vec![
+        Fixture {
+            name: "memory",
+            store: mem.clone(),
+            peer: mem,
+            _dir: None,
+        },
+        Fixture {
+            name: "sled",
+            store: sled.clone(),
+            peer: sled,
+            _dir: Some(dir),
+        },
+        Fixture {
+            name: "postgres",
+            store: Arc::new(pg),
+            peer: Arc::new(peer),
+            _dir: None,
+        },
+    ]
+}
+
+/// One `#[tokio::test]` per case, running it on every backend in turn.
+macro_rules! conformance {
+    ($($test:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $test() {
+            for f in backends().await {
+                eprintln!("-- {} on {}", stringify!($test), f.name);
+                cases::$test(&f).await;
+            }
+        }
+    )*};
+}
+
+conformance!(
+    memory_claim_expires_and_is_reclaimed,
+    memory_ttl_edges,
+    memory_list_delete_namespaces_in_byte_order,
+    memory_values_and_owners_round_trip,
+    memory_sixty_four_concurrent_claims_one_winner,
+    memory_contended_reclaim_of_expired_entry,
+    memory_sweep_is_bounded_and_earliest_first,
+    runs_put_get_roundtrip,
+    runs_status_transitions_keep_indexes_right,
+    runs_every_filter_with_paging,
+    runs_paging_is_stable_while_new_runs_arrive,
+    runs_search_by_exact_key_and_prefix,
+    runs_free_search_with_many_candidates,
+    runs_scan_budget_pages_short_but_complete,
+    runs_stats_by_bucket,
+    retention_by_count_keeps_newest_finished_per_workflow,
+    retention_by_age_and_both_limits,
+    retention_over_many_batches,
+    claims_duplicate_within_window_claimable_after,
+    claims_sixty_four_concurrent_deliveries_one_run,
+    claims_release,
+    batch_applies_in_order_and_fails_only_its_bad_writes,
+    batches_claiming_in_opposite_orders_all_answer,
+    group_commit_batches_concurrent_claims_and_puts,
+    sweep_once_removes_every_due_record,
+    api_begin_every_branch,
+    api_lease_takeover_and_abandon,
+    sweep_idempotency_bounded_claims_first,
+);
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL only: setup and errors
+// ---------------------------------------------------------------------------------------------
+
+/// Migrating is idempotent and safe from several processes at once (an advisory lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_migrate_concurrently_and_repeatedly() {
+    let url = TestPg::shared().fresh_db().await;
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let s = PgStore::connect_with(&url, &pg_config()).await?;
+            s.migrate().await?;
+            s.migrate().await?;
+            Ok::<_, StoreError>(s)
+        }));
+    }
+    let mut stores = Vec::new();
+    for t in tasks {
+        stores.push(t.await.expect("task").expect("migrate"));
+    }
+    let s = &stores[0];
+    let w = s
+        .write("ns", "k", &json!(1), opts(false, None), T0)
+        .await
+        .expect("write after migrate");
+    assert_eq!(w, WriteResult::Written { expires_at: None });
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+        .fetch_one(s.pool())
+        .await
+        .expect("count migrations");
+    assert_eq!(n, 1, "each migration applied once");
+}
+
+/// What a call answered is durable: after the server crashes (no checkpoint, recovery from
+/// the WAL) every acknowledged claim, run and Memory entry is there; calls made while it is
+/// down fail with a transient error, and the pool reconnects once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_acknowledged_writes_survive_a_server_crash() {
+    let pg = TestPg::start();
+    let url = pg.fresh_db().await;
+    let store = PgStore::connect_with(&url, &pg_config())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    let r = run("run-1", "w", RunStatus::Queued, T0);
+    let c = claim("w", "evt", "run-1", T0, DAY);
+    assert_eq!(
+        store.claim_and_enqueue(&c, &r, T0).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let batch_run = run("run-2", "w", RunStatus::Succeeded, T0 + 1);
+    assert!(store
+        .write_batch(vec![BatchWrite::PutRun(batch_run.clone())])
+        .await
+        .iter()
+        .all(|(_, o)| o.is_ok()));
+    store
+        .write("ns", "k", &json!({"v": 1}), opts(false, None), T0)
+        .await
+        .unwrap();
+    store.flush().await.unwrap();
+
+    pg.crash_and_restart();
+
+    // The pool's connections died with the server; a call may fail (transiently) until the
+    // pool has replaced them.
+    let mut answered = None;
+    for _ in 0..20 {
+        match store.get_run("run-1").await {
+            Ok(got) => {
+                answered = Some(got);
+                break;
+            }
+            Err(e) => assert!(e.is_transient(), "{e:?}"),
+        }
+    }
+    assert_eq!(answered, Some(Some(r)), "the claimed run survived");
+    assert_eq!(store.get_run("run-2").await.unwrap(), Some(batch_run));
+    assert_eq!(store.get_claim("w", "evt", T0).await.unwrap(), Some(c));
+    assert_eq!(
+        store.read("ns", "k", T0).await.unwrap().map(|e| e.value),
+        Some(json!({"v": 1}))
+    );
+}
+
+/// A server that cannot be reached is a transient backend error; a malformed URL is not.
+#[tokio::test]
+async fn postgres_connection_errors_are_classified() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let cfg = PgConfig {
+        acquire_timeout_ms: 2_000,
+        ..PgConfig::default()
+    };
+    let e = PgStore::connect_with(&format!("postgres://fluxo@127.0.0.1:{port}/x"), &cfg)
+        .await
+        .expect_err("nothing listens there");
+    assert!(matches!(e, StoreError::Backend(_)), "{e:?}");
+    assert!(e.is_transient());
+    let e = PgStore::connect("not a url").await.expect_err("malformed");
+    assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
+    assert!(!e.is_transient());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn opts(allow_overwrite: bool, ttl_ms: Option<u64>) -> WriteOptions<'static> {
+    WriteOptions {
+        allow_overwrite,
+        ttl_ms,
+        owner: None,
+    }
+}
+
+fn run(id: &str, workflow: &str, status: RunStatus, created: i64) -> RunRecord {
+    RunRecord {
+        id: id.to_string(),
+        workflow_id: workflow.to_string(),
+        workflow_version: 1,
+        definition_hash: "ab".repeat(32),
+        trigger: Trigger::Webhook,
+        idempotency_key: None,
+        mode: Mode::Live,
+        replay_of: None,
+        replayed_by: vec![],
+        resume_of: None,
+        resume_from: None,
+        resumed_by: vec![],
+        root_run_id: String::new(),
+        input_edited: false,
+        input: json!({"n": 1}),
+        status,
+        created_at: Timestamp(created),
+        started_at: None,
+        finished_at: status.is_final().then_some(Timestamp(created + 100)),
+        duration_ms: status.is_final().then_some(100),
+        error: None,
+        warnings: vec![],
+        steps: vec![],
+        snapshot: json!({}),
+        parent_run: None,
+    }
+}
+
+fn finished(id: &str, workflow: &str, created: i64, finished_at: i64) -> RunRecord {
+    let mut r = run(id, workflow, RunStatus::Succeeded, created);
+    r.finished_at = Some(Timestamp(finished_at));
+    r
+}
+
+fn ids(runs: &[RunSummary]) -> Vec<String> {
+    runs.iter().map(|r| r.id.clone()).collect()
+}
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+fn claim(workflow: &str, key: &str, run_id: &str, at: i64, window: i64) -> WebhookClaim {
+    WebhookClaim {
+        workflow_id: workflow.into(),
+        key: key.into(),
+        run_id: run_id.into(),
+        claimed_at: at,
+        expires_at: at + window,
+    }
+}
+
+fn api_record(fingerprint: &str, owner: &str, at: i64, lease_ms: i64) -> ApiRecord {
+    ApiRecord {
+        scope: "tok-hash".into(),
+        key: "req-1".into(),
+        fingerprint: fingerprint.into(),
+        created_at: at,
+        expires_at: at + DAY,
+        state: ApiRecordState::InProgress {
+            owner: owner.into(),
+            lease_until: at + lease_ms,
+        },
+    }
+}
+
+/// Pages through `query` with `page` runs per page; checks paging invariants and returns all.
+async fn all_pages(store: &dyn Store, query: &RunQuery, page: usize) -> Vec<RunSummary> {
+    let mut q = query.clone();
+    q.limit = page;
+    q.cursor = None;
+    let mut out: Vec<RunSummary> = Vec::new();
+    for _ in 0..10_000 {
+        let p = store.list_runs(&q).await.unwrap();
+        assert!(p.runs.len() <= page);
+        if p.next_cursor.is_some() {
+            assert_eq!(p.runs.len(), page, "a page with a cursor is full");
+        }
+        out.extend(p.runs);
+        match p.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => return out,
+        }
+    }
+    panic!(
+        "paging did not end: {query:?}, page size {page}, at cursor {:?}",
+        q.cursor
+    );
+}
+
+/// [`Store::write_batch`], checking that every write comes back, in order, with its result.
+async fn batch(store: &dyn Store, writes: Vec<BatchWrite>) -> Vec<StoreResult<BatchOutcome>> {
+    let sent: Vec<String> = writes.iter().map(|w| format!("{w:?}")).collect();
+    let out = store.write_batch(writes).await;
+    let back: Vec<String> = out.iter().map(|(w, _)| format!("{w:?}")).collect();
+    assert_eq!(back, sent, "every write handed back, in order");
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+async fn remaining(store: &dyn Store, workflow: &str) -> BTreeSet<String> {
+    let q = RunQuery {
+        workflow: Some(workflow.into()),
+        ..Default::default()
+    };
+    all_pages(store, &q, 100)
+        .await
+        .into_iter()
+        .map(|r| r.id)
+        .collect()
+}
+
+/// 240 runs over 3 workflows with varied status, mode, trigger and key; some share a
+/// `created_at`.
+fn fixture_runs() -> Vec<RunRecord> {
+    let workflows = ["orders", "invoices", "ord"];
+    let triggers = [Trigger::Webhook, Trigger::Api, Trigger::Manual];
+    (0..240)
+        .map(|i: i64| {
+            let status = RunStatus::ALL[(i % 6) as usize];
+            let created = T0 + (i / 2) * 60_000; // two runs per minute
+            let mut r = run(
+                &new_run_id(created),
+                workflows[(i % 3) as usize],
+                status,
+                created,
+            );
+            r.mode = if i % 5 == 0 { Mode::Dry } else { Mode::Live };
+            r.trigger = triggers[(i % 4 % 3) as usize];
+            if i % 4 != 3 {
+                r.idempotency_key = Some(format!("evt_{:03}", i % 50));
+            }
+            r
+        })
+        .collect()
+}
+
+/// What a query must answer: the matching runs, newest first by `(created_at, id)`.
+fn expected(runs: &[RunRecord], q: &RunQuery) -> Vec<String> {
+    let mut v: Vec<&RunRecord> = runs
+        .iter()
+        .filter(|r| q.workflow.as_ref().is_none_or(|w| *w == r.workflow_id))
+        .filter(|r| q.status.is_none_or(|s| s == r.status))
+        .filter(|r| q.mode.is_none_or(|m| m == r.mode))
+        .filter(|r| q.trigger.is_none_or(|t| t == r.trigger))
+        .filter(|r| q.key.is_none() || q.key == r.idempotency_key)
+        .filter(|r| q.since.is_none_or(|s| r.created_at.0 >= s))
+        .filter(|r| q.until.is_none_or(|u| r.created_at.0 < u))
+        .filter(|r| {
+            q.q.as_deref().is_none_or(|t| {
+                r.id.starts_with(t)
+                    || r.idempotency_key
+                        .as_deref()
+                        .is_some_and(|k| k.starts_with(t))
+            })
+        })
+        .collect();
+    v.sort_by_key(|r| std::cmp::Reverse((r.created_at, r.id.clone())));
+    v.into_iter().map(|r| r.id.clone()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+// ---------------------------------------------------------------------------------------------
+
+mod cases {
+    use super::*;
+
+    // --- Memory --------------------------------------------------------------------------
+
+    /// A claim with a TTL expires by itself and can be claimed again; the old expiry does not
+    /// take the new entry with it.
+    pub async fn memory_claim_expires_and_is_reclaimed(f: &Fixture) {
+        let store = &*f.store;
+        let claim = opts(false, Some(2_000));
+        let w = store
+            .write("inv", "INV-1", &json!("a"), claim, T0)
+            .await
+            .unwrap();
+        assert_eq!(
+            w,
+            WriteResult::Written {
+                expires_at: Some(T0 + 2_000)
+            }
+        );
+        match store
+            .write("inv", "INV-1", &json!("b"), claim, T0 + 1_000)
+            .await
+            .unwrap()
+        {
+            WriteResult::Exists { existing } => {
+                assert_eq!(existing.value, json!("a"));
+                assert_eq!(existing.written_at, T0);
+                assert_eq!(existing.expires_at, Some(T0 + 2_000));
+            }
+            other => panic!("expected Exists, got {other:?}"),
+        }
+        let e = store.read("inv", "INV-1", T0 + 1_000).await.unwrap();
+        assert_eq!(
+            e.map(|e| e.value),
+            Some(json!("a")),
+            "the refused write changed nothing"
+        );
+        // No sweep has run: the expired entry is still stored but reads as absent.
+        assert_eq!(store.read("inv", "INV-1", T0 + 3_000).await.unwrap(), None);
+        assert_eq!(store.namespaces().await.unwrap(), ["inv"]);
+        let w = store
+            .write("inv", "INV-1", &json!("c"), claim, T0 + 3_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            w,
+            WriteResult::Written {
+                expires_at: Some(T0 + 5_000)
+            }
+        );
+        let e = store
+            .read("inv", "INV-1", T0 + 3_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (e.value, e.written_at, e.expires_at),
+            (json!("c"), T0 + 3_000, Some(T0 + 5_000))
+        );
+        assert_eq!(store.sweep_expired(T0 + 4_000, 100).await.unwrap(), 0);
+        assert!(store
+            .read("inv", "INV-1", T0 + 4_000)
+            .await
+            .unwrap()
+            .is_some());
+        assert_eq!(store.sweep_expired(T0 + 5_000, 100).await.unwrap(), 1);
+        assert!(store.namespaces().await.unwrap().is_empty());
+    }
+
+    /// `expires_at <= now` is expired, to the millisecond, everywhere.
+    pub async fn memory_ttl_edges(f: &Fixture) {
+        let store = &*f.store;
+        store
+            .write("t", "k", &json!(1), opts(false, Some(10)), T0)
+            .await
+            .unwrap();
+        assert!(store.read("t", "k", T0 + 9).await.unwrap().is_some());
+        assert_eq!(
+            store.list("t", "", None, 10, T0 + 9).await.unwrap().len(),
+            1
+        );
+        assert!(matches!(
+            store
+                .write("t", "k", &json!(2), opts(false, Some(10)), T0 + 9)
+                .await
+                .unwrap(),
+            WriteResult::Exists { .. }
+        ));
+        // Exactly at expiry: absent for reads, lists and claims.
+        assert_eq!(store.read("t", "k", T0 + 10).await.unwrap(), None);
+        assert!(store
+            .list("t", "", None, 10, T0 + 10)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            store
+                .write("t", "k", &json!(3), opts(false, Some(10)), T0 + 10)
+                .await
+                .unwrap(),
+            WriteResult::Written {
+                expires_at: Some(T0 + 20)
+            }
+        );
+        // A TTL of 0 expires at once; a huge one saturates instead of overflowing.
+        assert_eq!(
+            store
+                .write("t", "zero", &json!(1), opts(true, Some(0)), T0)
+                .await
+                .unwrap(),
+            WriteResult::Written {
+                expires_at: Some(T0)
+            }
+        );
+        assert_eq!(store.read("t", "zero", T0).await.unwrap(), None);
+        assert_eq!(
+            store
+                .write("t", "forever", &json!(1), opts(true, Some(u64::MAX)), T0)
+                .await
+                .unwrap(),
+            WriteResult::Written {
+                expires_at: Some(i64::MAX)
+            }
+        );
+        assert!(store
+            .read("t", "forever", i64::MAX - 1)
+            .await
+            .unwrap()
+            .is_some());
+        // Deleting an expired entry removes it but answers false.
+        store
+            .write("t", "gone", &json!(1), opts(true, Some(5)), T0)
+            .await
+            .unwrap();
+        assert!(!store.delete("t", "gone", T0 + 5).await.unwrap());
+        assert!(
+            !store.delete("t", "gone", T0).await.unwrap(),
+            "it was removed"
+        );
+        // An overwrite without TTL clears the expiry.
+        store
+            .write("t", "k", &json!(4), opts(true, None), T0 + 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .read("t", "k", i64::MAX)
+                .await
+                .unwrap()
+                .map(|e| e.value),
+            Some(json!(4))
+        );
+        assert_eq!(
+            store.sweep_expired(i64::MAX, 100).await.unwrap(),
+            2,
+            "`zero` and `forever` (due at i64::MAX), not `k`"
+        );
+    }
+
+    pub async fn memory_list_delete_namespaces_in_byte_order(f: &Fixture) {
+        let store = &*f.store;
+        let keep = opts(true, None);
+        for k in ["order:1", "order:2", "order:3", "other"] {
+            store.write("shop", k, &json!(k), keep, T0).await.unwrap();
+        }
+        store
+            .write("shop", "order:4", &json!(4), opts(true, Some(10)), T0)
+            .await
+            .unwrap();
+        store.write("a", "x", &json!(1), keep, T0).await.unwrap();
+        store
+            .write("shop2", "order:1", &json!(1), keep, T0)
+            .await
+            .unwrap();
+        let keys = |v: Vec<MemoryEntry>| v.into_iter().map(|e| e.key).collect::<Vec<_>>();
+        assert_eq!(
+            keys(store.list("shop", "order:", None, 10, T0).await.unwrap()),
+            ["order:1", "order:2", "order:3", "order:4"]
+        );
+        assert_eq!(
+            keys(
+                store
+                    .list("shop", "order:", None, 10, T0 + 10)
+                    .await
+                    .unwrap()
+            ),
+            ["order:1", "order:2", "order:3"],
+            "expired entries are not listed"
+        );
+        assert_eq!(
+            keys(
+                store
+                    .list("shop", "order:", Some("order:1"), 1, T0)
+                    .await
+                    .unwrap()
+            ),
+            ["order:2"]
+        );
+        assert_eq!(
+            keys(
+                store
+                    .list("shop", "", Some("order:3"), 10, T0 + 10)
+                    .await
+                    .unwrap()
+            ),
+            ["other"]
+        );
+        assert!(store
+            .list("shop", "", None, 0, T0)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(store.namespaces().await.unwrap(), ["a", "shop", "shop2"]);
+
+        // Byte (code point) order, whatever the database's collation: upper case before lower,
+        // ASCII before accented, a NUL inside a key is an ordinary character.
+        for k in [
+            "b",
+            "B",
+            "a",
+            "é",
+            "e",
+            "a\u{10FFFF}",
+            "a\0b",
+            "ab",
+            "Z",
+            "\u{FFFF}",
+        ] {
+            store.write("order", k, &json!(k), keep, T0).await.unwrap();
+        }
+        let all = keys(store.list("order", "", None, 100, T0).await.unwrap());
+        let mut want: Vec<String> = all.clone();
+        want.sort();
+        assert_eq!(all, want);
+        assert_eq!(all.len(), 10);
+        assert_eq!(
+            keys(store.list("order", "a", None, 100, T0).await.unwrap()),
+            ["a", "a\0b", "ab", "a\u{10FFFF}"]
+        );
+        assert_eq!(
+            keys(
+                store
+                    .list("order", "a", Some("a\0b"), 100, T0)
+                    .await
+                    .unwrap()
+            ),
+            ["ab", "a\u{10FFFF}"]
+        );
+        assert_eq!(
+            store
+                .read("order", "a\0b", T0)
+                .await
+                .unwrap()
+                .map(|e| e.value),
+            Some(json!("a\0b"))
+        );
+        for ns in ["Zeta", "ärger", "_x"] {
+            store.write(ns, "k", &json!(1), keep, T0).await.unwrap();
+        }
+        assert_eq!(
+            store.namespaces().await.unwrap(),
+            ["Zeta", "_x", "a", "order", "shop", "shop2", "ärger"]
+        );
+
+        assert!(store.delete("shop", "order:1", T0).await.unwrap());
+        assert!(!store.delete("shop", "order:1", T0).await.unwrap());
+        assert!(
+            !store.delete("shop", "order:4", T0 + 10).await.unwrap(),
+            "an expired entry is not a live one"
+        );
+        assert_eq!(store.read("shop", "order:1", T0).await.unwrap(), None);
+        assert!(store.delete("a", "x", T0).await.unwrap());
+        assert!(!store.namespaces().await.unwrap().contains(&"a".to_string()));
+
+        // Refused inputs are the caller's: not transient, nothing written.
+        for (ns, key) in [
+            ("bad\0ns", "k".to_string()),
+            ("bad\nns", "k".to_string()),
+            ("", "k".to_string()),
+            ("shop", String::new()),
+            ("shop", "k".repeat(MAX_MEMORY_KEY_BYTES + 1)),
+        ] {
+            let e = store
+                .write(ns, &key, &json!(1), keep, T0)
+                .await
+                .expect_err("refused");
+            assert!(
+                matches!(e, StoreError::Invalid(_)) && !e.is_transient(),
+                "{ns:?}: {e:?}"
+            );
+        }
+        assert!(matches!(
+            store.read("bad\0ns", "k", T0).await,
+            Err(StoreError::Invalid(_))
+        ));
+        let at_limit = "é".repeat(MAX_MEMORY_KEY_BYTES / 2);
+        store
+            .write("shop", &at_limit, &json!(1), keep, T0)
+            .await
+            .unwrap();
+        assert!(store.delete("shop", &at_limit, T0).await.unwrap());
+    }
+
+    /// Values come back exactly (object key order, numbers, escapes); owners round-trip.
+    pub async fn memory_values_and_owners_round_trip(f: &Fixture) {
+        let store = &*f.store;
+        let value = json!({
+            "z": 1, "a": [1.5, -0.25, 1e300, 12345678901234567i64, u64::MAX],
+            "nul": "x\u{0}y", "uni": "ü\u{1F600}\\\"", "nested": {"b": null, "a": true}
+        });
+        let owner = ClaimOwner {
+            run_id: "root-run".into(),
+            step_id: "claim".into(),
+        };
+        let o = WriteOptions {
+            allow_overwrite: false,
+            ttl_ms: None,
+            owner: Some(&owner),
+        };
+        store.write("v", "k", &value, o, T0).await.unwrap();
+        let got = store.read("v", "k", T0).await.unwrap().expect("stored");
+        assert_eq!(got.value, value);
+        assert_eq!(
+            serde_json::to_string(&got.value).unwrap(),
+            serde_json::to_string(&value).unwrap(),
+            "key order kept"
+        );
+        assert_eq!(got.owner.as_ref(), Some(&owner));
+        match store
+            .write("v", "k", &json!(0), opts(false, None), T0 + 1)
+            .await
+            .unwrap()
+        {
+            WriteResult::Exists { existing } => {
+                assert_eq!(
+                    existing, got,
+                    "the loser sees the winner's entry, owner included"
+                )
+            }
+            other => panic!("expected Exists, got {other:?}"),
+        }
+        store
+            .write("v", "k", &json!("plain"), opts(true, None), T0 + 2)
+            .await
+            .unwrap();
+        let e = store.read("v", "k", T0 + 2).await.unwrap().expect("stored");
+        assert_eq!(
+            (e.value, e.owner, e.written_at),
+            (json!("plain"), None, T0 + 2)
+        );
+    }
+
+    /// 64 concurrent claimers per key (half through a second handle where the backend has
+    /// one): exactly one wins, and every loser is shown the winner's value.
+    pub async fn memory_sixty_four_concurrent_claims_one_winner(f: &Fixture) {
+        const WRITERS: usize = 64;
+        const TRIALS: usize = 10;
+        let barrier = Arc::new(Barrier::new(WRITERS));
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let store = if w % 2 == 0 {
+                    f.store.clone()
+                } else {
+                    f.peer.clone()
+                };
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let mut answers = Vec::new();
+                    for trial in 0..TRIALS {
+                        barrier.wait().await;
+                        let key = format!("evt-{trial}");
+                        let r = store
+                            .write("claims", &key, &json!(w), opts(false, Some(60_000)), T0)
+                            .await
+                            .unwrap();
+                        answers.push((trial, w, r));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        let mut winners: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        let mut seen: Vec<(usize, Value)> = Vec::new();
+        for t in tasks {
+            for (trial, w, r) in t.await.unwrap() {
+                match r {
+                    WriteResult::Written { .. } => winners.entry(trial).or_default().push(w),
+                    WriteResult::Exists { existing } => seen.push((trial, existing.value)),
+                }
+            }
+        }
+        assert_eq!(winners.len(), TRIALS);
+        for (trial, ws) in &winners {
+            assert_eq!(ws.len(), 1, "trial {trial}: exactly one winner");
+        }
+        for (trial, v) in seen {
+            assert_eq!(v, json!(winners[&trial][0]), "a loser sees the winner");
+        }
+        for trial in 0..TRIALS {
+            let e = f
+                .store
+                .read("claims", &format!("evt-{trial}"), T0)
+                .await
+                .unwrap();
+            assert_eq!(e.map(|e| e.value), Some(json!(winners[&trial][0])));
+        }
+    }
+
+    /// An expired entry is claimable again by exactly one of many contenders.
+    pub async fn memory_contended_reclaim_of_expired_entry(f: &Fixture) {
+        for trial in 0..5 {
+            let key = format!("k{trial}");
+            f.store
+                .write("ns", &key, &json!("old"), opts(false, Some(5)), T0)
+                .await
+                .unwrap();
+            let barrier = Arc::new(Barrier::new(32));
+            let tasks: Vec<_> = (0..32)
+                .map(|w| {
+                    let store = if w % 2 == 0 {
+                        f.store.clone()
+                    } else {
+                        f.peer.clone()
+                    };
+                    let (barrier, key) = (barrier.clone(), key.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        store
+                            .write("ns", &key, &json!(w), opts(false, Some(5)), T0 + 5)
+                            .await
+                            .unwrap()
+                    })
+                })
+                .collect();
+            let mut wins = 0;
+            for t in tasks {
+                match t.await.unwrap() {
+                    WriteResult::Written { expires_at } => {
+                        assert_eq!(expires_at, Some(T0 + 10));
+                        wins += 1;
+                    }
+                    WriteResult::Exists { existing } => {
+                        assert_ne!(existing.value, json!("old"), "never the expired entry");
+                        assert_eq!(existing.written_at, T0 + 5);
+                    }
+                }
+            }
+            assert_eq!(wins, 1);
+            let e = f.store.read("ns", &key, T0 + 5).await.unwrap().unwrap();
+            assert_ne!(e.value, json!("old"));
+        }
+    }
+
+    /// The sweep removes at most `max`, earliest expiry first, and only what is due.
+    pub async fn memory_sweep_is_bounded_and_earliest_first(f: &Fixture) {
+        let store = &*f.store;
+        for i in 1..=5u64 {
+            store
+                .write("s", &format!("k{i}"), &json!(i), opts(true, Some(i)), T0)
+                .await
+                .unwrap();
+        }
+        store
+            .write("s", "keep", &json!(0), opts(true, None), T0)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.sweep_expired(T0, 100).await.unwrap(),
+            0,
+            "nothing due yet"
+        );
+        assert_eq!(store.sweep_expired(T0 + 10, 2).await.unwrap(), 2, "bounded");
+        // The two earliest (k1, k2) went: of those due at T0 + 3 only k3 is left.
+        assert_eq!(store.sweep_expired(T0 + 3, 100).await.unwrap(), 1);
+        assert_eq!(store.sweep_expired(T0 + 10, 0).await.unwrap(), 0);
+        assert_eq!(store.sweep_expired(T0 + 10, 100).await.unwrap(), 2);
+        assert_eq!(store.sweep_expired(T0 + 10, 100).await.unwrap(), 0);
+        assert_eq!(store.namespaces().await.unwrap(), ["s"]);
+        assert!(store.read("s", "keep", i64::MAX).await.unwrap().is_some());
+    }
+
+    // --- Runs ----------------------------------------------------------------------------
+
+    pub async fn runs_put_get_roundtrip(f: &Fixture) {
+        let store = &*f.store;
+        let mut r = run("r1", "wf", RunStatus::Queued, T0);
+        r.idempotency_key = Some("evt_1".into());
+        r.input = json!({"b": 2, "a": [1, {"z": null}], "s": "nul\u{0}"});
+        store.put_run(&r).await.unwrap();
+        let got = store.get_run("r1").await.unwrap();
+        assert_eq!(got, Some(r.clone()));
+        assert_eq!(
+            serde_json::to_string(&got.unwrap().input).unwrap(),
+            serde_json::to_string(&r.input).unwrap(),
+            "input key order kept"
+        );
+        assert_eq!(store.get_run("nope").await.unwrap(), None);
+        r.warnings.push("replaced".into());
+        store.put_run(&r).await.unwrap();
+        assert_eq!(store.get_run("r1").await.unwrap(), Some(r));
+        let mut bad = run("r2", "wf\0x", RunStatus::Queued, T0);
+        assert!(
+            store.put_run(&bad).await.is_err(),
+            "NUL in workflow id refused"
+        );
+        bad.workflow_id = "wf".into();
+        bad.idempotency_key = Some("k\0".into());
+        assert!(store.put_run(&bad).await.is_err(), "NUL in key refused");
+        assert_eq!(store.get_run("r2").await.unwrap(), None);
+    }
+
+    pub async fn runs_status_transitions_keep_indexes_right(f: &Fixture) {
+        let store = &*f.store;
+        let mut r = run("r1", "wf", RunStatus::Queued, T0);
+        r.idempotency_key = Some("evt".into());
+        store.put_run(&r).await.unwrap();
+        store
+            .put_run(&run("other", "wf", RunStatus::Queued, T0 + 1))
+            .await
+            .unwrap();
+        for next in [RunStatus::Running, RunStatus::Succeeded] {
+            r.status = next;
+            r.finished_at = next.is_final().then_some(Timestamp(T0 + 50));
+            store.put_run(&r).await.unwrap();
+            for st in RunStatus::ALL {
+                let expected: Vec<String> = match (st == next, st == RunStatus::Queued) {
+                    (true, _) => vec!["r1".into()],
+                    (false, true) => vec!["other".into()],
+                    _ => vec![],
+                };
+                for wf in [None, Some("wf".to_string())] {
+                    let q = RunQuery {
+                        workflow: wf,
+                        status: Some(st),
+                        limit: 10,
+                        ..Default::default()
+                    };
+                    assert_eq!(
+                        ids(&store.list_runs(&q).await.unwrap().runs),
+                        expected,
+                        "{st}"
+                    );
+                }
+                assert_eq!(
+                    store.run_ids_with_status(st).await.unwrap(),
+                    expected,
+                    "{st}"
+                );
+            }
+            let by_key = store
+                .list_runs(&RunQuery {
+                    key: Some("evt".into()),
+                    limit: 10,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(ids(&by_key.runs), ["r1"]);
+            assert_eq!(by_key.runs[0].status, next);
+            let stats = store
+                .run_stats(Some("wf"), T0, T0 + 10, HOUR)
+                .await
+                .unwrap();
+            assert_eq!(stats.len(), 1);
+            let mut counts = BTreeMap::new();
+            counts.insert(next.as_str().to_string(), 1);
+            counts.insert("queued".to_string(), 1);
+            assert_eq!(stats[0].counts, counts, "{next}");
+        }
+        // Oldest first by created_at, then id, for crash recovery.
+        for (i, created) in [T0 + 5, T0 + 1, T0 + 3, T0 + 1].into_iter().enumerate() {
+            store
+                .put_run(&run(&format!("x{i}"), "wf", RunStatus::Running, created))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            store.run_ids_with_status(RunStatus::Running).await.unwrap(),
+            ["x1", "x3", "x2", "x0"]
+        );
+    }
+
+    pub async fn runs_every_filter_with_paging(f: &Fixture) {
+        let store = &*f.store;
+        let runs = fixture_runs();
+        let some_id = runs[17].id.clone();
+        let d = RunQuery::default;
+        let queries: Vec<RunQuery> = vec![
+            d(),
+            RunQuery {
+                workflow: Some("orders".into()),
+                ..d()
+            },
+            RunQuery {
+                workflow: Some("ord".into()),
+                ..d()
+            },
+            RunQuery {
+                workflow: Some("missing".into()),
+                ..d()
+            },
+            RunQuery {
+                status: Some(RunStatus::Failed),
+                ..d()
+            },
+            RunQuery {
+                workflow: Some("orders".into()),
+                status: Some(RunStatus::Queued),
+                ..d()
+            },
+            RunQuery {
+                mode: Some(Mode::Dry),
+                ..d()
+            },
+            RunQuery {
+                trigger: Some(Trigger::Manual),
+                ..d()
+            },
+            RunQuery {
+                trigger: Some(Trigger::Api),
+                workflow: Some("invoices".into()),
+                ..d()
+            },
+            RunQuery {
+                key: Some("evt_007".into()),
+                ..d()
+            },
+            RunQuery {
+                key: Some("evt_00".into()),
+                ..d()
+            },
+            RunQuery {
+                key: Some("evt_007".into()),
+                status: Some(RunStatus::Running),
+                ..d()
+            },
+            RunQuery {
+                key: Some("evt_007".into()),
+                workflow: Some("ord".into()),
+                ..d()
+            },
+            RunQuery {
+                since: Some(T0 + 30 * 60_000),
+                ..d()
+            },
+            RunQuery {
+                until: Some(T0 + 30 * 60_000),
+                ..d()
+            },
+            RunQuery {
+                since: Some(T0 + 10 * 60_000),
+                until: Some(T0 + 50 * 60_000),
+                workflow: Some("orders".into()),
+                status: Some(RunStatus::Succeeded),
+                ..d()
+            },
+            RunQuery {
+                since: Some(T0 + 90 * 60_000),
+                until: Some(T0 + 20 * 60_000),
+                ..d()
+            },
+            RunQuery {
+                q: Some("evt_01".into()),
+                ..d()
+            },
+            RunQuery {
+                q: Some("evt_".into()),
+                workflow: Some("ord".into()),
+                ..d()
+            },
+            RunQuery {
+                q: Some(some_id.clone()),
+                ..d()
+            },
+            RunQuery {
+                q: Some(some_id[..8].to_string()),
+                ..d()
+            },
+            RunQuery {
+                q: Some("nothing-matches".into()),
+                ..d()
+            },
+            RunQuery {
+                q: Some(String::new()),
+                mode: Some(Mode::Dry),
+                ..d()
+            },
+            RunQuery {
+                q: Some("evt_0".into()),
+                key: Some("evt_007".into()),
+                ..d()
+            },
+            RunQuery {
+                mode: Some(Mode::Live),
+                trigger: Some(Trigger::Webhook),
+                status: Some(RunStatus::TimedOut),
+                since: Some(T0 + 60_000),
+                ..d()
+            },
+        ];
+        for r in &runs {
+            store.put_run(r).await.unwrap();
+        }
+        for q in &queries {
+            let want = expected(&runs, q);
+            for page in [1, 7, 50, 500] {
+                let got = ids(&all_pages(store, q, page).await);
+                assert_eq!(got, want, "query {q:?}, page size {page}");
+            }
+        }
+        // Summaries carry the list fields.
+        let first = store
+            .list_runs(&RunQuery { limit: 1, ..d() })
+            .await
+            .unwrap();
+        let newest = runs.iter().max_by_key(|r| (r.created_at, &r.id)).unwrap();
+        assert_eq!(first.runs, vec![RunSummary::from(newest)]);
+        assert!(first.next_cursor.is_some());
+    }
+
+    /// Cursor paging has no duplicates and no gaps while newer runs arrive, including runs in
+    /// the cursor's own millisecond.
+    pub async fn runs_paging_is_stable_while_new_runs_arrive(f: &Fixture) {
+        let store = &*f.store;
+        for i in 0..30 {
+            store
+                .put_run(&run(
+                    &format!("r{i:02}"),
+                    "wf",
+                    RunStatus::Succeeded,
+                    T0 + i,
+                ))
+                .await
+                .unwrap();
+        }
+        let mut q = RunQuery {
+            limit: 10,
+            ..Default::default()
+        };
+        let p1 = store.list_runs(&q).await.unwrap();
+        assert_eq!(
+            p1.next_cursor.as_deref(),
+            Some(format!("{}:r20", T0 + 20).as_str())
+        );
+        // Newer runs arrive between pages, one in the cursor's millisecond with a higher id:
+        // none of them may shift the next page.
+        for i in 30..35 {
+            store
+                .put_run(&run(
+                    &format!("r{i:02}"),
+                    "wf",
+                    RunStatus::Succeeded,
+                    T0 + i,
+                ))
+                .await
+                .unwrap();
+        }
+        store
+            .put_run(&run("r20z", "wf", RunStatus::Succeeded, T0 + 20))
+            .await
+            .unwrap();
+        q.cursor = p1.next_cursor.clone();
+        let p2 = store.list_runs(&q).await.unwrap();
+        q.cursor = p2.next_cursor.clone();
+        let p3 = store.list_runs(&q).await.unwrap();
+        assert_eq!(p3.next_cursor, None);
+        let mut seen: Vec<String> = ids(&p1.runs);
+        seen.extend(ids(&p2.runs));
+        seen.extend(ids(&p3.runs));
+        let want: Vec<String> = (0..30).rev().map(|i| format!("r{i:02}")).collect();
+        assert_eq!(seen, want);
+        // A bare run id is accepted as a cursor too; an unknown one gives an empty page.
+        q.cursor = Some("r20".into());
+        assert_eq!(ids(&store.list_runs(&q).await.unwrap().runs)[0], "r19");
+        q.cursor = Some("r20z".into());
+        assert_eq!(ids(&store.list_runs(&q).await.unwrap().runs)[0], "r20");
+        q.cursor = Some("no-such-run".into());
+        let empty = store.list_runs(&q).await.unwrap();
+        assert!(empty.runs.is_empty() && empty.next_cursor.is_none());
+        q.cursor = None;
+        q.limit = 0;
+        assert!(store.list_runs(&q).await.unwrap().runs.is_empty());
+    }
+
+    /// `key` is an exact idempotency key; `q` a prefix of the run id or of the key.
+    pub async fn runs_search_by_exact_key_and_prefix(f: &Fixture) {
+        let store = &*f.store;
+        let mut a = run(
+            "0190a000-0000-7000-8000-000000000001",
+            "wf",
+            RunStatus::Succeeded,
+            T0,
+        );
+        a.idempotency_key = Some("inv_1001".into());
+        let mut b = run(
+            "0190a000-0000-7000-8000-000000000002",
+            "wf",
+            RunStatus::Failed,
+            T0 + 1,
+        );
+        b.idempotency_key = Some("inv_1002".into());
+        let mut c = run(
+            "0190b000-0000-7000-8000-000000000003",
+            "wf",
+            RunStatus::Queued,
+            T0 + 2,
+        );
+        c.idempotency_key = Some("ch_9".into());
+        for r in [&a, &b, &c] {
+            store.put_run(r).await.unwrap();
+        }
+        let list = async |q: RunQuery| {
+            ids(&store
+                .list_runs(&RunQuery { limit: 10, ..q })
+                .await
+                .unwrap()
+                .runs)
+        };
+        let d = RunQuery::default;
+        assert_eq!(
+            list(RunQuery {
+                key: Some("inv_1001".into()),
+                ..d()
+            })
+            .await,
+            [a.id.clone()]
+        );
+        assert!(
+            list(RunQuery {
+                key: Some("inv_100".into()),
+                ..d()
+            })
+            .await
+            .is_empty(),
+            "key is exact"
+        );
+        let ba = [b.id.clone(), a.id.clone()];
+        assert_eq!(
+            list(RunQuery {
+                q: Some("inv_100".into()),
+                ..d()
+            })
+            .await,
+            ba
+        );
+        assert_eq!(
+            list(RunQuery {
+                q: Some("0190a".into()),
+                ..d()
+            })
+            .await,
+            ba
+        );
+        assert_eq!(
+            list(RunQuery {
+                q: Some(c.id.clone()),
+                ..d()
+            })
+            .await,
+            [c.id.clone()]
+        );
+        assert_eq!(
+            list(RunQuery {
+                q: Some("ch_".into()),
+                ..d()
+            })
+            .await,
+            [c.id.clone()]
+        );
+        assert!(list(RunQuery {
+            q: Some("inv_1001x".into()),
+            ..d()
+        })
+        .await
+        .is_empty());
+    }
+
+    /// A free search matching more runs than a backend reads as candidates still pages
+    /// through all of them, in order.
+    pub async fn runs_free_search_with_many_candidates(f: &Fixture) {
+        let store = &*f.store;
+        let runs: Vec<RunRecord> = (0..1_200i64)
+            .map(|i| {
+                let mut r = run(
+                    &format!("run-{i:05}"),
+                    "wf",
+                    RunStatus::Succeeded,
+                    T0 + i / 3,
+                );
+                r.idempotency_key = Some(format!("key-{:04}", i % 1_100));
+                r.mode = if i % 7 == 0 { Mode::Dry } else { Mode::Live };
+                r
+            })
+            .collect();
+        for chunk in runs.chunks(200) {
+            let writes: Vec<BatchWrite> = chunk.iter().cloned().map(BatchWrite::PutRun).collect();
+            for o in batch(store, writes).await {
+                assert_eq!(o.unwrap(), BatchOutcome::Put);
+            }
+        }
+        store.flush().await.unwrap();
+        for q in [
+            RunQuery {
+                q: Some("run-".into()),
+                ..Default::default()
+            },
+            RunQuery {
+                q: Some("key-1".into()),
+                mode: Some(Mode::Dry),
+                ..Default::default()
+            },
+            RunQuery {
+                q: Some("run-0099".into()),
+                ..Default::default()
+            },
+        ] {
+            let want = expected(&runs, &q);
+            for page in [100, 333] {
+                assert_eq!(ids(&all_pages(store, &q, page).await), want, "{q:?}");
+            }
+        }
+    }
+
+    /// Filters no index covers stop a page after [`LIST_SCAN_BUDGET`] examined runs (the
+    /// sled and PostgreSQL stores; the in-memory one has no budget): the page comes back short,
+    /// even empty, with a cursor, and paging on still yields every match exactly once.
+    pub async fn runs_scan_budget_pages_short_but_complete(f: &Fixture) {
+        let store = &*f.store;
+        let n = LIST_SCAN_BUDGET as i64 + 50;
+        let runs: Vec<RunRecord> = (0..n)
+            .map(|i| {
+                let mut r = run(&format!("run-{i:06}"), "wf", RunStatus::Succeeded, T0 + i);
+                // Only the 5 oldest are dry runs of the API.
+                if i < 5 {
+                    r.mode = Mode::Dry;
+                    r.trigger = Trigger::Api;
+                }
+                r
+            })
+            .collect();
+        for chunk in runs.chunks(1_000) {
+            let writes: Vec<BatchWrite> = chunk.iter().cloned().map(BatchWrite::PutRun).collect();
+            assert!(batch(store, writes).await.iter().all(|o| o.is_ok()));
+        }
+        let q = RunQuery {
+            mode: Some(Mode::Dry),
+            trigger: Some(Trigger::Api),
+            workflow: Some("wf".into()),
+            limit: 3,
+            ..Default::default()
+        };
+        let first = store.list_runs(&q).await.unwrap();
+        if f.name != "memory" {
+            assert!(
+                first.runs.is_empty(),
+                "{}: the budget ends the page",
+                f.name
+            );
+            assert!(first.next_cursor.is_some(), "{}: ...with a cursor", f.name);
+        }
+        let mut q2 = q.clone();
+        let mut got = Vec::new();
+        loop {
+            let p = store.list_runs(&q2).await.unwrap();
+            assert!(p.runs.len() <= 3);
+            got.extend(ids(&p.runs));
+            match p.next_cursor {
+                Some(c) => q2.cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(got, expected(&runs, &q));
+        assert_eq!(got.len(), 5);
+    }
+
+    pub async fn runs_stats_by_bucket(f: &Fixture) {
+        let store = &*f.store;
+        let rows = [
+            ("a", "wf1", RunStatus::Succeeded, T0 + 10),
+            ("b", "wf1", RunStatus::Failed, T0 + HOUR - 1),
+            ("c", "wf2", RunStatus::Succeeded, T0 + HOUR),
+            ("d", "wf1", RunStatus::Succeeded, T0 + HOUR + 5),
+            ("e", "wf1", RunStatus::Running, T0 + 3 * HOUR),
+            ("f", "wf1", RunStatus::Queued, T0 + 4 * HOUR), // at `until`: excluded
+            ("g", "wf1", RunStatus::Failed, T0 - 1),        // before `since`: excluded
+            ("neg", "wf3", RunStatus::Failed, -HOUR - 1),   // before the epoch
+        ];
+        for (id, wf, st, at) in rows {
+            store.put_run(&run(id, wf, st, at)).await.unwrap();
+        }
+        let counts = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect()
+        };
+        let flat = |v: Vec<StatsBucket>| -> Vec<(i64, BTreeMap<String, u64>)> {
+            v.into_iter().map(|b| (b.start.0, b.counts)).collect()
+        };
+        assert_eq!(
+            flat(
+                store
+                    .run_stats(None, T0, T0 + 4 * HOUR, HOUR)
+                    .await
+                    .unwrap()
+            ),
+            vec![
+                (T0, counts(&[("failed", 1), ("succeeded", 1)])),
+                (T0 + HOUR, counts(&[("succeeded", 2)])),
+                (T0 + 3 * HOUR, counts(&[("running", 1)])),
+            ]
+        );
+        assert_eq!(
+            flat(
+                store
+                    .run_stats(Some("wf2"), T0, T0 + 4 * HOUR, HOUR)
+                    .await
+                    .unwrap()
+            ),
+            vec![(T0 + HOUR, counts(&[("succeeded", 1)]))]
+        );
+        // Buckets align on the epoch, whatever `since` is (also before the epoch).
+        let day = store
+            .run_stats(None, T0 + 30 * 60_000, T0 + 2 * HOUR, HOUR)
+            .await
+            .unwrap();
+        assert_eq!(day.len(), 2);
+        assert_eq!(day[0].start.0, T0);
+        assert_eq!(day[0].counts, counts(&[("failed", 1)]));
+        assert_eq!(
+            flat(store.run_stats(Some("wf3"), -DAY, 0, HOUR).await.unwrap()),
+            vec![(-2 * HOUR, counts(&[("failed", 1)]))]
+        );
+        // A non-positive bucket is one bucket starting at `since`.
+        let one = store.run_stats(None, T0, T0 + DAY, 0).await.unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].start.0, T0);
+        assert_eq!(one[0].counts.values().sum::<u64>(), 6);
+        assert!(store
+            .run_stats(None, T0 + 1, T0, HOUR)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(store
+            .run_stats(Some("none"), T0, T0 + DAY, HOUR)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
+    // --- Retention -----------------------------------------------------------------------
+
+    pub async fn retention_by_count_keeps_newest_finished_per_workflow(f: &Fixture) {
+        let store = &*f.store;
+        // Created order differs from finish order on purpose: retention goes by finish time.
+        for r in [
+            finished("a1", "a", T0, T0 + 500),
+            finished("a2", "a", T0 + 1, T0 + 100),
+            finished("a3", "a", T0 + 2, T0 + 300),
+            finished("a4", "a", T0 + 3, T0 + 200),
+            run("aq", "a", RunStatus::Queued, T0 - 10),
+            run("ar", "a", RunStatus::Running, T0 - 9),
+            finished("b1", "b", T0, T0 + 1),
+            finished("b2", "b", T0, T0 + 2),
+        ] {
+            store.put_run(&r).await.unwrap();
+        }
+        let mut failed = run("a5", "a", RunStatus::Failed, T0 + 4);
+        failed.finished_at = Some(Timestamp(T0 + 400));
+        store.put_run(&failed).await.unwrap();
+        let policy = Retention {
+            max_runs_per_workflow: Some(2),
+            max_age_ms: None,
+        };
+        assert_eq!(store.prune_runs(&policy, T0 + DAY).await.unwrap(), 3);
+        assert_eq!(remaining(store, "a").await, set(&["a1", "a5", "aq", "ar"]));
+        assert_eq!(remaining(store, "b").await, set(&["b1", "b2"]));
+        for gone in ["a2", "a3", "a4"] {
+            assert_eq!(store.get_run(gone).await.unwrap(), None);
+        }
+        let succeeded = store
+            .run_ids_with_status(RunStatus::Succeeded)
+            .await
+            .unwrap();
+        assert_eq!(succeeded, ["a1", "b1", "b2"], "same created_at: id order");
+        let stats = store
+            .run_stats(Some("a"), T0 - DAY, T0 + DAY, DAY * 10)
+            .await
+            .unwrap();
+        assert_eq!(stats[0].counts.values().sum::<u64>(), 4);
+        assert_eq!(
+            store.prune_runs(&policy, T0 + DAY).await.unwrap(),
+            0,
+            "idempotent"
+        );
+        // Ties in finish time: the higher id is newer.
+        for id in ["t1", "t3", "t2"] {
+            store.put_run(&finished(id, "t", T0, T0 + 7)).await.unwrap();
+        }
+        let one = Retention {
+            max_runs_per_workflow: Some(1),
+            max_age_ms: None,
+        };
+        store.prune_runs(&one, T0 + DAY).await.unwrap();
+        assert_eq!(remaining(store, "t").await, set(&["t3"]));
+        // A final run without finished_at counts as finished at created_at.
+        let mut nofinish = run("n1", "n", RunStatus::Interrupted, T0 + 50);
+        nofinish.finished_at = None;
+        store.put_run(&nofinish).await.unwrap();
+        store
+            .put_run(&finished("n2", "n", T0, T0 + 40))
+            .await
+            .unwrap();
+        store.prune_runs(&one, T0 + DAY).await.unwrap();
+        assert_eq!(remaining(store, "n").await, set(&["n1"]));
+        // Zero keeps no finished run, still never a queued or running one.
+        let none = Retention {
+            max_runs_per_workflow: Some(0),
+            max_age_ms: None,
+        };
+        // Left finished: a1 (a), b2 (b), t3 (t), n1 (n).
+        assert_eq!(store.prune_runs(&none, T0 + DAY).await.unwrap(), 4);
+        assert_eq!(remaining(store, "a").await, set(&["aq", "ar"]));
+        assert_eq!(remaining(store, "b").await, set(&[]));
+    }
+
+    pub async fn retention_by_age_and_both_limits(f: &Fixture) {
+        let store = &*f.store;
+        let now = T0 + 30 * DAY;
+        for r in [
+            finished("old", "w", T0, T0 + DAY),
+            finished("edge", "w", T0, now - 7 * DAY),
+            finished("new1", "w", T0, now - DAY),
+            finished("new2", "w", T0, now - HOUR),
+            run("stuck", "w", RunStatus::Running, T0 - DAY),
+            run("waiting", "w", RunStatus::Queued, T0 - DAY),
+        ] {
+            store.put_run(&r).await.unwrap();
+        }
+        let age = Retention {
+            max_runs_per_workflow: None,
+            max_age_ms: Some(7 * DAY),
+        };
+        assert_eq!(store.prune_runs(&age, now).await.unwrap(), 1);
+        assert_eq!(
+            remaining(store, "w").await,
+            set(&["edge", "new1", "new2", "stuck", "waiting"]),
+            "a run finished exactly max_age ago is kept"
+        );
+        let both = Retention {
+            max_runs_per_workflow: Some(1),
+            max_age_ms: Some(7 * DAY),
+        };
+        assert_eq!(store.prune_runs(&both, now).await.unwrap(), 2);
+        assert_eq!(
+            remaining(store, "w").await,
+            set(&["new2", "stuck", "waiting"])
+        );
+        let nothing = Retention {
+            max_runs_per_workflow: None,
+            max_age_ms: None,
+        };
+        assert_eq!(
+            store.prune_runs(&nothing, now + 1000 * DAY).await.unwrap(),
+            0
+        );
+        let everything = Retention {
+            max_runs_per_workflow: None,
+            max_age_ms: Some(0),
+        };
+        assert_eq!(store.prune_runs(&everything, i64::MAX).await.unwrap(), 1);
+        assert_eq!(remaining(store, "w").await, set(&["stuck", "waiting"]));
+    }
+
+    pub async fn retention_over_many_batches(f: &Fixture) {
+        let store = &*f.store;
+        let runs: Vec<RunRecord> = (0..2_500i64)
+            .map(|i| {
+                let wf = if i % 7 == 0 { "small" } else { "big" };
+                finished(&format!("r{i:04}"), wf, T0 + i, T0 + 10 * i)
+            })
+            .collect();
+        for chunk in runs.chunks(250) {
+            let writes: Vec<BatchWrite> = chunk.iter().cloned().map(BatchWrite::PutRun).collect();
+            assert!(batch(store, writes).await.iter().all(|o| o.is_ok()));
+        }
+        let policy = Retention {
+            max_runs_per_workflow: Some(5),
+            max_age_ms: None,
+        };
+        assert_eq!(store.prune_runs(&policy, T0).await.unwrap(), 2_500 - 10);
+        let big: BTreeSet<String> = (0..2_500)
+            .rev()
+            .filter(|i| i % 7 != 0)
+            .take(5)
+            .map(|i| format!("r{i:04}"))
+            .collect();
+        assert_eq!(remaining(store, "big").await, big);
+        assert_eq!(remaining(store, "small").await.len(), 5);
+    }
+
+    // --- Webhook claims ------------------------------------------------------------------
+
+    pub async fn claims_duplicate_within_window_claimable_after(f: &Fixture) {
+        let store = &*f.store;
+        let first = run("run-1", "hooks", RunStatus::Queued, T0);
+        let c1 = claim("hooks", "evt_1", "run-1", T0, DAY);
+        assert_eq!(
+            store.claim_and_enqueue(&c1, &first, T0).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        assert_eq!(store.get_run("run-1").await.unwrap(), Some(first.clone()));
+        assert_eq!(
+            store.run_ids_with_status(RunStatus::Queued).await.unwrap(),
+            ["run-1"]
+        );
+        assert_eq!(
+            store.get_claim("hooks", "evt_1", T0).await.unwrap(),
+            Some(c1.clone())
+        );
+        // The first run finishes; a failed run still counts for the window.
+        let mut done = first.clone();
+        done.status = RunStatus::Failed;
+        store.put_run(&done).await.unwrap();
+        let at = T0 + DAY - 1;
+        let second = run("run-2", "hooks", RunStatus::Queued, at);
+        assert_eq!(
+            store
+                .claim_and_enqueue(&claim("hooks", "evt_1", "run-2", at, DAY), &second, at)
+                .await
+                .unwrap(),
+            ClaimOutcome::Duplicate {
+                run_id: "run-1".into()
+            }
+        );
+        assert_eq!(
+            store.get_run("run-2").await.unwrap(),
+            None,
+            "nothing written"
+        );
+        assert_eq!(
+            store.get_claim("hooks", "evt_1", at).await.unwrap(),
+            Some(c1.clone())
+        );
+        assert!(store
+            .run_ids_with_status(RunStatus::Queued)
+            .await
+            .unwrap()
+            .is_empty());
+        // Other workflow, same key: independent.
+        let other = run("run-x", "hooks2", RunStatus::Queued, at);
+        assert_eq!(
+            store
+                .claim_and_enqueue(&claim("hooks2", "evt_1", "run-x", at, DAY), &other, at)
+                .await
+                .unwrap(),
+            ClaimOutcome::Claimed
+        );
+        // Exactly at the window's end the key is free again.
+        let at = T0 + DAY;
+        assert_eq!(store.get_claim("hooks", "evt_1", at).await.unwrap(), None);
+        assert_eq!(
+            store.get_claim("hooks", "evt_1", at - 1).await.unwrap(),
+            Some(c1.clone())
+        );
+        let third = run("run-3", "hooks", RunStatus::Queued, at);
+        let c3 = claim("hooks", "evt_1", "run-3", at, DAY);
+        assert_eq!(
+            store.claim_and_enqueue(&c3, &third, at).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        assert_eq!(
+            store.get_claim("hooks", "evt_1", at).await.unwrap(),
+            Some(c3)
+        );
+        assert_eq!(store.get_run("run-3").await.unwrap(), Some(third));
+        // A claim that does not name its run is a caller bug: an error, nothing written.
+        let r = run("run-4", "hooks", RunStatus::Queued, at);
+        assert!(store
+            .claim_and_enqueue(&claim("hooks", "evt_9", "run-5", at, DAY), &r, at)
+            .await
+            .is_err());
+        assert_eq!(store.get_claim("hooks", "evt_9", at).await.unwrap(), None);
+        assert_eq!(store.get_run("run-4").await.unwrap(), None);
+    }
+
+    /// 64 concurrent deliveries of one key (through two handles where the backend has them):
+    /// one run, every duplicate names it.
+    pub async fn claims_sixty_four_concurrent_deliveries_one_run(f: &Fixture) {
+        const N: usize = 64;
+        let barrier = Arc::new(Barrier::new(N));
+        let tasks: Vec<_> = (0..N)
+            .map(|i| {
+                let store = if i % 2 == 0 {
+                    f.store.clone()
+                } else {
+                    f.peer.clone()
+                };
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let id = format!("run-{i:02}");
+                    let r = run(&id, "w", RunStatus::Queued, T0);
+                    barrier.wait().await;
+                    let o = store
+                        .claim_and_enqueue(&claim("w", "same", &id, T0, DAY), &r, T0)
+                        .await
+                        .unwrap();
+                    (id, o)
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for t in tasks {
+            outcomes.push(t.await.unwrap());
+        }
+        let winners: Vec<&String> = outcomes
+            .iter()
+            .filter(|(_, o)| *o == ClaimOutcome::Claimed)
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(winners.len(), 1);
+        let winner = winners[0].clone();
+        for (_, o) in &outcomes {
+            if let ClaimOutcome::Duplicate { run_id } = o {
+                assert_eq!(*run_id, winner);
+            }
+        }
+        assert_eq!(
+            f.store
+                .run_ids_with_status(RunStatus::Queued)
+                .await
+                .unwrap(),
+            [winner],
+            "exactly one queued run"
+        );
+    }
+
+    pub async fn claims_release(f: &Fixture) {
+        let store = &*f.store;
+        let r1 = run("r1", "w", RunStatus::Queued, T0);
+        store
+            .claim_and_enqueue(&claim("w", "k", "r1", T0, DAY), &r1, T0)
+            .await
+            .unwrap();
+        assert!(
+            !store.release_claim("w", "k", "other-run").await.unwrap(),
+            "names another run"
+        );
+        assert!(store.get_claim("w", "k", T0).await.unwrap().is_some());
+        assert!(store.release_claim("w", "k", "r1").await.unwrap());
+        assert_eq!(store.get_claim("w", "k", T0).await.unwrap(), None);
+        assert_eq!(
+            store.get_run("r1").await.unwrap(),
+            None,
+            "its queued run went too"
+        );
+        assert!(
+            !store.release_claim("w", "k", "r1").await.unwrap(),
+            "already released"
+        );
+        // The key is free again; a run that already started stays when its claim is released.
+        let r2 = run("r2", "w", RunStatus::Queued, T0 + 1);
+        assert_eq!(
+            store
+                .claim_and_enqueue(&claim("w", "k", "r2", T0 + 1, DAY), &r2, T0 + 1)
+                .await
+                .unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let mut started = r2.clone();
+        started.status = RunStatus::Running;
+        store.put_run(&started).await.unwrap();
+        assert!(store.release_claim("w", "k", "r2").await.unwrap());
+        assert_eq!(store.get_run("r2").await.unwrap(), Some(started));
+    }
+
+    pub async fn batch_applies_in_order_and_fails_only_its_bad_writes(f: &Fixture) {
+        let store = &*f.store;
+        let (r1, r2, r3) = (
+            run("run-1", "w", RunStatus::Queued, T0),
+            run("run-2", "w", RunStatus::Queued, T0),
+            run("run-3", "w", RunStatus::Queued, T0),
+        );
+        let (c1, c2) = (
+            claim("w", "evt_1", "run-1", T0, DAY),
+            claim("w", "evt_1", "run-2", T0, DAY),
+        );
+        let bad = claim("w", "evt_2", "run-9", T0, DAY);
+        let bad_run = run("run-bad", "w\0", RunStatus::Queued, T0);
+        let mut started = r3.clone();
+        started.status = RunStatus::Running;
+        let out = batch(
+            store,
+            vec![
+                BatchWrite::ClaimAndEnqueue {
+                    claim: c1.clone(),
+                    run: r1,
+                },
+                // Same key later in the same batch: a duplicate of the first.
+                BatchWrite::ClaimAndEnqueue { claim: c2, run: r2 },
+                // A claim not naming its run fails alone.
+                BatchWrite::ClaimAndEnqueue {
+                    claim: bad,
+                    run: r3.clone(),
+                },
+                BatchWrite::PutRun(bad_run),
+                BatchWrite::PutRun(r3),
+                // A later write of the same run wins, with its indexes.
+                BatchWrite::PutRun(started.clone()),
+            ],
+        )
+        .await;
+        assert_eq!(out.len(), 6);
+        assert_eq!(
+            out[0].as_ref().unwrap(),
+            &BatchOutcome::Claim(ClaimOutcome::Claimed)
+        );
+        assert_eq!(
+            out[1].as_ref().unwrap(),
+            &BatchOutcome::Claim(ClaimOutcome::Duplicate {
+                run_id: "run-1".into()
+            })
+        );
+        assert!(out[2].is_err());
+        assert!(
+            matches!(out[3], Err(StoreError::Invalid(_))),
+            "{:?}",
+            out[3]
+        );
+        assert_eq!(out[4].as_ref().unwrap(), &BatchOutcome::Put);
+        assert_eq!(out[5].as_ref().unwrap(), &BatchOutcome::Put);
+        store.flush().await.unwrap();
+        assert_eq!(
+            store.get_claim("w", "evt_1", T0).await.unwrap(),
+            Some(c1.clone())
+        );
+        assert_eq!(store.get_claim("w", "evt_2", T0).await.unwrap(), None);
+        assert_eq!(store.get_run("run-2").await.unwrap(), None);
+        assert_eq!(store.get_run("run-3").await.unwrap(), Some(started.clone()));
+        assert_eq!(
+            store.run_ids_with_status(RunStatus::Queued).await.unwrap(),
+            ["run-1"]
+        );
+        assert_eq!(
+            store.run_ids_with_status(RunStatus::Running).await.unwrap(),
+            ["run-3"]
+        );
+        assert!(store.write_batch(Vec::new()).await.is_empty());
+    }
+
+    /// Two handles (two processes, for PostgreSQL) batch claims of the same keys in opposite
+    /// orders at once: every write is answered (a deadlock between the two transactions is
+    /// retried, not reported), and each key has exactly one winner.
+    pub async fn batches_claiming_in_opposite_orders_all_answer(f: &Fixture) {
+        const KEYS: usize = 40;
+        for round in 0..10 {
+            let barrier = Arc::new(Barrier::new(2));
+            let tasks: Vec<_> = [(f.store.clone(), "a"), (f.peer.clone(), "b")]
+                .into_iter()
+                .map(|(store, side)| {
+                    let barrier = barrier.clone();
+                    tokio::spawn(async move {
+                        let mut keys: Vec<usize> = (0..KEYS).collect();
+                        if side == "b" {
+                            keys.reverse();
+                        }
+                        let items: Vec<(WebhookClaim, RunRecord)> = keys
+                            .iter()
+                            .map(|k| {
+                                let id = format!("run-{round}-{k}-{side}");
+                                let key = format!("evt-{round}-{k}");
+                                (
+                                    claim("w", &key, &id, T0, DAY),
+                                    run(&id, "w", RunStatus::Queued, T0),
+                                )
+                            })
+                            .collect();
+                        let writes: Vec<BatchWrite> = items
+                            .into_iter()
+                            .map(|(claim, run)| BatchWrite::ClaimAndEnqueue { claim, run })
+                            .collect();
+                        barrier.wait().await;
+                        let out = batch(&*store, writes).await;
+                        keys.into_iter()
+                            .zip(out)
+                            .map(|(k, o)| (k, o.expect("every write answered")))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let mut wins = vec![0; KEYS];
+            for t in tasks {
+                for (k, o) in t.await.unwrap() {
+                    if o == BatchOutcome::Claim(ClaimOutcome::Claimed) {
+                        wins[k] += 1;
+                    }
+                }
+            }
+            assert_eq!(wins, vec![1; KEYS], "round {round}: one winner per key");
+        }
+        let queued = f
+            .store
+            .run_ids_with_status(RunStatus::Queued)
+            .await
+            .unwrap();
+        assert_eq!(queued.len(), 10 * KEYS);
+    }
+
+    /// Many concurrent callers through group commits (one per handle: two processes, for
+    /// PostgreSQL): one claim per key wins, every duplicate names the winner, exactly the
+    /// winners are stored, and `put_run` hands the record back.
+    pub async fn group_commit_batches_concurrent_claims_and_puts(f: &Fixture) {
+        let commits = [
+            GroupCommit::start(f.store.clone()),
+            GroupCommit::start(f.peer.clone()),
+        ];
+        // 200 deliveries over 50 keys, all at once.
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let commit = commits[i % 2].clone();
+                tokio::spawn(async move {
+                    let id = format!("run-{i:03}");
+                    let key = format!("evt_{}", i % 50);
+                    let outcome = commit
+                        .claim_and_enqueue(
+                            claim("w", &key, &id, T0, DAY),
+                            run(&id, "w", RunStatus::Queued, T0),
+                        )
+                        .await
+                        .unwrap();
+                    (key, id, outcome)
+                })
+            })
+            .collect();
+        let mut winners: BTreeMap<String, String> = BTreeMap::new();
+        let mut duplicates = Vec::new();
+        for t in tasks {
+            let (key, id, outcome) = t.await.unwrap();
+            match outcome {
+                ClaimOutcome::Claimed => {
+                    assert!(winners.insert(key, id).is_none(), "two winners for a key");
+                }
+                ClaimOutcome::Duplicate { run_id } => duplicates.push((key, run_id)),
+            }
+        }
+        assert_eq!(winners.len(), 50);
+        assert_eq!(duplicates.len(), 150);
+        for (key, run_id) in duplicates {
+            assert_eq!(winners[&key], run_id, "a duplicate names the winner");
+        }
+        let first = winners["evt_0"].clone();
+        let mut r = run(&first, "w", RunStatus::Running, T0);
+        r.input = json!({"marker": 1});
+        assert_eq!(commits[1].put_run(r.clone()).await.unwrap(), r);
+        commits[0].durable().await.unwrap();
+        let mut stored: BTreeSet<String> = f
+            .store
+            .run_ids_with_status(RunStatus::Queued)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        stored.extend(
+            f.store
+                .run_ids_with_status(RunStatus::Running)
+                .await
+                .unwrap(),
+        );
+        let expected: BTreeSet<String> = winners.values().cloned().collect();
+        assert_eq!(stored, expected, "exactly the winners are stored");
+        assert_eq!(f.store.get_run(&first).await.unwrap(), Some(r));
+    }
+
+    /// [`sweep_once`] empties every kind of due record in one pass, more than one batch of
+    /// them, and leaves live ones.
+    pub async fn sweep_once_removes_every_due_record(f: &Fixture) {
+        let store = &*f.store;
+        for i in 0..1_500u64 {
+            store
+                .write(
+                    "s",
+                    &format!("k{i:05}"),
+                    &json!(i),
+                    opts(true, Some(10 + i % 7)),
+                    T0,
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .write("s", "live", &json!(0), opts(true, Some(DAY as u64)), T0)
+            .await
+            .unwrap();
+        for i in 0..3i64 {
+            let id = format!("r{i}");
+            store
+                .claim_and_enqueue(
+                    &claim("w", &format!("k{i}"), &id, T0, 100),
+                    &run(&id, "w", RunStatus::Queued, T0),
+                    T0,
+                )
+                .await
+                .unwrap();
+        }
+        let mut rec = api_record("fp", "o", T0, 10);
+        rec.expires_at = T0 + 100;
+        store.api_begin(&rec, T0).await.unwrap();
+        let report = sweep_once(store, T0 + 1_000).await.unwrap();
+        assert_eq!(
+            report,
+            SweepReport {
+                memory: 1_500,
+                idempotency: 4
+            }
+        );
+        assert_eq!(
+            sweep_once(store, T0 + 1_000).await.unwrap(),
+            SweepReport::default()
+        );
+        assert!(store.read("s", "live", T0 + 1_000).await.unwrap().is_some());
+        assert_eq!(
+            store.list("s", "", None, 10, 0).await.unwrap().len(),
+            1,
+            "only `live` is stored"
+        );
+        assert_eq!(
+            store
+                .run_ids_with_status(RunStatus::Queued)
+                .await
+                .unwrap()
+                .len(),
+            3
+        );
+    }
+
+    // --- API idempotency records ---------------------------------------------------------
+
+    pub async fn api_begin_every_branch(f: &Fixture) {
+        let store = &*f.store;
+        let lease = 80_000;
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-a", "w1", T0, lease), T0)
+                .await
+                .unwrap(),
+            ApiBegin::Started
+        );
+        let t = T0 + 1_000;
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-a", "w2", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::InProgress
+        );
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-b", "w2", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::Conflict
+        );
+        let body = "{\"id\":\"run-1\",\n \"status\": \"succeeded\", \"nul\": \"\\u0000\u{0}\"}";
+        store
+            .api_complete("tok-hash", "req-1", 200, body)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-a", "w2", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::Replay {
+                status: 200,
+                body: body.into()
+            },
+            "the answer is replayed byte for byte"
+        );
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-b", "w2", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::Conflict
+        );
+        // Another scope (token) is another key space.
+        let mut other = api_record("fp-b", "w2", t, lease);
+        other.scope = "other-token".into();
+        assert_eq!(store.api_begin(&other, t).await.unwrap(), ApiBegin::Started);
+        // Abandon leaves a finished record alone.
+        store.api_abandon("tok-hash", "req-1").await.unwrap();
+        assert!(matches!(
+            store
+                .api_begin(&api_record("fp-a", "w2", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::Replay { .. }
+        ));
+        // At its expiry the record is gone (whatever its state or fingerprint).
+        let later = T0 + DAY;
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-b", "w3", later, lease), later)
+                .await
+                .unwrap(),
+            ApiBegin::Started
+        );
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-b", "w4", later + 1, lease), later + 1)
+                .await
+                .unwrap(),
+            ApiBegin::InProgress
+        );
+        // Completing or abandoning an unknown key is a no-op.
+        store
+            .api_complete("tok-hash", "nope", 200, "{}")
+            .await
+            .unwrap();
+        store.api_abandon("tok-hash", "nope").await.unwrap();
+        assert_eq!(
+            store
+                .api_begin(
+                    &ApiRecord {
+                        key: "nope".into(),
+                        ..api_record("x", "o", t, 1)
+                    },
+                    t
+                )
+                .await
+                .unwrap(),
+            ApiBegin::Started
+        );
+    }
+
+    pub async fn api_lease_takeover_and_abandon(f: &Fixture) {
+        let store = &*f.store;
+        let lease = 80_000;
+        store
+            .api_begin(&api_record("fp", "dead", T0, lease), T0)
+            .await
+            .unwrap();
+        let t = T0 + lease - 1;
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp", "w2", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::InProgress
+        );
+        let t = T0 + lease;
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp", "w2", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::Started,
+            "the dead owner's lease is taken over"
+        );
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-other", "w3", t, lease), t)
+                .await
+                .unwrap(),
+            ApiBegin::Conflict,
+            "another request under the key is still a conflict"
+        );
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp", "w3", t + 1, lease), t + 1)
+                .await
+                .unwrap(),
+            ApiBegin::InProgress,
+            "the new owner holds a fresh lease"
+        );
+        store.api_abandon("tok-hash", "req-1").await.unwrap();
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-new", "w3", t + 2, lease), t + 2)
+                .await
+                .unwrap(),
+            ApiBegin::Started,
+            "an abandoned request frees its key"
+        );
+    }
+
+    pub async fn sweep_idempotency_bounded_claims_first(f: &Fixture) {
+        let store = &*f.store;
+        for i in 0..5i64 {
+            let id = format!("r{i}");
+            let at = T0 + i * 1_000;
+            store
+                .claim_and_enqueue(
+                    &claim("w", &format!("k{i}"), &id, at, 10_000),
+                    &run(&id, "w", RunStatus::Queued, at),
+                    at,
+                )
+                .await
+                .unwrap();
+        }
+        let mut rec = api_record("fp", "o", T0, 1_000);
+        rec.expires_at = T0 + 12_000;
+        store.api_begin(&rec, T0).await.unwrap();
+        assert_eq!(store.sweep_idempotency(T0 + 9_999, 100).await.unwrap(), 0);
+        // Due at T0 + 12,000: claims k0, k1, k2 and the API record; claims go first.
+        assert_eq!(
+            store.sweep_idempotency(T0 + 12_000, 2).await.unwrap(),
+            2,
+            "max"
+        );
+        assert_eq!(store.sweep_idempotency(T0 + 12_000, 1).await.unwrap(), 1);
+        assert_eq!(
+            store
+                .api_begin(&api_record("fp-b", "o", T0 + 11_000, 1), T0 + 11_000)
+                .await
+                .unwrap(),
+            ApiBegin::Conflict,
+            "the API record is still there: claims were swept first"
+        );
+        assert_eq!(store.sweep_idempotency(T0 + 12_000, 100).await.unwrap(), 1);
+        assert!(store
+            .get_claim("w", "k3", T0 + 12_000)
+            .await
+            .unwrap()
+            .is_some());
+        assert_eq!(store.sweep_idempotency(T0 + 20_000, 100).await.unwrap(), 2);
+        assert_eq!(store.sweep_idempotency(T0 + 20_000, 100).await.unwrap(), 0);
+        // Runs are not touched by the sweep.
+        assert_eq!(
+            store
+                .run_ids_with_status(RunStatus::Queued)
+                .await
+                .unwrap()
+                .len(),
+            5
+        );
+        // A swept claim's key is free again.
+        let r = run("again", "w", RunStatus::Queued, T0 + 20_000);
+        assert_eq!(
+            store
+                .claim_and_enqueue(&claim("w", "k0", "again", T0 + 20_000, 10), &r, T0 + 20_000)
+                .await
+                .unwrap(),
+            ClaimOutcome::Claimed
+        );
+    }
+}
