@@ -10,6 +10,7 @@ import { clean, formSpec, sameJson } from './schemaForm';
 import { InspectorContext, type InspectorInfo } from './TemplateInput';
 import { fields, Markdownish, templates, widgets } from './widgets';
 import { excerpt, formatMs } from '../app/format';
+import { stringifyJson } from '../api';
 
 // The engine's schemas are JSON Schema 2020-12.
 const validator = customizeValidator({ AjvClass: Ajv2020 });
@@ -177,13 +178,13 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
             {rec.output !== undefined && (
               <>
                 <div className="fx-muted">Output</div>
-                <pre className="fx-pre" data-testid="inspector-output">{JSON.stringify(rec.output, null, 2)}</pre>
+                <pre className="fx-pre" data-testid="inspector-output">{stringifyJson(rec.output, 2)}</pre>
               </>
             )}
             {rec.resolved_config !== undefined && rec.resolved_config !== null && (
               <details>
                 <summary>Resolved config</summary>
-                <pre className="fx-pre">{JSON.stringify(rec.resolved_config, null, 2)}</pre>
+                <pre className="fx-pre">{stringifyJson(rec.resolved_config, 2)}</pre>
               </details>
             )}
             {rec.attempts.length > 0 && (

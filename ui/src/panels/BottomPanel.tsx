@@ -1,7 +1,7 @@
 import { useMemo, useState } from 'react';
 import { useEditor, runFinished } from '../store/editor';
 import { excerpt, formatMs } from '../app/format';
-import type { Problem } from '../api';
+import { parseJson, stringifyJson, type Problem } from '../api';
 import { CheckTab, CheckTabMark } from '../check/CheckTab';
 
 function ProblemsTab() {
@@ -87,7 +87,7 @@ function ResultsTab() {
           {run.status}
         </span>
         <span className="fx-tag">{run.mode === 'dry' ? 'dry run' : 'live run'}</span>
-        <span className="fx-mono fx-muted" title="Run id">
+        <span className="fx-mono fx-muted" title="Run id" data-testid="run-id">
           {run.id}
         </span>
         {run.duration_ms !== undefined && <span className="fx-muted">{formatMs(run.duration_ms)}</span>}
@@ -152,7 +152,7 @@ function InputTab() {
   const [choice, setChoice] = useState('');
   let error: string | null = null;
   try {
-    if (text.trim()) JSON.parse(text);
+    if (text.trim()) parseJson(text);
   } catch (e) {
     error = (e as Error).message;
   }
@@ -170,7 +170,7 @@ function InputTab() {
           onChange={(e) => {
             setChoice(e.target.value);
             const p = samples.find((x) => x.name === e.target.value);
-            if (p) setInputText(JSON.stringify(p.payload, null, 2));
+            if (p) setInputText(stringifyJson(p.payload, 2));
           }}
         >
           <option value="">Choose a real payload…</option>
@@ -184,11 +184,12 @@ function InputTab() {
           className="fx-btn fx-btn-small"
           onClick={() => {
             try {
-              setInputText(JSON.stringify(JSON.parse(text), null, 2));
+              setInputText(stringifyJson(parseJson(text), 2));
             } catch {
               /* leave it */
             }
           }}
+          data-testid="format-input"
         >
           Format
         </button>

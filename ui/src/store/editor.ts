@@ -8,6 +8,8 @@ import { applyEdgeChanges, applyNodeChanges, type Connection, type EdgeChange, t
 import dagre from '@dagrejs/dagre';
 import {
   ApiError,
+  parseJson,
+  stringifyJson,
   type Api,
   type Problem,
   type RunEvent,
@@ -188,7 +190,7 @@ function selectedOf(nodes: StepNode[], prev: string[]): string[] {
 function parseInput(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
   if (!text.trim()) return { ok: true, value: {} };
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: parseJson(text) };
   } catch (e) {
     return { ok: false, error: (e as Error).message };
   }
@@ -199,7 +201,7 @@ function defaultInputFor(wf: Workflow): string {
   if (stored !== null) return stored;
   for (const s of wf.steps ?? []) {
     const sample = (s.config as { sample_input?: unknown })?.sample_input;
-    if (sample !== undefined && sample !== null) return JSON.stringify(sample, null, 2);
+    if (sample !== undefined && sample !== null) return stringifyJson(sample, 2);
   }
   return '{}';
 }
