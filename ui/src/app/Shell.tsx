@@ -1,3 +1,4 @@
+import { Workflow } from 'lucide-react';
 import type { ReactNode } from 'react';
 import { useNav, type View } from './nav';
 import { useEditor } from '../store/editor';
@@ -32,7 +33,7 @@ export function Shell({ editor }: { editor: ReactNode }) {
     <div className={`fx-shell ${notices.length ? 'has-notice' : ''}`} data-testid="shell" data-view={view}>
       <nav className="fx-appnav" aria-label="Views">
         <span className="fx-brand" title="Fluxo">
-          <span className="fx-logo">◆</span> Fluxo
+          <Workflow className="fx-logo" size={18} aria-hidden /> Fluxo
         </span>
         {TABS.map((t) => (
           <button

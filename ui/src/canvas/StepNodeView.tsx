@@ -4,14 +4,8 @@ import { useEditor, runFinished } from '../store/editor';
 import { portsOf, type StepNode } from '../store/graph';
 import type { StepKind } from '../api';
 import { excerpt, formatMs } from '../app/format';
+import { CategoryIcon } from './icons';
 
-export const CATEGORY_ICON: Record<string, string> = {
-  trigger: '⚡',
-  data: '▤',
-  flow: '◇',
-  network: '⇄',
-  errors: '⚠',
-};
 
 /** One line saying what the step is set to do. */
 function summary(kind: string, c: Record<string, unknown>, workflowId: string): string {
@@ -103,9 +97,7 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
     >
       {!isTrigger && <Handle type="target" id="in" position={Position.Left} className="fx-handle fx-handle-in" data-testid="handle-in" />}
       <div className="fx-node-head">
-        <span className="fx-node-icon" aria-hidden>
-          {CATEGORY_ICON[category] ?? '•'}
-        </span>
+        <CategoryIcon category={category} />
         <span className="fx-node-title" data-testid="node-title">
           {data.name || kind?.title || data.kind}
         </span>

@@ -1,3 +1,4 @@
+import { ChevronDown, ChevronRight } from 'lucide-react';
 import { memo, useState } from 'react';
 import { isLosslessNumber, stringifyJson } from '../api';
 
@@ -47,7 +48,7 @@ function NodeImpl({ name, v, depth, open: openDepth }: { name?: string; v: Json;
   return (
     <div className="fx-json-node">
       <div className="fx-json-line fx-json-toggle" onClick={() => setOpen((o) => !o)} role="button" aria-expanded={open}>
-        <span className="fx-json-caret">{open ? '▾' : '▸'}</span>
+        <span className="fx-json-caret">{open ? <ChevronDown size={14} aria-hidden /> : <ChevronRight size={14} aria-hidden />}</span>
         {label}
         <span className="fx-json-punct">{l}</span>
         {!open && (

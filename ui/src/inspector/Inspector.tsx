@@ -308,7 +308,7 @@ export function Inspector() {
   const deleteSelection = useEditor((s) => s.deleteSelection);
   const copySelection = useEditor((s) => s.copySelection);
   return (
-    <aside className="fx-inspector" data-testid="inspector">
+    <aside className="fx-inspector" id="fx-inspector-panel" aria-label="Inspector" data-testid="inspector">
       {selected.length === 1 ? (
         <StepForm id={selected[0]} key={selected[0]} />
       ) : selected.length > 1 ? (

@@ -1,6 +1,7 @@
 // Custom pieces of the JSON-Schema form: template fields, key/value maps, JSON values,
 // booleans that show their default, markdown-ish help text.
 
+import { X } from 'lucide-react';
 import { useContext, useEffect, useState, type ReactNode } from 'react';
 import type { DescriptionFieldProps, FieldProps, IconButtonProps, RegistryFieldsType, RegistryWidgetsType, WidgetProps } from '@rjsf/utils';
 import { InspectorContext, TemplateInput } from './TemplateInput';
@@ -187,8 +188,8 @@ function MapField(props: FieldProps) {
               <option value="json">JSON</option>
             </select>
           )}
-          <button type="button" className="fx-icon-btn" title="Remove" onClick={() => commit(rows.filter((_, j) => j !== i))}>
-            ✕
+          <button aria-label="Remove" type="button" className="fx-icon-btn" title="Remove" onClick={() => commit(rows.filter((_, j) => j !== i))}>
+            <X size={15} aria-hidden />
           </button>
         </div>
       ))}

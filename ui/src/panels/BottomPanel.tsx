@@ -1,3 +1,4 @@
+import { ChevronDown, ChevronUp, CircleX, Play, TriangleAlert } from 'lucide-react';
 import { useMemo, useState } from 'react';
 import { useEditor, runFinished } from '../store/editor';
 import { excerpt, formatMs } from '../app/format';
@@ -43,7 +44,9 @@ function ProblemsTab() {
             onClick={() => p.step && exists.has(p.step) && selectNode(p.step, true)}
           >
             <td>
-              <span className={`fx-sev fx-sev-${p.severity}`}>{p.severity === 'error' ? '✕' : '!'}</span>
+              <span className={`fx-sev fx-sev-${p.severity}`} title={p.severity}>
+                {p.severity === 'error' ? <CircleX size={15} aria-label="error" /> : <TriangleAlert size={15} aria-label="warning" />}
+              </span>
             </td>
             <td className="fx-mono">{p.step ?? '—'}</td>
             <td>
@@ -159,7 +162,7 @@ function InputTab() {
   return (
     <div className="fx-input-tab">
       <div className="fx-row">
-        <label className="fx-muted" htmlFor="sample-select">
+        <label className="fx-label" htmlFor="sample-select">
           Sample payload
         </label>
         <select
@@ -193,10 +196,17 @@ function InputTab() {
         >
           Format
         </button>
-        <span className="fx-spacer" />
-        {error ? <span className="fx-error-text">Not JSON: {error}</span> : <span className="fx-muted">Remembered for this workflow · the trigger's payload is `input`</span>}
-        <button className="fx-btn fx-btn-primary fx-btn-small" onClick={() => void dryRun()} disabled={!!error}>
-          Dry Run with this input
+        {error ? (
+          <span className="fx-error-text fx-input-hint" title={error}>
+            Not JSON: {error}
+          </span>
+        ) : (
+          <span className="fx-muted fx-input-hint" title="Remembered for this workflow; the trigger's payload is `input`">
+            Remembered for this workflow · the trigger's payload is <code>input</code>
+          </span>
+        )}
+        <button className="fx-btn fx-btn-primary fx-btn-small fx-input-run" onClick={() => void dryRun()} disabled={!!error} data-testid="input-dry-run">
+          <Play size={14} aria-hidden /> Dry Run with this input
         </button>
       </div>
       <textarea
@@ -238,8 +248,14 @@ export function BottomPanel() {
           <CheckTabMark />
         </button>
         <span className="fx-spacer" />
-        <button onClick={() => toggle()} title={open ? 'Hide panel' : 'Show panel'} data-testid="toggle-bottom">
-          {open ? '▾' : '▴'}
+        <button
+          onClick={() => toggle()}
+          title={open ? 'Hide panel' : 'Show panel'}
+          aria-label={open ? 'Hide the bottom panel' : 'Show the bottom panel'}
+          aria-expanded={open}
+          data-testid="toggle-bottom"
+        >
+          {open ? <ChevronDown size={16} aria-hidden /> : <ChevronUp size={16} aria-hidden />}
         </button>
       </nav>
       {open && (
