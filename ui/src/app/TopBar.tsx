@@ -121,8 +121,8 @@ export function TopBar() {
         </button>
       </div>
       <div className="fx-toolgroup">
-        <button className="fx-btn" onClick={() => setBottomTab('input')} title="Edit the run input" aria-label="Input" data-testid="edit-input">
-          <SquarePen size={15} aria-hidden /> <span className="fx-btn-label">Input</span>
+        <button className="fx-btn" onClick={() => setBottomTab('input')} title="Edit the run input" data-testid="edit-input">
+          <SquarePen size={15} aria-hidden /> Input
         </button>
         <button
           className="fx-btn fx-btn-primary"

@@ -31,6 +31,8 @@ const SNAP: [number, number] = [10, 10];
 export const READABLE_ZOOM = 0.75;
 const FIT_MAX_ZOOM = 1.1;
 const FIT_PAD = 40;
+/** Room on the left for the zoom controls when the graph starts at the canvas' left edge. */
+const FIT_LEFT = 64;
 const PRO_OPTIONS = { hideAttribution: true };
 
 const STATUS_COLORS: Record<string, string> = {
@@ -70,7 +72,7 @@ function fitReadable(
   }
   const z = READABLE_ZOOM;
   const trigger = nodes.find(isTrigger) ?? [...nodes].sort((a, c) => a.position.x - c.position.x)[0];
-  const x = FIT_PAD - b.x * z;
+  const x = FIT_LEFT - b.x * z;
   let y: number;
   if (b.height * z <= height - 2 * FIT_PAD) y = height / 2 - (b.y + b.height / 2) * z;
   else {
@@ -80,6 +82,9 @@ function fitReadable(
   }
   void rf.setViewport({ x, y, zoom: z });
 }
+
+/** Room for a minimap that does not sit on the graph: a canvas of at least 640x460. */
+const roomForMinimap = (s: { width: number; height: number }) => s.width >= 640 && s.height >= 460;
 
 /** Zoomed out far enough that node details are unreadable: draw them as simple cards. */
 const isFar = (s: { transform: [number, number, number] }) => s.transform[2] < 0.55;
@@ -105,6 +110,7 @@ export function Canvas() {
   const rfStore = useStoreApi<StepNode, PortEdge>();
   const { screenToFlowPosition, setCenter, getInternalNode, getZoom, getViewport } = rf;
   const far = useStore(isFar);
+  const minimapRoom = useStore(roomForMinimap);
   // The last fit request applied (tests wait for it before they measure or zoom).
   const [fitted, setFitted] = useState(-1);
   const fit = useCallback(() => {
@@ -246,7 +252,7 @@ export function Canvas() {
         proOptions={PRO_OPTIONS}
       >
         <Background variant={BackgroundVariant.Dots} gap={20} size={1.2} color="#2a3140" />
-        {nodes.length > 3 && (
+        {nodes.length > 3 && minimapRoom && (
           <MiniMap
             pannable
             zoomable
