@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import AxeBuilder from '@axe-core/playwright';
 import { expect, test, type Page } from '@playwright/test';
-import { baseUrl, edge, fitDone, newBlank, node, openEditor, select, token } from './helpers';
+import { baseUrl, edge, fitDone, newBlank, node, openEditor, openWorkflow, select, token } from './helpers';
 
 /** The lowest zoom Fit may choose (src/canvas/Canvas.tsx READABLE_ZOOM). */
 const READABLE_ZOOM = 0.75;
@@ -246,11 +246,46 @@ test('keyboard focus on a node and a button shows a focus ring', async ({ page }
   });
   expect(ring.shadow !== 'none' || ring.outline !== 'none').toBe(true);
   expect(ring.shadow).toContain('rgb(255, 209, 102)');
+  // Enter selects the focused step; a palette card then adds the next step after it.
+  await page.keyboard.press('Enter');
+  await expect(page.getByTestId('step-id')).toHaveValue('start');
+  await page.getByTestId('palette-transform').focus();
+  await page.keyboard.press('Enter');
+  // An edge focused from the keyboard: drawn in the focus colour.
+  await expect(edge(page, 'start', 'out', 'transform')).toHaveCount(1);
+  found = false;
+  for (let i = 0; i < 80 && !found; i++) {
+    await page.keyboard.press('Tab');
+    found = await page.evaluate(() => !!document.activeElement?.classList.contains('react-flow__edge'));
+  }
+  expect(found, 'the edge is reachable with Tab').toBe(true);
+  await expect(edge(page, 'start', 'out', 'transform')).toHaveCSS('stroke', 'rgb(255, 209, 102)');
   // A button focused from the keyboard.
   await page.getByTestId('palette-search').focus();
   await page.keyboard.press('Shift+Tab');
   const outline = await page.evaluate(() => (document.activeElement ? getComputedStyle(document.activeElement).outlineStyle : 'none'));
   expect(outline).not.toBe('none');
+});
+
+test('the insert hint never covers the button below its field; required selects offer no meaningless default', async ({ page }) => {
+  await openEditor(page);
+  await openWorkflow(page, 'invoice-paid-once');
+  await select(page, 'create');
+  const value = page.getByTestId('map-headers-value-0').locator('textarea');
+  await value.click();
+  await expect(page.locator('.fx-tpl-hint')).toBeVisible();
+  const add = page.getByTestId('map-headers-add');
+  await add.scrollIntoViewIfNeeded();
+  const b = (await add.boundingBox())!;
+  const hit = await page.evaluate(([x, y]) => document.elementFromPoint(x, y)?.closest('[data-testid=map-headers-add]') !== null, [b.x + b.width / 2, b.y + b.height / 2]);
+  expect(hit, '"+ Add header" is not under the hint').toBe(true);
+  // A click on it lands, although the hint goes away when the field loses the focus.
+  await add.click();
+  await expect(page.getByTestId('map-headers-key-1')).toBeVisible();
+  // The required `method` select: no option called "default".
+  const options = await page.locator('#root_method option').allTextContents();
+  expect(options).toContain('POST');
+  expect(options.map((o) => o.trim().toLowerCase())).not.toContain('default');
 });
 
 test('the editor and the run history pass the color-contrast check (WCAG AA)', async ({ page }) => {

@@ -4,6 +4,7 @@ import { useEditor, runFinished } from '../store/editor';
 import { portsOf, type StepNode } from '../store/graph';
 import type { StepKind } from '../api';
 import { excerpt, formatMs } from '../app/format';
+import { CircleX, TriangleAlert } from 'lucide-react';
 import { CategoryIcon } from './icons';
 
 
@@ -103,7 +104,8 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
         </span>
         {errors > 0 && (
           <span className="fx-badge fx-badge-error" data-testid="node-badge-error" title={probs!.errors.map((p) => p.message).join('\n')}>
-            {errors}
+            <CircleX size={11} strokeWidth={2.5} aria-label="errors" />
+            <span>{errors}</span>
           </span>
         )}
         {warnings > 0 && (
@@ -113,7 +115,8 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
             data-codes={probs!.warnings.map((p) => p.code).join(' ')}
             title={probs!.warnings.map((p) => p.message).join('\n')}
           >
-            {warnings}
+            <TriangleAlert size={11} strokeWidth={2.5} aria-label="warnings" />
+            <span>{warnings}</span>
           </span>
         )}
       </div>
