@@ -267,6 +267,28 @@ test('keyboard focus on a node and a button shows a focus ring', async ({ page }
   expect(outline).not.toBe('none');
 });
 
+test('the minimap is small and shows the current run only: its colours come with a run and go with it', async ({ page }) => {
+  await openEditor(page);
+  await openWorkflow(page, 'invoice-paid-once');
+  const minimap = page.locator('.react-flow__minimap');
+  await expect(minimap).toBeVisible();
+  const box = (await minimap.boundingBox())!;
+  expect(box.width * box.height).toBeLessThanOrEqual(160 * 110);
+  const fills = () => page.locator('.react-flow__minimap-node').evaluateAll((els) => els.map((e) => getComputedStyle(e).fill));
+  const SUCCEEDED = 'rgb(63, 182, 139)';
+  const FAILED = 'rgb(240, 97, 109)';
+  expect(await fills()).not.toContain(SUCCEEDED);
+  await page.getByTestId('edit-input').click();
+  await page.getByTestId('sample-select').selectOption('stripe/invoice.paid.json');
+  await page.getByTestId('dry-run').click();
+  await expect(page.getByTestId('run-status')).toHaveText('failed');
+  await expect.poll(fills).toContain(SUCCEEDED);
+  expect(await fills()).toContain(FAILED);
+  await page.getByTestId('clear-run').click();
+  await expect.poll(fills).not.toContain(SUCCEEDED);
+  expect(await fills()).not.toContain(FAILED);
+});
+
 test('the insert hint never covers the button below its field; required selects offer no meaningless default', async ({ page }) => {
   await openEditor(page);
   await openWorkflow(page, 'invoice-paid-once');
