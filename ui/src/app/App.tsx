@@ -19,7 +19,7 @@ function LeftPanel() {
   const count = useEditor((s) => s.workflows.length);
   return (
     <aside className="fx-left" id="fx-left-panel" aria-label="Steps and workflows" data-testid="left-panel">
-      <nav className="fx-tabs">
+      <nav className="fx-tabs" aria-label="Steps or workflows">
         <button className={tab === 'steps' ? 'is-active' : ''} onClick={() => setTab('steps')} data-testid="tab-steps">
           Steps
         </button>

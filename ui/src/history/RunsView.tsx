@@ -42,6 +42,7 @@ function SearchInput({
       value={text}
       placeholder={placeholder}
       title={title}
+      aria-label={title}
       onChange={(e) => setText(e.target.value)}
       onKeyDown={(e) => e.key === 'Enter' && onCommit(text)}
       data-testid={testId}

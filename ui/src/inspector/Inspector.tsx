@@ -33,7 +33,7 @@ function toErrorSchema(fieldErrors: Record<string, string[]>): ErrorSchema {
 }
 
 /** Commit-on-blur text input (ids: renaming on each keystroke would rewire the graph). */
-function IdInput({ value, onCommit, testId, pattern }: { value: string; onCommit(v: string): string | null; testId: string; pattern?: string }) {
+function IdInput({ value, onCommit, testId, pattern, label }: { value: string; onCommit(v: string): string | null; testId: string; pattern?: string; label: string }) {
   const [text, setText] = useState(value);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
@@ -53,6 +53,7 @@ function IdInput({ value, onCommit, testId, pattern }: { value: string; onCommit
         value={text}
         pattern={pattern}
         spellCheck={false}
+        aria-label={label}
         data-testid={testId}
         onChange={(e) => setText(e.target.value)}
         onBlur={commit}
@@ -107,7 +108,7 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
         </header>
         <div className="form-group">
           <label className="control-label">Step id</label>
-          <IdInput value={id} testId="step-id" onCommit={(v) => renameStep(id, v)} />
+          <IdInput value={id} testId="step-id" label="Step id" onCommit={(v) => renameStep(id, v)} />
         </div>
         <div className="form-group">
           <label className="control-label">Name</label>
@@ -238,6 +239,7 @@ function WorkflowForm() {
         <IdInput
           value={meta.id}
           testId="workflow-id"
+          label="Workflow id (file name)"
           onCommit={(v) => {
             if (!WORKFLOW_ID_RE.test(v)) return 'Lowercase letters, digits, - and _ (start with a letter or digit; max 64).';
             setMeta({ id: v });

@@ -62,7 +62,7 @@ export function Palette() {
       </p>
       {groups.map(([cat, kinds]) => (
         <section key={cat} className="fx-palette-group">
-          <h3>{CATEGORY_TITLE[cat] ?? cat}</h3>
+          <h2>{CATEGORY_TITLE[cat] ?? cat}</h2>
           {kinds.map((k) => (
             <button
               type="button"

@@ -213,6 +213,7 @@ function InputTab() {
         className={`fx-code fx-input-json ${error ? 'is-invalid' : ''}`}
         spellCheck={false}
         value={text}
+        aria-label="Run input (JSON)"
         data-testid="run-input"
         onChange={(e) => setInputText(e.target.value)}
       />
@@ -230,7 +231,7 @@ export function BottomPanel() {
   const run = useEditor((s) => s.run);
   return (
     <section className={`fx-bottom ${open ? 'is-open' : ''}`} data-testid="bottom-panel">
-      <nav className="fx-tabs">
+      <nav className="fx-tabs" aria-label="Problems, run results, run input and check">
         <button className={tab === 'problems' ? 'is-active' : ''} onClick={() => setTab('problems')} data-testid="tab-problems">
           Problems
           {errors > 0 && <span className="fx-count fx-count-error">{errors}</span>}
