@@ -47,6 +47,49 @@ test('a 19-digit id survives Format, a dry run from the editor, its display, the
   await expect(page.getByTestId('step-start').getByTestId('step-output')).toContainText(BIG);
 });
 
+test('a 19-digit Memory value shows and copies with every digit', async ({ page, request, context }) => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write']);
+  const auth = { Authorization: `Bearer ${token()}` };
+  const wf = {
+    id: 'e2e-big-memory',
+    name: 'Big ids into Memory',
+    version: 0,
+    settings: { run_timeout_s: 50 },
+    steps: [
+      { id: 'start', kind: 'manual_trigger', position: { x: 0, y: 0 }, config: {} },
+      {
+        id: 'keep',
+        kind: 'memory',
+        position: { x: 300, y: 0 },
+        config: { operation: 'write', namespace: 'big-ids', key: '{{ input.key }}', value: '{{ input.id }}' },
+      },
+    ],
+    edges: [{ from: 'start', to: 'keep' }],
+  };
+  const put = await request.put(`${baseUrl()}/api/v1/workflows/${wf.id}`, { headers: auth, data: wf });
+  expect(put.ok(), await put.text()).toBeTruthy();
+  // The body as text: a JS object would round the id before it is sent.
+  const run = await request.post(`${baseUrl()}/api/v1/workflows/${wf.id}/runs`, {
+    headers: { ...auth, 'Content-Type': 'application/json' },
+    data: `{"input": {"key": "k-big", "id": ${BIG}}}`,
+  });
+  expect(run.ok(), await run.text()).toBeTruthy();
+  await expect
+    .poll(async () => (await request.get(`${baseUrl()}/api/v1/memory/big-ids/k-big`, { headers: auth })).text())
+    .toContain(BIG);
+
+  await page.goto(`${baseUrl()}/#token=${token()}`);
+  await page.getByTestId('view-memory').click();
+  await page.getByTestId('namespace-big-ids').click();
+  const row = page.locator('[data-testid="memory-row"][data-key="k-big"]');
+  await expect(row).toContainText(BIG);
+  await row.click();
+  const value = page.getByTestId('memory-value');
+  await expect(value).toContainText(BIG);
+  await value.getByTestId('json-copy').click();
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(BIG);
+});
+
 /** The canvas' zoom, from React Flow's viewport transform. */
 async function zoomOf(page: Page): Promise<number> {
   const t = await page.locator('.react-flow__viewport').evaluate((e) => (e as HTMLElement).style.transform);
