@@ -308,6 +308,8 @@ test('a bad template shows its error on the right node and field', async ({ page
 test('refuses invalid connections: into a trigger, closing a cycle, twice the same', async ({ page }) => {
   await openEditor(page);
   await openWorkflow(page, 'invoice-paid-once');
+  // Fit keeps a readable zoom, where this flow is wider than the canvas: zoom out to reach every port.
+  await zoomOut(page, 3);
   const edges = page.locator('[data-testid^="edge-"]');
   await expect(edges).toHaveCount(6);
   await tryConnect(page, 'skip', 'out', 'hook'); // a trigger has no input

@@ -9,6 +9,12 @@ export async function openEditor(page: Page): Promise<void> {
   await page.goto(`${baseUrl()}/#token=${token()}`);
   await expect(page.getByTestId('editor')).toBeVisible();
   await expect(page.locator('.react-flow__node').first()).toBeVisible();
+  await fitDone(page);
+}
+
+/** Wait until the canvas has fitted the graph it shows (after opening a workflow, Fit, Layout). */
+export async function fitDone(page: Page): Promise<void> {
+  await expect(page.getByTestId('canvas')).toHaveAttribute('data-fit-done', 'true');
 }
 
 /** Call the API directly (for seeding and for checking what the UI saved). */
@@ -33,6 +39,7 @@ export async function openWorkflow(page: Page, id: string): Promise<void> {
   if (await dialog.isVisible()) await page.getByTestId('confirm-ok').click();
   await expect(page.getByTestId('workflow-version')).not.toHaveText('new');
   await expect(page.getByTestId('inspector-workflow').getByTestId('workflow-id')).toHaveValue(id);
+  await fitDone(page);
 }
 
 /** A new blank workflow (a manual trigger `start`). */
@@ -43,6 +50,7 @@ export async function newBlank(page: Page): Promise<void> {
   const dialog = page.getByTestId('confirm-dialog');
   if (await dialog.isVisible()) await page.getByTestId('confirm-ok').click();
   await expect(page.getByTestId('node-start')).toBeVisible();
+  await fitDone(page);
   await page.getByTestId('tab-steps').click();
 }
 

@@ -96,7 +96,7 @@ test.describe.serial('resume', () => {
 
     await openRun(page, failed.id);
     const resume = page.getByTestId('detail-resume');
-    await expect(resume).toHaveText('▶ Resume from create');
+    await expect(resume).toHaveText('Resume from create');
     await expect(page.getByTestId('detail-replay')).not.toHaveClass(/fx-btn-primary/);
 
     // "Resume from here" on the steps that succeeded on the main path, not on the error branch.

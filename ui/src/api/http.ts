@@ -49,9 +49,11 @@ export class HttpApi implements Api {
 
   /**
    * One call. Bodies are written with {@link stringifyJson}; answers are read with
-   * {@link parseJson} (integers beyond 2^53 kept exactly) when `lossless`, else `JSON.parse`.
+   * {@link parseJson} (integers beyond 2^53 kept exactly: run inputs, step outputs, Memory
+   * values) unless `lossless` is false (workflow definitions, which the schema forms edit as
+   * plain numbers), then `JSON.parse`.
    */
-  private async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, lossless = false): Promise<T> {
+  private async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, lossless = true): Promise<T> {
     let resp: Response;
     try {
       resp = await fetch(`${this.base}/api/v1${path}`, {
@@ -88,19 +90,19 @@ export class HttpApi implements Api {
   }
 
   async listWorkflows(): Promise<WorkflowSummary[]> {
-    return (await this.request<{ workflows: WorkflowSummary[] }>('GET', '/workflows')).workflows;
+    return (await this.request<{ workflows: WorkflowSummary[] }>('GET', '/workflows', undefined, {}, false)).workflows;
   }
   getWorkflow(id: string): Promise<Workflow> {
-    return this.request('GET', `/workflows/${encodeURIComponent(id)}`);
+    return this.request('GET', `/workflows/${encodeURIComponent(id)}`, undefined, {}, false);
   }
   saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult> {
-    return this.request('PUT', `/workflows/${encodeURIComponent(id)}`, workflow);
+    return this.request('PUT', `/workflows/${encodeURIComponent(id)}`, workflow, {}, false);
   }
   deleteWorkflow(id: string): Promise<void> {
     return this.request('DELETE', `/workflows/${encodeURIComponent(id)}`);
   }
   validateWorkflow(workflow: Workflow): Promise<ValidateResult> {
-    return this.request('POST', '/workflows/validate', workflow);
+    return this.request('POST', '/workflows/validate', workflow, {}, false);
   }
   dryRun(id: string, input: unknown, workflow?: Workflow): Promise<RunRecord> {
     return this.request('POST', `/workflows/${encodeURIComponent(id)}/dry-run`, workflow ? { input, workflow } : { input });
@@ -109,8 +111,8 @@ export class HttpApi implements Api {
     return this.request('POST', `/workflows/${encodeURIComponent(id)}/runs`, { input }, { Prefer: 'respond-async' });
   }
   getRun(id: string): Promise<RunRecord> {
-    // Lossless: the input may be shown, edited and sent back (replay with edited input).
-    return this.request('GET', `/runs/${encodeURIComponent(id)}`, undefined, {}, true);
+    // The input may be shown, edited and sent back (replay with edited input): lossless.
+    return this.request('GET', `/runs/${encodeURIComponent(id)}`);
   }
   checkWorkflow(id: string, event: unknown, options: CheckOptions = {}): Promise<CheckReport> {
     const body: Record<string, unknown> = { event };
@@ -119,10 +121,10 @@ export class HttpApi implements Api {
     return this.request('POST', `/workflows/${encodeURIComponent(id)}/check`, body);
   }
   stepKinds(): Promise<StepKind[]> {
-    return this.request('GET', '/step-kinds');
+    return this.request('GET', '/step-kinds', undefined, {}, false);
   }
   async templates(): Promise<Template[]> {
-    return (await this.request<{ templates: Template[] }>('GET', '/templates')).templates;
+    return (await this.request<{ templates: Template[] }>('GET', '/templates', undefined, {}, false)).templates;
   }
   async samplePayloads(): Promise<SamplePayload[]> {
     return (await this.request<{ payloads: SamplePayload[] }>('GET', '/sample-payloads')).payloads;
@@ -164,10 +166,10 @@ export class HttpApi implements Api {
     await this.request('DELETE', `/memory/${encodeURIComponent(namespace)}/${encodeURIComponent(key)}`);
   }
   getSettings(): Promise<SettingsView> {
-    return this.request('GET', '/settings');
+    return this.request('GET', '/settings', undefined, {}, false);
   }
   saveSettings(settings: AppSettings): Promise<SettingsView> {
-    return this.request('PUT', '/settings', settings);
+    return this.request('PUT', '/settings', settings, {}, false);
   }
   async getToken(): Promise<string> {
     return (await this.request<{ token: string }>('GET', '/settings/token')).token;
@@ -189,7 +191,7 @@ export class HttpApi implements Api {
     const parser = new SseParser((m) => {
       if (m.event !== 'run') return;
       try {
-        onEvent(JSON.parse(m.data) as RunEvent);
+        onEvent(parseJson(m.data) as RunEvent);
       } catch {
         /* ignore a malformed event */
       }

@@ -5,6 +5,7 @@ import { TauriApi } from './tauri';
 export type { Api } from './api';
 export * from './types';
 export { LosslessNumber, parseJson, stringifyJson, hasRoundedInteger } from './json';
+export { isLosslessNumber } from 'lossless-json';
 export { HttpApi } from './http';
 export { TauriApi } from './tauri';
 

@@ -18,8 +18,8 @@ function LeftPanel() {
   const setTab = useEditor((s) => s.setLeftTab);
   const count = useEditor((s) => s.workflows.length);
   return (
-    <aside className="fx-left" data-testid="left-panel">
-      <nav className="fx-tabs">
+    <aside className="fx-left" id="fx-left-panel" aria-label="Steps and workflows" data-testid="left-panel">
+      <nav className="fx-tabs" aria-label="Steps or workflows">
         <button className={tab === 'steps' ? 'is-active' : ''} onClick={() => setTab('steps')} data-testid="tab-steps">
           Steps
         </button>
@@ -36,16 +36,18 @@ function Editor() {
   useShortcuts();
   useAutoValidate();
   useBeforeUnload();
+  const leftOpen = useEditor((s) => s.leftOpen);
+  const rightOpen = useEditor((s) => s.rightOpen);
   return (
     <div className="fx-app" data-testid="editor">
       <TopBar />
-      <div className="fx-main">
-        <LeftPanel />
+      <div className={`fx-main ${leftOpen ? '' : 'no-left'} ${rightOpen ? '' : 'no-right'}`}>
+        {leftOpen && <LeftPanel />}
         <div className="fx-center">
           <Canvas />
           <BottomPanel />
         </div>
-        <Inspector />
+        {rightOpen && <Inspector />}
       </div>
     </div>
   );

@@ -1,3 +1,4 @@
+import { Workflow } from 'lucide-react';
 import type { ReactNode } from 'react';
 import { useNav, type View } from './nav';
 import { useEditor } from '../store/editor';
@@ -31,9 +32,9 @@ export function Shell({ editor }: { editor: ReactNode }) {
   return (
     <div className={`fx-shell ${notices.length ? 'has-notice' : ''}`} data-testid="shell" data-view={view}>
       <nav className="fx-appnav" aria-label="Views">
-        <span className="fx-brand" title="Fluxo">
-          <span className="fx-logo">◆</span> Fluxo
-        </span>
+        <h1 className="fx-brand" title="Fluxo">
+          <Workflow className="fx-logo" size={18} aria-hidden /> Fluxo
+        </h1>
         {TABS.map((t) => (
           <button
             key={t.view}
@@ -48,7 +49,7 @@ export function Shell({ editor }: { editor: ReactNode }) {
         ))}
       </nav>
       <NoticeBanner notices={notices} onDismiss={dismissNotices} onOpenSettings={view === 'settings' ? undefined : () => go('settings')} />
-      <div className="fx-shell-body">
+      <main className="fx-shell-body">
         {view === 'editor' ? (
           ready ? (
             editor
@@ -58,7 +59,7 @@ export function Shell({ editor }: { editor: ReactNode }) {
             </div>
           )
         ) : view === 'runs' ? <RunsView /> : view === 'memory' ? <MemoryView /> : <SettingsView />}
-      </div>
+      </main>
       <ConfirmDialog />
       <ToastView />
     </div>

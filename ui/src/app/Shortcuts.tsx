@@ -13,8 +13,11 @@ export const SHORTCUTS: [string, string][] = [
   ['Shift+drag', 'Box-select'],
   [`${MOD}+click`, 'Add to the selection'],
   [`${MOD}+Shift+L`, 'Auto-layout'],
-  ['Shift+1', 'Fit view'],
+  ['Shift+1', 'Fit view (at a readable zoom)'],
   ['Esc', 'Clear the selection'],
+  ['Tab, then Enter', 'Focus a step, select it'],
+  ['Click a palette step', 'Add it after the selected step, connected'],
+  ['Drop a wire on empty canvas', 'Pick the next step there, connected'],
 ];
 
 export function Shortcuts({ onClose }: { onClose(): void }) {

@@ -1,3 +1,4 @@
+import { Workflow } from 'lucide-react';
 import { useState } from 'react';
 import { HttpApi } from '../api';
 
@@ -29,7 +30,7 @@ export function TokenScreen({ onToken, reason }: { onToken(t: string): void; rea
         }}
       >
         <h3>
-          <span className="fx-logo">◆</span> Connect to Fluxo
+          <Workflow className="fx-logo" size={18} aria-hidden /> Connect to Fluxo
         </h3>
         <p>
           Paste the API token of this server. It is in <code>&lt;data-dir&gt;/token</code>, or the value given to{' '}

@@ -1,3 +1,4 @@
+import { CircleHelp, LayoutGrid, Maximize, PanelLeftClose, PanelLeftOpen, PanelRightClose, PanelRightOpen, Play, Redo2, Save, SquarePen, Undo2, Zap } from 'lucide-react';
 import { useState } from 'react';
 import { useEditor } from '../store/editor';
 import { MOD } from './format';
@@ -57,10 +58,24 @@ export function TopBar() {
   const autoLayout = useEditor((s) => s.autoLayout);
   const requestFit = useEditor((s) => s.requestFit);
   const setBottomTab = useEditor((s) => s.setBottomTab);
+  const leftOpen = useEditor((s) => s.leftOpen);
+  const rightOpen = useEditor((s) => s.rightOpen);
+  const togglePanel = useEditor((s) => s.togglePanel);
   const [help, setHelp] = useState(false);
 
   return (
     <header className="fx-topbar" data-testid="topbar">
+      <button
+        className="fx-btn fx-btn-ghost fx-btn-icon"
+        onClick={() => togglePanel('left')}
+        title={leftOpen ? 'Hide the steps panel' : 'Show the steps panel'}
+        aria-label={leftOpen ? 'Hide the steps panel' : 'Show the steps panel'}
+        aria-expanded={leftOpen}
+        aria-controls="fx-left-panel"
+        data-testid="toggle-left"
+      >
+        {leftOpen ? <PanelLeftClose size={18} aria-hidden /> : <PanelLeftOpen size={18} aria-hidden />}
+      </button>
       <div className="fx-title">
         <input
           className="fx-name"
@@ -71,7 +86,7 @@ export function TopBar() {
           onChange={(e) => setMeta({ name: e.target.value }, 'meta:name')}
           size={Math.max(12, Math.min(48, name.length + 1))}
         />
-        <span className="fx-mono fx-muted" title="Workflow id (file name)">
+        <span className="fx-mono fx-muted fx-wf-id" title={`Workflow id (file name): ${id}`}>
           {id}
         </span>
         <span className="fx-version" data-testid="workflow-version" title={savedId ? 'Version on disk (bumped by every save)' : 'Never saved'}>
@@ -82,25 +97,32 @@ export function TopBar() {
       <ValidationStatus />
       <span className="fx-spacer" />
       <div className="fx-toolgroup">
-        <button className="fx-btn fx-btn-ghost" onClick={undo} disabled={!canUndo} title={`Undo (${MOD}+Z)`} data-testid="undo">
-          ↶
+        <button className="fx-btn fx-btn-ghost fx-btn-icon" onClick={undo} disabled={!canUndo} title={`Undo (${MOD}+Z)`} aria-label="Undo" data-testid="undo">
+          <Undo2 size={17} aria-hidden />
         </button>
-        <button className="fx-btn fx-btn-ghost" onClick={redo} disabled={!canRedo} title={`Redo (${MOD}+Shift+Z)`} data-testid="redo">
-          ↷
+        <button className="fx-btn fx-btn-ghost fx-btn-icon" onClick={redo} disabled={!canRedo} title={`Redo (${MOD}+Shift+Z)`} aria-label="Redo" data-testid="redo">
+          <Redo2 size={17} aria-hidden />
         </button>
-        <button className="fx-btn fx-btn-ghost" onClick={autoLayout} title={`Auto-layout (${MOD}+Shift+L)`} data-testid="auto-layout">
-          Layout
+        <button className="fx-btn fx-btn-ghost" onClick={autoLayout} title={`Auto-layout (${MOD}+Shift+L)`} aria-label="Layout" data-testid="auto-layout">
+          <LayoutGrid size={16} aria-hidden /> <span className="fx-btn-label">Layout</span>
         </button>
-        <button className="fx-btn fx-btn-ghost" onClick={requestFit} title="Fit view (Shift+1)" data-testid="fit-view">
-          Fit
+        <button className="fx-btn fx-btn-ghost" onClick={requestFit} title="Fit view at a readable zoom (Shift+1)" aria-label="Fit" data-testid="fit-view">
+          <Maximize size={16} aria-hidden /> <span className="fx-btn-label">Fit</span>
         </button>
-        <button className="fx-btn fx-btn-ghost" onClick={() => setHelp((h) => !h)} title="Keyboard shortcuts" data-testid="shortcuts">
-          ?
+        <button
+          className="fx-btn fx-btn-ghost fx-btn-icon"
+          onClick={() => setHelp((h) => !h)}
+          title="Keyboard shortcuts"
+          aria-label="Keyboard shortcuts"
+          aria-expanded={help}
+          data-testid="shortcuts"
+        >
+          <CircleHelp size={17} aria-hidden />
         </button>
       </div>
       <div className="fx-toolgroup">
         <button className="fx-btn" onClick={() => setBottomTab('input')} title="Edit the run input" data-testid="edit-input">
-          Input
+          <SquarePen size={15} aria-hidden /> Input
         </button>
         <button
           className="fx-btn fx-btn-primary"
@@ -109,16 +131,45 @@ export function TopBar() {
           title={`Dry run what is on the canvas: templates and routing for real, every side effect simulated (${MOD}+Enter)`}
           data-testid="dry-run"
         >
-          {busy === 'dry' ? 'Running…' : '▶ Dry Run'}
+          {busy === 'dry' ? (
+            'Running…'
+          ) : (
+            <>
+              <Play size={15} aria-hidden /> Dry Run
+            </>
+          )}
         </button>
         <CheckButton />
         <button className="fx-btn" onClick={() => void runLive()} disabled={!!busy} title="Start a live run of the saved workflow" data-testid="run-live">
-          {busy === 'live' ? 'Running…' : 'Run'}
+          {busy === 'live' ? (
+            'Running…'
+          ) : (
+            <>
+              <Zap size={15} aria-hidden /> Run
+            </>
+          )}
         </button>
         <button className="fx-btn" onClick={() => void save()} disabled={saving} title={`Save (${MOD}+S)`} data-testid="save">
-          {saving ? 'Saving…' : 'Save'}
+          {saving ? (
+            'Saving…'
+          ) : (
+            <>
+              <Save size={15} aria-hidden /> Save
+            </>
+          )}
         </button>
       </div>
+      <button
+        className="fx-btn fx-btn-ghost fx-btn-icon"
+        onClick={() => togglePanel('right')}
+        title={rightOpen ? 'Hide the inspector' : 'Show the inspector'}
+        aria-label={rightOpen ? 'Hide the inspector' : 'Show the inspector'}
+        aria-expanded={rightOpen}
+        aria-controls="fx-inspector-panel"
+        data-testid="toggle-right"
+      >
+        {rightOpen ? <PanelRightClose size={18} aria-hidden /> : <PanelRightOpen size={18} aria-hidden />}
+      </button>
       {help && <Shortcuts onClose={() => setHelp(false)} />}
     </header>
   );

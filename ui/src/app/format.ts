@@ -1,8 +1,10 @@
-/** JSON text of a value, cut to `max` characters. */
+import { stringifyJson } from '../api/json';
+
+/** JSON text of a value (integers beyond 2^53 with every digit), cut to `max` characters. */
 export function excerpt(v: unknown, max = 120): string {
   let s: string;
   try {
-    s = typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v, null, max > 200 ? 2 : 0) ?? 'null';
+    s = typeof v === 'string' ? JSON.stringify(v) : stringifyJson(v, max > 200 ? 2 : 0) ?? 'null';
   } catch {
     s = String(v);
   }

@@ -1,19 +1,25 @@
-import { useCallback, useEffect, type DragEvent } from 'react';
+import { useCallback, useEffect, useRef, useState, type DragEvent } from 'react';
 import {
   Background,
   BackgroundVariant,
+  ControlButton,
   Controls,
   MiniMap,
   ReactFlow,
+  getNodesBounds,
   useReactFlow,
   useStore,
   useStoreApi,
+  type FinalConnectionState,
   type Node,
+  type ReactFlowInstance,
 } from '@xyflow/react';
+import { Maximize } from 'lucide-react';
 import { useEditor } from '../store/editor';
 import type { PortEdge, StepNode } from '../store/graph';
 import { StepNodeView } from './StepNodeView';
 import { PortEdgeView } from './PortEdgeView';
+import { StepPickerView } from './StepPicker';
 
 // Module scope: React Flow re-creates every node when these objects change identity.
 const nodeTypes = { step: StepNodeView };
@@ -21,7 +27,13 @@ const edgeTypes = { port: PortEdgeView };
 export const DRAG_MIME = 'application/x-fluxo-kind';
 const MULTI_SELECT_KEYS = ['Control', 'Meta'];
 const SNAP: [number, number] = [10, 10];
-const FIT_OPTIONS = { padding: 0.2, maxZoom: 1.2 };
+/** Below this zoom a 15 px title is under 11 px on screen: Fit never goes there. */
+export const READABLE_ZOOM = 0.75;
+const FIT_MAX_ZOOM = 1.1;
+const FIT_PAD = 40;
+/** Room on the left for the zoom controls when the graph starts at the canvas' left edge. */
+const FIT_LEFT = 64;
+const PRO_OPTIONS = { hideAttribution: true };
 
 const STATUS_COLORS: Record<string, string> = {
   succeeded: '#3fb68b',
@@ -39,6 +51,41 @@ const CATEGORY_COLORS: Record<string, string> = {
   errors: '#ef6b73',
 };
 
+/**
+ * Fit the graph at a readable zoom: the whole graph when it fits at {@link READABLE_ZOOM} or
+ * more; else the readable zoom, starting from the trigger (the left edge of the graph at the
+ * canvas' left, the trigger's row centred when the graph is too tall).
+ */
+function fitReadable(
+  rf: Pick<ReactFlowInstance<StepNode, PortEdge>, 'getNodes' | 'setViewport'>,
+  width: number,
+  height: number,
+  isTrigger: (n: StepNode) => boolean,
+): void {
+  const nodes = rf.getNodes();
+  if (!nodes.length || !width || !height) return;
+  const b = getNodesBounds(nodes);
+  const zoom = Math.min(FIT_MAX_ZOOM, (width - 2 * FIT_PAD) / b.width, (height - 2 * FIT_PAD) / b.height);
+  if (zoom >= READABLE_ZOOM) {
+    void rf.setViewport({ x: width / 2 - (b.x + b.width / 2) * zoom, y: height / 2 - (b.y + b.height / 2) * zoom, zoom });
+    return;
+  }
+  const z = READABLE_ZOOM;
+  const trigger = nodes.find(isTrigger) ?? [...nodes].sort((a, c) => a.position.x - c.position.x)[0];
+  const x = FIT_LEFT - b.x * z;
+  let y: number;
+  if (b.height * z <= height - 2 * FIT_PAD) y = height / 2 - (b.y + b.height / 2) * z;
+  else {
+    const ty = trigger.position.y + (trigger.measured?.height ?? 100) / 2;
+    // The trigger's row in the middle, but no empty band above the graph's top.
+    y = Math.min(FIT_PAD - b.y * z, height / 2 - ty * z);
+  }
+  void rf.setViewport({ x, y, zoom: z });
+}
+
+/** Room for a minimap that does not sit on the graph: a canvas of at least 640x460. */
+const roomForMinimap = (s: { width: number; height: number }) => s.width >= 640 && s.height >= 460;
+
 /** Zoomed out far enough that node details are unreadable: draw them as simple cards. */
 const isFar = (s: { transform: [number, number, number] }) => s.transform[2] < 0.55;
 
@@ -54,11 +101,28 @@ export function Canvas() {
   const addStep = useEditor((s) => s.addStep);
   const focus = useEditor((s) => s.focus);
   const fitRequest = useEditor((s) => s.fitRequest);
-  const { screenToFlowPosition, setCenter, getInternalNode, fitView, getZoom } = useReactFlow();
+  const openPicker = useEditor((s) => s.openPicker);
+  const picker = useEditor((s) => s.picker);
+  const run = useEditor((s) => s.run);
+  const runByStep = useEditor((s) => s.runByStep);
+  const kinds = useEditor((s) => s.kinds);
+  const rf = useReactFlow<StepNode, PortEdge>();
+  const rfStore = useStoreApi<StepNode, PortEdge>();
+  const { screenToFlowPosition, setCenter, getInternalNode, getZoom, getViewport } = rf;
   const far = useStore(isFar);
+  const minimapRoom = useStore(roomForMinimap);
+  // The last fit request applied (tests wait for it before they measure or zoom).
+  const [fitted, setFitted] = useState(-1);
+  const fit = useCallback(() => {
+    const { width, height } = rfStore.getState();
+    const k = useEditor.getState().kinds;
+    fitReadable(rf, width, height, (n) => !!k[n.data.kind]?.trigger);
+  }, [rf, rfStore]);
+  // Fit only when asked (a new graph, Fit, Layout), not when the instance's identity changes.
+  const fitRef = useRef(fit);
+  fitRef.current = fit;
   // Fit once every node of the (new) graph is measured: React Flow's own queued fitView fires
   // on the first measured batch, which after opening another workflow may be a few nodes only.
-  const rfStore = useStoreApi<StepNode, PortEdge>();
   useEffect(() => {
     let frame = 0;
     let tries = 0;
@@ -69,24 +133,65 @@ export function Canvas() {
         const n = lookup.get(id);
         return !!n && !!n.measured.width && !!n.internals.handleBounds;
       });
-      if (ready || ++tries > 120) void fitView(FIT_OPTIONS);
-      else frame = requestAnimationFrame(tick);
+      const sized = rfStore.getState().width > 0;
+      if ((ready && sized) || ++tries > 120) {
+        fitRef.current();
+        setFitted(fitRequest);
+      } else frame = requestAnimationFrame(tick);
     };
     frame = requestAnimationFrame(tick);
     return () => cancelAnimationFrame(frame);
-  }, [fitRequest, fitView, rfStore]);
+  }, [fitRequest, rfStore]);
 
   useEffect(() => {
     if (!focus) return;
-    const n = getInternalNode(focus.id);
-    if (!n) return;
-    const w = n.measured.width ?? 220;
-    const h = n.measured.height ?? 80;
-    void setCenter(n.internals.positionAbsolute.x + w / 2, n.internals.positionAbsolute.y + h / 2, {
-      zoom: Math.max(getZoom(), 0.9),
-      duration: 250,
-    });
-  }, [focus, getInternalNode, setCenter, getZoom]);
+    let frame = 0;
+    let tries = 0;
+    const go = () => {
+      const n = getInternalNode(focus.id);
+      // A step just added is measured a frame or two later.
+      if ((!n || !n.measured.width) && ++tries < 30) {
+        frame = requestAnimationFrame(go);
+        return;
+      }
+      if (!n) return;
+      const w = n.measured.width ?? 220;
+      const h = n.measured.height ?? 80;
+      const cx = n.internals.positionAbsolute.x + w / 2;
+      const cy = n.internals.positionAbsolute.y + h / 2;
+      if (focus.keepZoom) {
+        // A step just added: pan only if it is not fully in view.
+        const { x, y, zoom } = getViewport();
+        const { width, height } = rfStore.getState();
+        const left = n.internals.positionAbsolute.x * zoom + x;
+        const top = n.internals.positionAbsolute.y * zoom + y;
+        if (left >= 0 && top >= 0 && left + w * zoom <= width && top + h * zoom <= height) return;
+        void setCenter(cx, cy, { zoom, duration: 200 });
+        return;
+      }
+      void setCenter(cx, cy, { zoom: Math.max(getZoom(), 0.9), duration: 250 });
+    };
+    go();
+    return () => cancelAnimationFrame(frame);
+  }, [focus, getInternalNode, setCenter, getZoom, getViewport, rfStore]);
+
+  // A wire dropped on empty canvas: offer the steps to add there, connected to the wire's port.
+  const onConnectEnd = useCallback(
+    (event: MouseEvent | TouchEvent, state: FinalConnectionState) => {
+      if (state.isValid || !state.fromNode || state.fromHandle?.type !== 'source') return;
+      const target = event.target as Element | null;
+      if (!target?.classList.contains('react-flow__pane')) return;
+      const pt = 'changedTouches' in event ? event.changedTouches[0] : event;
+      const host = (target.closest('.fx-canvas') as HTMLElement | null)?.getBoundingClientRect();
+      openPicker({
+        screen: { x: pt.clientX - (host?.left ?? 0), y: pt.clientY - (host?.top ?? 0) },
+        flow: screenToFlowPosition({ x: pt.clientX, y: pt.clientY }),
+        from: state.fromNode.id,
+        port: state.fromHandle.id ?? 'out',
+      });
+    },
+    [openPicker, screenToFlowPosition],
+  );
 
   const onDragOver = useCallback((e: DragEvent) => {
     if (e.dataTransfer.types.includes(DRAG_MIME)) {
@@ -106,16 +211,19 @@ export function Canvas() {
     [screenToFlowPosition, addStep],
   );
 
-  const minimapColor = useCallback((n: Node) => {
-    const s = useEditor.getState();
-    const st = s.run ? (s.runByStep[n.id]?.status ?? 'skipped') : null;
-    if (st) return STATUS_COLORS[st] ?? '#666';
-    const k = s.kinds[(n as StepNode).data.kind];
-    return CATEGORY_COLORS[k?.category ?? ''] ?? '#888';
-  }, []);
+  // Depends on the run shown, so the minimap redraws with it (and forgets a cleared run).
+  const minimapColor = useCallback(
+    (n: Node) => {
+      const st = run ? (runByStep[n.id]?.status ?? 'skipped') : null;
+      if (st) return STATUS_COLORS[st] ?? '#666';
+      const k = kinds[(n as StepNode).data.kind];
+      return CATEGORY_COLORS[k?.category ?? ''] ?? '#888';
+    },
+    [run, runByStep, kinds],
+  );
 
   return (
-    <div className={`fx-canvas ${far ? 'is-far' : ''}`} data-testid="canvas" onDragOver={onDragOver} onDrop={onDrop}>
+    <div className={`fx-canvas ${far ? 'is-far' : ''}`} data-testid="canvas" data-fit-done={fitted === fitRequest} onDragOver={onDragOver} onDrop={onDrop}>
       <ReactFlow<StepNode, PortEdge>
         nodes={nodes}
         edges={edges}
@@ -124,6 +232,8 @@ export function Canvas() {
         onNodesChange={onNodesChange}
         onEdgesChange={onEdgesChange}
         onConnect={onConnect}
+        onConnectEnd={onConnectEnd}
+        onPaneClick={() => picker && openPicker(null)}
         isValidConnection={isValidConnection}
         onNodeDragStart={beginDrag}
         onNodeDragStop={endDrag}
@@ -139,13 +249,29 @@ export function Canvas() {
         connectionRadius={28}
         elevateNodesOnSelect
         colorMode="dark"
-        fitView
-        fitViewOptions={FIT_OPTIONS}
+        proOptions={PRO_OPTIONS}
       >
         <Background variant={BackgroundVariant.Dots} gap={20} size={1.2} color="#2a3140" />
-        <MiniMap pannable zoomable nodeColor={minimapColor} nodeStrokeWidth={0} maskColor="rgba(10,13,19,0.7)" data-testid="minimap" />
-        <Controls showInteractive={false} />
+        {nodes.length > 3 && minimapRoom && (
+          <MiniMap
+            pannable
+            zoomable
+            nodeColor={minimapColor}
+            nodeStrokeWidth={0}
+            maskColor="rgba(10,13,19,0.55)"
+            style={{ width: 150, height: 96 }}
+            ariaLabel="Minimap"
+            data-testid="minimap"
+            data-run={run ? run.id : ''}
+          />
+        )}
+        <Controls showInteractive={false} showFitView={false} aria-label="Zoom">
+          <ControlButton onClick={fit} className="react-flow__controls-fitview" title="Fit view (readable zoom)" aria-label="Fit view">
+            <Maximize aria-hidden />
+          </ControlButton>
+        </Controls>
       </ReactFlow>
+      {picker && <StepPickerView />}
     </div>
   );
 }

@@ -4,14 +4,9 @@ import { useEditor, runFinished } from '../store/editor';
 import { portsOf, type StepNode } from '../store/graph';
 import type { StepKind } from '../api';
 import { excerpt, formatMs } from '../app/format';
+import { CircleX, TriangleAlert } from 'lucide-react';
+import { CategoryIcon } from './icons';
 
-export const CATEGORY_ICON: Record<string, string> = {
-  trigger: '⚡',
-  data: '▤',
-  flow: '◇',
-  network: '⇄',
-  errors: '⚠',
-};
 
 /** One line saying what the step is set to do. */
 function summary(kind: string, c: Record<string, unknown>, workflowId: string): string {
@@ -103,15 +98,14 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
     >
       {!isTrigger && <Handle type="target" id="in" position={Position.Left} className="fx-handle fx-handle-in" data-testid="handle-in" />}
       <div className="fx-node-head">
-        <span className="fx-node-icon" aria-hidden>
-          {CATEGORY_ICON[category] ?? '•'}
-        </span>
+        <CategoryIcon category={category} />
         <span className="fx-node-title" data-testid="node-title">
           {data.name || kind?.title || data.kind}
         </span>
         {errors > 0 && (
           <span className="fx-badge fx-badge-error" data-testid="node-badge-error" title={probs!.errors.map((p) => p.message).join('\n')}>
-            {errors}
+            <CircleX size={11} strokeWidth={2.5} aria-label="errors" />
+            <span>{errors}</span>
           </span>
         )}
         {warnings > 0 && (
@@ -121,7 +115,8 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
             data-codes={probs!.warnings.map((p) => p.code).join(' ')}
             title={probs!.warnings.map((p) => p.message).join('\n')}
           >
-            {warnings}
+            <TriangleAlert size={11} strokeWidth={2.5} aria-label="warnings" />
+            <span>{warnings}</span>
           </span>
         )}
       </div>

@@ -1,3 +1,4 @@
+import { ShieldCheck } from 'lucide-react';
 import { useEffect, useState } from 'react';
 import { useEditor } from '../store/editor';
 import { formatMs } from '../app/format';
@@ -26,7 +27,7 @@ export function CheckButton() {
   const runCheck = useCheck((s) => s.runCheck);
   return (
     <button className="fx-btn" onClick={() => void runCheck()} disabled={busy} title={CHECK_TITLE} data-testid="check">
-      {busy ? 'Checking…' : '✓ Check'}
+      {busy ? 'Checking…' : <><ShieldCheck size={15} aria-hidden /> Check</>}
     </button>
   );
 }

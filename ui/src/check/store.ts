@@ -4,7 +4,7 @@
 // "Check" tab.
 
 import { create } from 'zustand';
-import type { ApiError, CheckReport, Problem } from '../api';
+import { parseJson, type ApiError, type CheckReport, type Problem } from '../api';
 import { useEditor } from '../store/editor';
 
 const idPathsKey = (id: string) => `fluxo.checkIdPaths.${id}`;
@@ -59,7 +59,7 @@ export function parseIdPaths(text: string): string[] {
 function parseEvent(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
   if (!text.trim()) return { ok: true, value: {} };
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: parseJson(text) };
   } catch (e) {
     return { ok: false, error: (e as Error).message };
   }

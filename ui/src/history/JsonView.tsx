@@ -1,18 +1,19 @@
+import { ChevronDown, ChevronRight } from 'lucide-react';
 import { memo, useState } from 'react';
-import { LosslessNumber, stringifyJson } from '../api';
+import { isLosslessNumber, stringifyJson } from '../api';
 
 const MAX_ITEMS = 200;
 
 type Json = unknown;
 
 function isContainer(v: Json): v is Record<string, Json> | Json[] {
-  return v !== null && typeof v === 'object' && !(v instanceof LosslessNumber);
+  return v !== null && typeof v === 'object' && !isLosslessNumber(v);
 }
 
 function Scalar({ v }: { v: Json }) {
   if (v === null) return <span className="fx-json-null">null</span>;
   if (typeof v === 'string') return <span className="fx-json-str">{JSON.stringify(v)}</span>;
-  if (typeof v === 'number' || v instanceof LosslessNumber) return <span className="fx-json-num">{String(v)}</span>;
+  if (typeof v === 'number' || isLosslessNumber(v)) return <span className="fx-json-num">{String(v)}</span>;
   if (typeof v === 'boolean') return <span className="fx-json-bool">{String(v)}</span>;
   return <span>{String(v)}</span>;
 }
@@ -47,7 +48,7 @@ function NodeImpl({ name, v, depth, open: openDepth }: { name?: string; v: Json;
   return (
     <div className="fx-json-node">
       <div className="fx-json-line fx-json-toggle" onClick={() => setOpen((o) => !o)} role="button" aria-expanded={open}>
-        <span className="fx-json-caret">{open ? '▾' : '▸'}</span>
+        <span className="fx-json-caret">{open ? <ChevronDown size={14} aria-hidden /> : <ChevronRight size={14} aria-hidden />}</span>
         {label}
         <span className="fx-json-punct">{l}</span>
         {!open && (

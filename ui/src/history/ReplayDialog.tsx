@@ -1,3 +1,4 @@
+import { Play } from 'lucide-react';
 import { useEffect, useMemo, useState } from 'react';
 import { hasRoundedInteger, parseJson, stringifyJson, type RunPreview } from '../api';
 import { useEditor } from '../store/editor';
@@ -267,7 +268,7 @@ export function ReplayDialog() {
             ))}
             {resumeInstead && (
               <button className="fx-btn fx-btn-primary fx-btn-small" onClick={resume} data-testid="replay-resume-instead">
-                ▶ Resume run {shortId(target.id)} instead
+                <Play size={12} aria-hidden /> Resume run {shortId(target.id)} instead
               </button>
             )}
           </div>

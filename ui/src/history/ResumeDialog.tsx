@@ -1,3 +1,4 @@
+import { Check, TriangleAlert } from 'lucide-react';
 import { useEffect, useRef, useState } from 'react';
 import { ApiError, type PlannedCall, type PreviewWarning, type RunPreview } from '../api';
 import { useEditor } from '../store/editor';
@@ -67,11 +68,11 @@ export function CallTable({ calls }: { calls: PlannedCall[] }) {
               <span className={c.again ? 'fx-tag fx-tag-again' : 'fx-tag'}>{c.again ? 'sent again' : 'first time'}</span>{' '}
               {c.repeat_safe ? (
                 <span className="fx-ok-text" title="Repeating it cannot duplicate an effect">
-                  ✓ safe to repeat
+                  <Check size={13} aria-hidden /> safe to repeat
                 </span>
               ) : (
                 <span className="fx-error-text" data-testid="preview-call-unsafe">
-                  ⚠ {c.repeat_reason ?? 'repeating it may duplicate its effect'}
+                  <TriangleAlert size={13} aria-hidden /> {c.repeat_reason ?? 'repeating it may duplicate its effect'}
                 </span>
               )}
             </td>

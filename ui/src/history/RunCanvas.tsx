@@ -2,6 +2,7 @@
 // drawn the way the editor draws a dry run: each step's status ring and result, the walked
 // edges lit, steps not reached dimmed. Same node and edge classes as the editor's canvas.
 
+import { X } from 'lucide-react';
 import { createContext, memo, useContext, useEffect, useMemo } from 'react';
 import {
   Background,
@@ -19,7 +20,7 @@ import {
 import type { RunRecord, StepKind, StepRecord, Workflow } from '../api';
 import { useEditor } from '../store/editor';
 import { portsOf, workflowToGraph, type PortEdge, type StepNode } from '../store/graph';
-import { CATEGORY_ICON } from '../canvas/StepNodeView';
+import { CategoryIcon } from '../canvas/icons';
 import { excerpt, formatMs } from '../app/format';
 
 interface RunView {
@@ -53,9 +54,7 @@ function RunNodeImpl({ id, data }: NodeProps<StepNode>) {
     >
       {!kind?.trigger && <Handle type="target" id="in" position={Position.Left} className="fx-handle fx-handle-in" isConnectable={false} />}
       <div className="fx-node-head">
-        <span className="fx-node-icon" aria-hidden>
-          {CATEGORY_ICON[category] ?? '•'}
-        </span>
+        <CategoryIcon category={category} />
         <span className="fx-node-title">{data.name || kind?.title || data.kind}</span>
       </div>
       <div className="fx-node-sub">
@@ -144,8 +143,8 @@ export function RunCanvas({
           )}
           <span className="fx-spacer" />
           <span className="fx-muted">Read-only · click a step for its details</span>
-          <button className="fx-icon-btn" onClick={onClose} title="Close (Esc)" data-testid="run-canvas-close">
-            ✕
+          <button aria-label="Close (Esc)" className="fx-icon-btn" onClick={onClose} title="Close (Esc)" data-testid="run-canvas-close">
+            <X size={15} aria-hidden />
           </button>
         </div>
         <div className="fx-canvas">

@@ -1,3 +1,4 @@
+import { ChevronDown, ChevronRight, Play, RotateCcw, X } from 'lucide-react';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import type { ApiError, Attempt, RunPreview, RunRecord, RunSummary, StepRecord, Workflow } from '../api';
 import { useEditor } from '../store/editor';
@@ -162,7 +163,7 @@ function StepCard({
       data-reused-from={reusedFrom?.id ?? ''}
     >
       <div className="fx-step-head" onClick={onToggle} role="button" aria-expanded={open}>
-        <span className="fx-json-caret">{open ? '▾' : '▸'}</span>
+        <span className="fx-json-caret">{open ? <ChevronDown size={14} aria-hidden /> : <ChevronRight size={14} aria-hidden />}</span>
         <span className={`fx-pill run-${step.status}`}>{step.status}</span>
         <code className="fx-step-id">{step.step_id}</code>
         <span className="fx-muted">{step.kind}</span>
@@ -183,7 +184,7 @@ function StepCard({
             title="Resume this run from this step: the steps before it are reused, this step and the ones after it execute again"
             data-testid="resume-from-here"
           >
-            ▶ Resume from here
+            <Play size={12} aria-hidden /> Resume from here
           </button>
         )}
         {!reusedFrom && step.attempts.length > 1 && (
@@ -262,7 +263,7 @@ function ResumeAction({ run, summaries }: { run: RunRecord; summaries: Record<st
       data-from-step={from ?? ''}
       data-state={state?.preview ? 'ready' : state?.error ? 'error' : 'loading'}
     >
-      ▶ {from ? `Resume from ${from}` : 'Resume'}
+      <Play size={12} aria-hidden /> {from ? `Resume from ${from}` : 'Resume'}
     </button>
   );
 }
@@ -297,8 +298,8 @@ export function RunDetail({ id }: { id: string }) {
         <div className="fx-detail-head">
           <span className="fx-error-text">Cannot load run {id}: {error}</span>
           <span className="fx-spacer" />
-          <button className="fx-icon-btn" onClick={() => openRun(null)} title="Close">
-            ✕
+          <button aria-label="Close" className="fx-icon-btn" onClick={() => openRun(null)} title="Close">
+            <X size={15} aria-hidden />
           </button>
         </div>
       </section>
@@ -330,7 +331,7 @@ export function RunDetail({ id }: { id: string }) {
           title="Replay this run (live or dry, current or original version)"
           data-testid="detail-replay"
         >
-          ↻ Replay
+          <RotateCcw size={13} aria-hidden /> Replay
         </button>
         <button
           className="fx-btn fx-btn-small"
@@ -341,8 +342,8 @@ export function RunDetail({ id }: { id: string }) {
         >
           Open on canvas
         </button>
-        <button className="fx-icon-btn" onClick={() => openRun(null)} title="Close" data-testid="detail-close">
-          ✕
+        <button aria-label="Close" className="fx-icon-btn" onClick={() => openRun(null)} title="Close" data-testid="detail-close">
+          <X size={15} aria-hidden />
         </button>
       </div>
       <div className="fx-detail-body">

@@ -1,6 +1,7 @@
 // The run list: virtualised (only the visible rows are in the DOM), newest first, the next page
 // loaded as the end comes into view; rows keep their place when new runs arrive above them.
 
+import { Play, RotateCcw } from 'lucide-react';
 import { memo, useEffect, useLayoutEffect, useRef } from 'react';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import type { RunSummary } from '../api';
@@ -60,12 +61,12 @@ const Row = memo(function Row({
         {r.error_code && <span className="fx-code-tag fx-error-code">{r.error_code}</span>}
         {r.replay_of && (
           <span className="fx-muted" title={`Replay of ${r.replay_of}`}>
-            ↻
+            <RotateCcw size={12} aria-hidden />
           </span>
         )}
         {r.resume_of && (
           <span className="fx-muted" title={`Resume of ${r.resume_of}`} data-testid="row-resume-of">
-            ▶
+            <Play size={12} aria-hidden />
           </span>
         )}
       </span>
@@ -92,7 +93,7 @@ const Row = memo(function Row({
             data-testid="row-resumed"
             data-run-id={resumedBy}
           >
-            ▶ resumed
+            <Play size={12} aria-hidden /> resumed
           </button>
         )}
         {failed && !resumedBy && (
@@ -102,16 +103,18 @@ const Row = memo(function Row({
             title="Resume this run where it stopped"
             data-testid="row-resume"
           >
-            ▶ Resume
+            <Play size={12} aria-hidden /> Resume
           </button>
         )}
         <button
           className="fx-btn fx-btn-small"
           onClick={() => useReplayDialog.getState().open({ id: r.id, workflow_id: r.workflow_id, status: r.status, mode: r.mode })}
           title="Replay this run"
+          aria-label="Replay this run"
           data-testid="row-replay"
         >
-          {failed ? '↻' : '↻ Replay'}
+          <RotateCcw size={13} aria-hidden />
+          {!failed && ' Replay'}
         </button>
       </span>
     </div>

@@ -1,3 +1,4 @@
+import { ChevronDown, Play, RotateCcw, X } from 'lucide-react';
 import { useEffect, useRef, useState } from 'react';
 import type { RunEvent, RunStatus, RunTrigger } from '../api';
 import { useEditor } from '../store/editor';
@@ -41,6 +42,7 @@ function SearchInput({
       value={text}
       placeholder={placeholder}
       title={title}
+      aria-label={title}
       onChange={(e) => setText(e.target.value)}
       onKeyDown={(e) => e.key === 'Enter' && onCommit(text)}
       data-testid={testId}
@@ -172,7 +174,7 @@ function ExportMenu() {
   return (
     <span className="fx-menu-wrap">
       <button className="fx-btn fx-btn-small" onClick={() => setOpen((o) => !o)} data-testid="export" title="Download the runs matching these filters">
-        Export ▾
+        Export <ChevronDown size={14} aria-hidden />
       </button>
       {open && (
         <span className="fx-menu" onMouseLeave={() => setOpen(false)}>
@@ -196,7 +198,7 @@ function BulkResults({ bulk }: { bulk: BulkProgress }) {
   return (
     <span className="fx-menu-wrap">
       <button className="fx-btn fx-btn-small" onClick={() => setOpen((o) => !o)} data-testid="bulk-results-toggle" aria-expanded={open}>
-        Results ▾
+        Results <ChevronDown size={14} aria-hidden />
       </button>
       {open && (
         <div className="fx-menu fx-bulk-results" data-testid="bulk-results">
@@ -275,7 +277,7 @@ function SelectionBar() {
             data-testid="bulk-resume"
             title="Continue each selected failed, timed-out or interrupted run where it stopped"
           >
-            ▶ Resume selected
+            <Play size={12} aria-hidden /> Resume selected
           </button>
           <span className="fx-muted">or replay with the</span>
           <select className="fx-input fx-input-small" value={version} onChange={(e) => setVersion(e.target.value as 'current' | 'original')} aria-label="Version for bulk replay">
@@ -283,7 +285,7 @@ function SelectionBar() {
             <option value="original">original version</option>
           </select>
           <button className="fx-btn fx-btn-small" onClick={() => void go()} disabled={!!bulk?.running} data-testid="bulk-replay">
-            ↻ Replay selected
+            <RotateCcw size={13} aria-hidden /> Replay selected
           </button>
           <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={clear}>
             Clear
@@ -318,8 +320,8 @@ function SelectionBar() {
           )}
           {!bulk.running && <BulkResults bulk={bulk} />}
           {!bulk.running && (
-            <button className="fx-icon-btn" onClick={() => useHistory.setState({ bulk: null })} title="Dismiss">
-              ✕
+            <button aria-label="Dismiss" className="fx-icon-btn" onClick={() => useHistory.setState({ bulk: null })} title="Dismiss">
+              <X size={15} aria-hidden />
             </button>
           )}
         </span>

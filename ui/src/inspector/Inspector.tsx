@@ -10,6 +10,7 @@ import { clean, formSpec, sameJson } from './schemaForm';
 import { InspectorContext, type InspectorInfo } from './TemplateInput';
 import { fields, Markdownish, templates, widgets } from './widgets';
 import { excerpt, formatMs } from '../app/format';
+import { stringifyJson } from '../api';
 
 // The engine's schemas are JSON Schema 2020-12.
 const validator = customizeValidator({ AjvClass: Ajv2020 });
@@ -32,7 +33,7 @@ function toErrorSchema(fieldErrors: Record<string, string[]>): ErrorSchema {
 }
 
 /** Commit-on-blur text input (ids: renaming on each keystroke would rewire the graph). */
-function IdInput({ value, onCommit, testId, pattern }: { value: string; onCommit(v: string): string | null; testId: string; pattern?: string }) {
+function IdInput({ value, onCommit, testId, pattern, label }: { value: string; onCommit(v: string): string | null; testId: string; pattern?: string; label: string }) {
   const [text, setText] = useState(value);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
@@ -52,6 +53,7 @@ function IdInput({ value, onCommit, testId, pattern }: { value: string; onCommit
         value={text}
         pattern={pattern}
         spellCheck={false}
+        aria-label={label}
         data-testid={testId}
         onChange={(e) => setText(e.target.value)}
         onBlur={commit}
@@ -106,7 +108,7 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
         </header>
         <div className="form-group">
           <label className="control-label">Step id</label>
-          <IdInput value={id} testId="step-id" onCommit={(v) => renameStep(id, v)} />
+          <IdInput value={id} testId="step-id" label="Step id" onCommit={(v) => renameStep(id, v)} />
         </div>
         <div className="form-group">
           <label className="control-label">Name</label>
@@ -177,13 +179,13 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
             {rec.output !== undefined && (
               <>
                 <div className="fx-muted">Output</div>
-                <pre className="fx-pre" data-testid="inspector-output">{JSON.stringify(rec.output, null, 2)}</pre>
+                <pre className="fx-pre" data-testid="inspector-output">{stringifyJson(rec.output, 2)}</pre>
               </>
             )}
             {rec.resolved_config !== undefined && rec.resolved_config !== null && (
               <details>
                 <summary>Resolved config</summary>
-                <pre className="fx-pre">{JSON.stringify(rec.resolved_config, null, 2)}</pre>
+                <pre className="fx-pre">{stringifyJson(rec.resolved_config, 2)}</pre>
               </details>
             )}
             {rec.attempts.length > 0 && (
@@ -237,6 +239,7 @@ function WorkflowForm() {
         <IdInput
           value={meta.id}
           testId="workflow-id"
+          label="Workflow id (file name)"
           onCommit={(v) => {
             if (!WORKFLOW_ID_RE.test(v)) return 'Lowercase letters, digits, - and _ (start with a letter or digit; max 64).';
             setMeta({ id: v });
@@ -307,7 +310,7 @@ export function Inspector() {
   const deleteSelection = useEditor((s) => s.deleteSelection);
   const copySelection = useEditor((s) => s.copySelection);
   return (
-    <aside className="fx-inspector" data-testid="inspector">
+    <aside className="fx-inspector" id="fx-inspector-panel" aria-label="Inspector" data-testid="inspector">
       {selected.length === 1 ? (
         <StepForm id={selected[0]} key={selected[0]} />
       ) : selected.length > 1 ? (

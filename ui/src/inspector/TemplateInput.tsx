@@ -1,5 +1,19 @@
 import { createContext, Fragment, useContext, useRef, useState, type ReactNode } from 'react';
 
+// Whether a pointer is down anywhere: the insert hint sits in the flow under its field (it never
+// covers a button), so it must not vanish, and move what is below it, in the middle of a click.
+let pointerDown = false;
+if (typeof document !== 'undefined') {
+  document.addEventListener('pointerdown', () => (pointerDown = true), true);
+  document.addEventListener('pointerup', () => setTimeout(() => (pointerDown = false)), true);
+}
+
+/** Run `f` once the click in progress (if any) has landed where it was aimed. */
+function afterClick(f: () => void): void {
+  if (!pointerDown) return f();
+  document.addEventListener('pointerup', () => setTimeout(f), { capture: true, once: true });
+}
+
 /** What the inspector knows about the step being edited: for the hints of template fields. */
 export interface InspectorInfo {
   stepId: string;
@@ -126,7 +140,9 @@ export function TemplateInput(props: TemplateInputProps) {
             props.onFocus?.();
           }}
           onBlur={() => {
-            setFocused(false);
+            afterClick(() => {
+              if (document.activeElement !== ref.current) setFocused(false);
+            });
             props.onBlur?.();
           }}
         />

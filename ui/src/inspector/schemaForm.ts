@@ -19,7 +19,7 @@ const EXPRESSION_FIELDS = new Set(['when']);
 /** Names whose value is not a template (plain identifiers). */
 const PLAIN_FIELDS = new Set(['name', 'namespace']);
 
-function uiFor(name: string, raw: JsonSchema, root: JsonSchema): UiSchema {
+function uiFor(name: string, raw: JsonSchema, root: JsonSchema, required = false): UiSchema {
   const s = deref(raw, root) ?? {};
   const types = typesOf(s);
   const ui: UiSchema = { 'ui:title': humanize(name) };
@@ -47,14 +47,21 @@ function uiFor(name: string, raw: JsonSchema, root: JsonSchema): UiSchema {
     const item = deref(s.items as JsonSchema, root) ?? {};
     const props = (item.properties ?? {}) as Record<string, JsonSchema>;
     const items: UiSchema = { 'ui:label': false };
-    for (const [k, v] of Object.entries(props)) items[k] = uiFor(k, v, root);
+    const itemRequired = new Set(Array.isArray(item.required) ? (item.required as string[]) : []);
+    for (const [k, v] of Object.entries(props)) items[k] = uiFor(k, v, root, itemRequired.has(k));
     // A list of plain strings (a webhook's `allowed_origins`): an item left empty is "", not
     // null, so the engine says what it wants ("`` is not a web origin …") instead of "invalid
     // type: null".
     if (typesOf(item).includes('string') && !item.properties) items['ui:emptyValue'] = '';
     return { ...ui, items, 'ui:options': { orderable: true } };
   }
-  if (hasChoices) return { ...ui, 'ui:placeholder': 'default' };
+  if (hasChoices) {
+    // The empty first option says what leaving it unset means: a required one must be chosen,
+    // an optional one falls back to its default (named when the schema names it).
+    if (required) return { ...ui, 'ui:placeholder': 'Choose…' };
+    const d = s.default;
+    return { ...ui, 'ui:placeholder': d !== undefined && d !== null ? `${String(d)} (default)` : 'Not set' };
+  }
   return ui;
 }
 
@@ -94,7 +101,8 @@ export function formSpec(configSchema: JsonSchema): FormSpec {
   void _d;
   const uiSchema: UiSchema = { 'ui:submitButtonOptions': { norender: true } };
   const props = (schema.properties ?? {}) as Record<string, JsonSchema>;
-  for (const [k, v] of Object.entries(props)) uiSchema[k] = uiFor(k, v, schema);
+  const required = new Set(Array.isArray(schema.required) ? (schema.required as string[]) : []);
+  for (const [k, v] of Object.entries(props)) uiSchema[k] = uiFor(k, v, schema, required.has(k));
   const spec = { schema, uiSchema };
   cache.set(configSchema, spec);
   return spec;

@@ -1,6 +1,7 @@
 // Custom pieces of the JSON-Schema form: template fields, key/value maps, JSON values,
 // booleans that show their default, markdown-ish help text.
 
+import { ArrowDown, ArrowUp, Copy, Plus, X, type LucideIcon } from 'lucide-react';
 import { useContext, useEffect, useState, type ReactNode } from 'react';
 import type { DescriptionFieldProps, FieldProps, IconButtonProps, RegistryFieldsType, RegistryWidgetsType, WidgetProps } from '@rjsf/utils';
 import { InspectorContext, TemplateInput } from './TemplateInput';
@@ -187,8 +188,8 @@ function MapField(props: FieldProps) {
               <option value="json">JSON</option>
             </select>
           )}
-          <button type="button" className="fx-icon-btn" title="Remove" onClick={() => commit(rows.filter((_, j) => j !== i))}>
-            ✕
+          <button aria-label="Remove" type="button" className="fx-icon-btn" title="Remove" onClick={() => commit(rows.filter((_, j) => j !== i))}>
+            <X size={15} aria-hidden />
           </button>
         </div>
       ))}
@@ -261,16 +262,41 @@ function JsonField(props: FieldProps) {
 function AddButton({ onClick, disabled, className }: IconButtonProps) {
   return (
     <button type="button" className={`fx-btn fx-btn-small ${className ?? ''}`} onClick={onClick} disabled={disabled} data-testid="array-add">
-      + Add
+      <Plus size={14} aria-hidden /> Add
     </button>
   );
+}
+
+/** The form library's item buttons (move, copy, remove) with lucide icons and a name. */
+function iconButton(Icon: LucideIcon, label: string, danger = false) {
+  return function IconButton({ onClick, disabled, className, title, id }: IconButtonProps) {
+    return (
+      <button
+        type="button"
+        id={id}
+        className={`btn ${danger ? 'btn-danger' : 'btn-default'} ${className ?? ''}`}
+        onClick={onClick}
+        disabled={disabled}
+        title={title ?? label}
+        aria-label={title ?? label}
+      >
+        <Icon size={14} aria-hidden />
+      </button>
+    );
+  };
 }
 
 export const widgets: RegistryWidgetsType = { template: TemplateWidget, bool: BoolWidget };
 export const fields: RegistryFieldsType = { map: MapField, json: JsonField };
 export const templates = {
   DescriptionFieldTemplate: DescriptionField,
-  ButtonTemplates: { AddButton },
+  ButtonTemplates: {
+    AddButton,
+    MoveUpButton: iconButton(ArrowUp, 'Move up'),
+    MoveDownButton: iconButton(ArrowDown, 'Move down'),
+    CopyButton: iconButton(Copy, 'Copy'),
+    RemoveButton: iconButton(X, 'Remove', true),
+  },
 };
 
 export function FieldErrorsFor({ path }: { path: string }): ReactNode {

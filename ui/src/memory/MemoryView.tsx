@@ -1,6 +1,7 @@
 // Memory browser: namespaces, keys by prefix (paged), a key's value, when it was written, when
 // it expires and the time left, and delete with confirmation.
 
+import { RotateCcw, X } from 'lucide-react';
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { MemoryEntry } from '../api';
 import { useEditor } from '../store/editor';
@@ -119,8 +120,8 @@ export function MemoryView() {
         <div className="fx-side-head">
           <strong>Namespaces</strong>
           <span className="fx-spacer" />
-          <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={() => void loadNamespaces()} title="Refresh" data-testid="memory-refresh">
-            ↻
+          <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={() => void loadNamespaces()} title="Refresh" aria-label="Refresh" data-testid="memory-refresh">
+            <RotateCcw size={12} aria-hidden />
           </button>
         </div>
         {nsError && <div className="fx-empty fx-error-text">{nsError}</div>}
@@ -181,7 +182,7 @@ export function MemoryView() {
                       <TimeLeft entry={e} readAt={readAt} />
                     </td>
                     <td>
-                      <button
+                      <button aria-label="Delete this key"
                         className="fx-icon-btn"
                         onClick={(ev) => {
                           ev.stopPropagation();
@@ -190,7 +191,7 @@ export function MemoryView() {
                         title="Delete this key"
                         data-testid="memory-delete"
                       >
-                        ✕
+                        <X size={15} aria-hidden />
                       </button>
                     </td>
                   </tr>
@@ -214,8 +215,8 @@ export function MemoryView() {
                 <button className="fx-btn fx-btn-small fx-btn-danger" onClick={() => void remove(sel)} data-testid="memory-detail-delete">
                   Delete
                 </button>
-                <button className="fx-icon-btn" onClick={() => setSel(null)} title="Close">
-                  ✕
+                <button aria-label="Close" className="fx-icon-btn" onClick={() => setSel(null)} title="Close">
+                  <X size={15} aria-hidden />
                 </button>
               </div>
               <dl className="fx-facts">

@@ -1,7 +1,6 @@
 import { useMemo, useState, type DragEvent } from 'react';
-import { useReactFlow } from '@xyflow/react';
 import { useEditor } from '../store/editor';
-import { CATEGORY_ICON } from '../canvas/StepNodeView';
+import { CategoryIcon } from '../canvas/icons';
 import { DRAG_MIME } from '../canvas/Canvas';
 import type { StepKind } from '../api';
 
@@ -14,11 +13,14 @@ const CATEGORY_TITLE: Record<string, string> = {
   errors: 'Errors',
 };
 
-/** The step catalog as draggable cards (drag onto the canvas, or double-click to add). */
+/**
+ * The step catalog as cards: a click (or Enter) adds the step to the right of the selected step
+ * and connects it, or to the right of the last step; a drag drops it where it is let go.
+ */
 export function Palette() {
   const catalog = useEditor((s) => s.catalog);
-  const addStep = useEditor((s) => s.addStep);
-  const { screenToFlowPosition } = useReactFlow();
+  const addStepAfter = useEditor((s) => s.addStepAfter);
+  const selected = useEditor((s) => (s.selectedIds.length === 1 ? s.selectedIds[0] : null));
   const [q, setQ] = useState('');
 
   const groups = useMemo(() => {
@@ -38,47 +40,46 @@ export function Palette() {
     e.dataTransfer.effectAllowed = 'copy';
   };
 
-  const addAtCentre = (kind: string) => {
-    const el = document.querySelector('.fx-canvas')?.getBoundingClientRect();
-    const p = el
-      ? screenToFlowPosition({ x: el.left + el.width / 2, y: el.top + el.height / 2 })
-      : { x: 0, y: 0 };
-    addStep(kind, { x: Math.round(p.x - 110), y: Math.round(p.y - 30) });
-  };
 
   return (
     <div className="fx-palette" data-testid="palette">
       <input
         className="fx-search"
         placeholder="Search steps"
+        aria-label="Search steps"
         value={q}
         onChange={(e) => setQ(e.target.value)}
         data-testid="palette-search"
       />
+      <p className="fx-palette-hint" data-testid="palette-hint">
+        {selected ? (
+          <>
+            Click a step to add it after <code>{selected}</code>, or drag it onto the canvas.
+          </>
+        ) : (
+          'Click a step to add it, or drag it onto the canvas.'
+        )}
+      </p>
       {groups.map(([cat, kinds]) => (
         <section key={cat} className="fx-palette-group">
-          <h3>{CATEGORY_TITLE[cat] ?? cat}</h3>
+          <h2>{CATEGORY_TITLE[cat] ?? cat}</h2>
           {kinds.map((k) => (
-            <div
+            <button
+              type="button"
               key={k.kind}
               className={`fx-palette-item fx-cat-${k.category}`}
               draggable
               onDragStart={(e) => onDragStart(e, k.kind)}
-              onDoubleClick={() => addAtCentre(k.kind)}
-              onKeyDown={(e) => e.key === 'Enter' && addAtCentre(k.kind)}
-              tabIndex={0}
-              role="button"
-              title={`${k.description}\n\nOutput: ${k.output}\n\nDrag onto the canvas, or double-click to add.`}
+              onClick={() => addStepAfter(k.kind)}
+              title={`${k.description}\n\nOutput: ${k.output}\n\nClick to add${selected ? ` after ${selected}` : ''}, or drag onto the canvas.`}
               data-testid={`palette-${k.kind}`}
             >
-              <span className="fx-node-icon" aria-hidden>
-                {CATEGORY_ICON[k.category] ?? '•'}
-              </span>
+              <CategoryIcon category={k.category} />
               <div>
                 <div className="fx-palette-title">{k.title}</div>
                 <div className="fx-palette-desc">{k.description}</div>
               </div>
-            </div>
+            </button>
           ))}
         </section>
       ))}

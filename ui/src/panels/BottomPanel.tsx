@@ -1,7 +1,8 @@
+import { ChevronDown, ChevronUp, CircleX, Play, TriangleAlert } from 'lucide-react';
 import { useMemo, useState } from 'react';
 import { useEditor, runFinished } from '../store/editor';
 import { excerpt, formatMs } from '../app/format';
-import type { Problem } from '../api';
+import { parseJson, stringifyJson, type Problem } from '../api';
 import { CheckTab, CheckTabMark } from '../check/CheckTab';
 
 function ProblemsTab() {
@@ -43,7 +44,9 @@ function ProblemsTab() {
             onClick={() => p.step && exists.has(p.step) && selectNode(p.step, true)}
           >
             <td>
-              <span className={`fx-sev fx-sev-${p.severity}`}>{p.severity === 'error' ? '✕' : '!'}</span>
+              <span className={`fx-sev fx-sev-${p.severity}`} title={p.severity}>
+                {p.severity === 'error' ? <CircleX size={15} aria-label="error" /> : <TriangleAlert size={15} aria-label="warning" />}
+              </span>
             </td>
             <td className="fx-mono">{p.step ?? '—'}</td>
             <td>
@@ -87,7 +90,7 @@ function ResultsTab() {
           {run.status}
         </span>
         <span className="fx-tag">{run.mode === 'dry' ? 'dry run' : 'live run'}</span>
-        <span className="fx-mono fx-muted" title="Run id">
+        <span className="fx-mono fx-muted" title="Run id" data-testid="run-id">
           {run.id}
         </span>
         {run.duration_ms !== undefined && <span className="fx-muted">{formatMs(run.duration_ms)}</span>}
@@ -152,14 +155,14 @@ function InputTab() {
   const [choice, setChoice] = useState('');
   let error: string | null = null;
   try {
-    if (text.trim()) JSON.parse(text);
+    if (text.trim()) parseJson(text);
   } catch (e) {
     error = (e as Error).message;
   }
   return (
     <div className="fx-input-tab">
       <div className="fx-row">
-        <label className="fx-muted" htmlFor="sample-select">
+        <label className="fx-label" htmlFor="sample-select">
           Sample payload
         </label>
         <select
@@ -170,7 +173,7 @@ function InputTab() {
           onChange={(e) => {
             setChoice(e.target.value);
             const p = samples.find((x) => x.name === e.target.value);
-            if (p) setInputText(JSON.stringify(p.payload, null, 2));
+            if (p) setInputText(stringifyJson(p.payload, 2));
           }}
         >
           <option value="">Choose a real payload…</option>
@@ -184,24 +187,33 @@ function InputTab() {
           className="fx-btn fx-btn-small"
           onClick={() => {
             try {
-              setInputText(JSON.stringify(JSON.parse(text), null, 2));
+              setInputText(stringifyJson(parseJson(text), 2));
             } catch {
               /* leave it */
             }
           }}
+          data-testid="format-input"
         >
           Format
         </button>
-        <span className="fx-spacer" />
-        {error ? <span className="fx-error-text">Not JSON: {error}</span> : <span className="fx-muted">Remembered for this workflow · the trigger's payload is `input`</span>}
-        <button className="fx-btn fx-btn-primary fx-btn-small" onClick={() => void dryRun()} disabled={!!error}>
-          Dry Run with this input
+        {error ? (
+          <span className="fx-error-text fx-input-hint" title={error}>
+            Not JSON: {error}
+          </span>
+        ) : (
+          <span className="fx-muted fx-input-hint" title="Remembered for this workflow; the trigger's payload is `input`">
+            Remembered for this workflow · the trigger's payload is <code>input</code>
+          </span>
+        )}
+        <button className="fx-btn fx-btn-primary fx-btn-small fx-input-run" onClick={() => void dryRun()} disabled={!!error} data-testid="input-dry-run">
+          <Play size={14} aria-hidden /> Dry Run with this input
         </button>
       </div>
       <textarea
         className={`fx-code fx-input-json ${error ? 'is-invalid' : ''}`}
         spellCheck={false}
         value={text}
+        aria-label="Run input (JSON)"
         data-testid="run-input"
         onChange={(e) => setInputText(e.target.value)}
       />
@@ -219,7 +231,7 @@ export function BottomPanel() {
   const run = useEditor((s) => s.run);
   return (
     <section className={`fx-bottom ${open ? 'is-open' : ''}`} data-testid="bottom-panel">
-      <nav className="fx-tabs">
+      <nav className="fx-tabs" aria-label="Problems, run results, run input and check">
         <button className={tab === 'problems' ? 'is-active' : ''} onClick={() => setTab('problems')} data-testid="tab-problems">
           Problems
           {errors > 0 && <span className="fx-count fx-count-error">{errors}</span>}
@@ -237,8 +249,14 @@ export function BottomPanel() {
           <CheckTabMark />
         </button>
         <span className="fx-spacer" />
-        <button onClick={() => toggle()} title={open ? 'Hide panel' : 'Show panel'} data-testid="toggle-bottom">
-          {open ? '▾' : '▴'}
+        <button
+          onClick={() => toggle()}
+          title={open ? 'Hide panel' : 'Show panel'}
+          aria-label={open ? 'Hide the bottom panel' : 'Show the bottom panel'}
+          aria-expanded={open}
+          data-testid="toggle-bottom"
+        >
+          {open ? <ChevronDown size={16} aria-hidden /> : <ChevronUp size={16} aria-hidden />}
         </button>
       </nav>
       {open && (

@@ -5,6 +5,7 @@
 // The form edits a copy of the loaded document and saves that copy (`model.ts`): the PUT
 // replaces the whole document, so nothing the form does not show may be dropped.
 
+import { X } from 'lucide-react';
 import { useEffect, useRef, useState, type ReactNode } from 'react';
 import { isTauri, storeToken, type SettingsView as View } from '../api';
 import { useEditor } from '../store/editor';
@@ -330,7 +331,7 @@ export function SettingsView() {
                     />
                   </label>
                   <button className="fx-icon-btn" onClick={() => removeRow(r)} title="Remove" aria-label={`Remove ${r.name || 'variable'}`} data-testid="env-remove">
-                    ✕
+                    <X size={15} aria-hidden />
                   </button>
                   {err && (
                     <div className="fx-field-errors fx-env-err" data-testid="env-error">
@@ -359,7 +360,7 @@ export function SettingsView() {
                 <span key={n} className="fx-chip">
                   <code>{n}</code>
                   <button className="fx-icon-btn" title={`Stop treating ${n} as secret`} aria-label={`Stop treating ${n} as secret`} onClick={() => edit('env', (f) => ({ ...f, otherSecrets: f.otherSecrets.filter((x) => x !== n) }))}>
-                    ✕
+                    <X size={15} aria-hidden />
                   </button>
                 </span>
               ))}
@@ -514,7 +515,7 @@ function ListCard(props: {
                 aria-label={`Remove ${r.value || 'entry'}`}
                 data-testid="list-remove"
               >
-                ✕
+                <X size={15} aria-hidden />
               </button>
               {err && (
                 <div className="fx-field-errors fx-env-err" data-testid="list-error">

@@ -8,6 +8,8 @@ import { applyEdgeChanges, applyNodeChanges, type Connection, type EdgeChange, t
 import dagre from '@dagrejs/dagre';
 import {
   ApiError,
+  parseJson,
+  stringifyJson,
   type Api,
   type Problem,
   type RunEvent,
@@ -61,6 +63,50 @@ export interface Toast {
   text: string;
 }
 
+export interface StepPicker {
+  screen: { x: number; y: number };
+  flow: { x: number; y: number };
+  from: string;
+  port: string;
+}
+
+/** A node's box as drawn at full detail (measured when React Flow has measured it). */
+export const NODE_W = 216;
+const NODE_H = 110;
+const GAP_X = 80;
+const GAP_Y = 30;
+
+function boxOf(n: StepNode) {
+  return { x: n.position.x, y: n.position.y, w: n.measured?.width ?? NODE_W, h: n.measured?.height ?? NODE_H };
+}
+
+/** `p`, or the nearest free spot below it (then further right), so a new step never covers another. */
+export function freeSpot(nodes: StepNode[], p: { x: number; y: number }): { x: number; y: number } {
+  const hits = (x: number, y: number) =>
+    nodes.some((n) => {
+      const b = boxOf(n);
+      return x < b.x + b.w + 10 && x + NODE_W + 10 > b.x && y < b.y + b.h + 10 && y + NODE_H + 10 > b.y;
+    });
+  for (let col = 0; col < 50; col++) {
+    const x = p.x + col * (NODE_W + GAP_X);
+    for (let row = 0; row < 12; row++) {
+      const y = p.y + row * (NODE_H + GAP_Y);
+      if (!hits(x, y)) return { x: Math.round(x), y: Math.round(y) };
+    }
+  }
+  return p;
+}
+
+const PANELS_KEY = 'fluxo.panels';
+function storedPanels(): { left: boolean; right: boolean } {
+  try {
+    const v = JSON.parse(localStorage.getItem(PANELS_KEY) ?? '{}') as { left?: unknown; right?: unknown };
+    return { left: v.left !== false, right: v.right !== false };
+  } catch {
+    return { left: true, right: true };
+  }
+}
+
 export interface ConfirmRequest {
   title: string;
   message: string;
@@ -100,7 +146,7 @@ export interface EditorState {
   clipboard: { nodes: StepNode[]; edges: PortEdge[] } | null;
   pasteCount: number;
   /** A request to the canvas to centre a node (the canvas owns the viewport). */
-  focus: { id: string; n: number } | null;
+  focus: { id: string; n: number; keepZoom?: boolean } | null;
   fitRequest: number;
 
   problems: Problem[];
@@ -117,8 +163,13 @@ export interface EditorState {
   runBusy: null | 'dry' | 'live';
 
   leftTab: LeftTab;
+  /** The side panels (palette and inspector) shown; the canvas takes the room of a hidden one. */
+  leftOpen: boolean;
+  rightOpen: boolean;
   bottomTab: BottomTab;
   bottomOpen: boolean;
+  /** The step picker opened by dropping a wire on empty canvas (screen point, flow point, the wire's source). */
+  picker: StepPicker | null;
   toast: Toast | null;
   confirm: ConfirmRequest | null;
   saving: boolean;
@@ -141,6 +192,11 @@ export interface EditorState {
   beginDrag(): void;
   endDrag(): void;
   addStep(kind: string, position: { x: number; y: number }): string;
+  /** Add a step to the right of the selected step (connected to it) or of the last step. */
+  addStepAfter(kind: string): string;
+  /** Add a step where the picker was opened and wire the picker's source port to it. */
+  pickStep(kind: string): string | null;
+  openPicker(p: StepPicker | null): void;
   updateStep(id: string, patch: Partial<StepNodeData>, coalesceKey?: string): void;
   renameStep(id: string, next: string): string | null;
   setMeta(patch: Partial<WorkflowMeta>, coalesceKey?: string): void;
@@ -164,6 +220,7 @@ export interface EditorState {
 
   // chrome
   setLeftTab(t: LeftTab): void;
+  togglePanel(side: 'left' | 'right', open?: boolean): void;
   setBottomTab(t: BottomTab): void;
   toggleBottom(open?: boolean): void;
   notify(kind: Toast['kind'], text: string): void;
@@ -188,7 +245,7 @@ function selectedOf(nodes: StepNode[], prev: string[]): string[] {
 function parseInput(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
   if (!text.trim()) return { ok: true, value: {} };
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: parseJson(text) };
   } catch (e) {
     return { ok: false, error: (e as Error).message };
   }
@@ -199,7 +256,7 @@ function defaultInputFor(wf: Workflow): string {
   if (stored !== null) return stored;
   for (const s of wf.steps ?? []) {
     const sample = (s.config as { sample_input?: unknown })?.sample_input;
-    if (sample !== undefined && sample !== null) return JSON.stringify(sample, null, 2);
+    if (sample !== undefined && sample !== null) return stringifyJson(sample, 2);
   }
   return '{}';
 }
@@ -281,8 +338,12 @@ export const useEditor = create<EditorState>()((set, get) => {
     runBusy: null,
 
     leftTab: 'steps',
+    leftOpen: storedPanels().left,
+    rightOpen: storedPanels().right,
     bottomTab: 'problems',
-    bottomOpen: true,
+    // Closed until there is something to show: a run's result, errors, the input asked for.
+    bottomOpen: false,
+    picker: null,
     toast: null,
     confirm: null,
     saving: false,
@@ -333,6 +394,8 @@ export const useEditor = create<EditorState>()((set, get) => {
         validation: 'idle',
         run: null,
         runByStep: {},
+        picker: null,
+        bottomOpen: false,
         inputText: defaultInputFor(wf),
         fitRequest: s.fitRequest + 1,
       }));
@@ -512,7 +575,7 @@ export const useEditor = create<EditorState>()((set, get) => {
       const node: StepNode = {
         id,
         type: 'step',
-        position,
+        position: freeSpot(s.nodes, position),
         data: { kind, config: defaultConfig(k) },
         selected: true,
       };
@@ -520,6 +583,44 @@ export const useEditor = create<EditorState>()((set, get) => {
       set({ nodes, selectedIds: [id], edges: s.edges.map((e) => (e.selected ? { ...e, selected: false } : e)) });
       changed();
       return id;
+    },
+
+    addStepAfter(kind) {
+      const s = get();
+      const selected = s.nodes.filter((n) => n.selected);
+      const anchor = selected.length === 1 ? selected[0] : s.nodes[s.nodes.length - 1];
+      const at = anchor ? { x: anchor.position.x + (anchor.measured?.width ?? NODE_W) + GAP_X, y: anchor.position.y } : { x: 0, y: 0 };
+      const id = get().addStep(kind, at);
+      if (selected.length === 1) {
+        const from = selected[0];
+        const port = portsOf(s.kinds[from.data.kind], from.data.config).find((p) => p !== 'error');
+        const st = get();
+        if (port && connectionProblem({ source: from.id, sourceHandle: port, target: id }, st.nodes, st.edges, st.kinds) === null) {
+          set({ edges: [...st.edges, toEdge({ from: from.id, port, to: id })] });
+          changed();
+        }
+      }
+      set((st) => ({ focus: { id, n: (st.focus?.n ?? 0) + 1, keepZoom: true } }));
+      return id;
+    },
+
+    pickStep(kind) {
+      const s = get();
+      const p = s.picker;
+      if (!p) return null;
+      set({ picker: null });
+      const id = s.addStep(kind, { x: Math.round(p.flow.x), y: Math.round(p.flow.y - 40) });
+      const st = get();
+      if (connectionProblem({ source: p.from, sourceHandle: p.port, target: id }, st.nodes, st.edges, st.kinds) === null) {
+        set({ edges: [...st.edges, toEdge({ from: p.from, port: p.port, to: id })] });
+        changed();
+      }
+      set((x) => ({ focus: { id, n: (x.focus?.n ?? 0) + 1, keepZoom: true } }));
+      return id;
+    },
+
+    openPicker(p) {
+      set({ picker: p });
     },
 
     updateStep(id, patch, coalesceKey) {
@@ -762,7 +863,11 @@ export const useEditor = create<EditorState>()((set, get) => {
             (bucket.fields[key] ??= []).push(p.severity === 'warning' ? `Warning: ${p.message}` : p.message);
           }
         }
+        const hadErrors = get().problems.some((p) => p.severity === 'error');
+        const hasErrors = res.problems.some((p) => p.severity === 'error');
         set({ problems: res.problems, problemsByStep: byStep, problemEdges: edgeMarks, validation: 'done', validatedRev: rev });
+        // Errors appearing are something to show: open the panel on them (once; closing it sticks).
+        if (hasErrors && !hadErrors && !get().bottomOpen) set({ bottomOpen: true, bottomTab: 'problems' });
       } catch (e) {
         if (get().validateSeq !== seq) return;
         set({ validation: 'failed' });
@@ -892,7 +997,13 @@ export const useEditor = create<EditorState>()((set, get) => {
     },
 
     setLeftTab(t) {
-      set({ leftTab: t });
+      set({ leftTab: t, leftOpen: true });
+    },
+    togglePanel(side, open) {
+      const s = get();
+      const next = { left: side === 'left' ? (open ?? !s.leftOpen) : s.leftOpen, right: side === 'right' ? (open ?? !s.rightOpen) : s.rightOpen };
+      set({ leftOpen: next.left, rightOpen: next.right });
+      localStorage.setItem(PANELS_KEY, JSON.stringify(next));
     },
     setBottomTab(t) {
       set({ bottomTab: t, bottomOpen: true });
