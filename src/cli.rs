@@ -61,6 +61,22 @@ pub enum Command {
     /// Prove a workflow is safe to re-run: replay an event against a private sandbox (twice,
     /// after a timeout-after-write, as a new event, failed then replayed) and print a table.
     Check(CheckArgs),
+    /// The shared PostgreSQL database of a scale-out deployment.
+    #[command(subcommand)]
+    Db(DbCommand),
+}
+
+/// `fluxo db`.
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Create or upgrade the schema (the migrations embedded in this binary; safe to run from
+    /// several processes at once: one applies them, the others wait). `fluxo serve --store`
+    /// runs them too.
+    Migrate {
+        /// The database: `postgres://user:password@host:port/database`.
+        #[arg(long, env = "FLUXO_STORE", hide_env_values = true)]
+        store: String,
+    },
 }
 
 /// `fluxo check`.
@@ -96,6 +112,15 @@ pub struct ServeArgs {
     /// Runs executed at once.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// The store: the embedded sled store in the data dir (default), or a shared PostgreSQL
+    /// database (`postgres://user:password@host:port/database`) that any number of `fluxo
+    /// serve` processes use at once (the schema is migrated at start).
+    #[arg(long, env = "FLUXO_STORE", hide_env_values = true)]
+    pub store: Option<String>,
+    /// Seconds a run taken from a shared PostgreSQL queue stays leased without a heartbeat;
+    /// a dead process's runs are recovered by another process after it.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lease_s: u64,
     /// Request body limit in bytes (413 above it).
     #[arg(long, default_value_t = crate::server::DEFAULT_BODY_LIMIT)]
     pub body_limit: usize,
@@ -305,6 +330,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         }
         Command::Sandbox(a) => cmd_sandbox(a).await,
         Command::Serve(a) => cmd_serve(data_dir, a).await,
+        Command::Db(DbCommand::Migrate { store }) => cmd_db_migrate(&store).await,
         Command::Check(a) => cmd_check(a).await,
     }
 }
@@ -820,14 +846,38 @@ async fn cmd_sandbox(a: SandboxArgs) -> CliResult {
     Ok(EXIT_OK)
 }
 
+/// Connect to a shared PostgreSQL store and migrate its schema. The URL (it may hold a
+/// password) is never printed.
+async fn open_pg(url: &str) -> Result<crate::store::PgStore, CliError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(CliError::bad_input(
+            "--store: expected a postgres:// URL (without --store, the embedded sled store in \
+             the data dir is used)",
+        ));
+    }
+    let pg = crate::store::PgStore::connect(url)
+        .await
+        .map_err(|e| CliError::bad_input(format!("--store: cannot connect: {e}")))?;
+    pg.migrate()
+        .await
+        .map_err(|e| CliError::bad_input(format!("--store: {e}")))?;
+    Ok(pg)
+}
+
+async fn cmd_db_migrate(url: &str) -> CliResult {
+    open_pg(url).await?;
+    println!("the database schema is up to date");
+    Ok(EXIT_OK)
+}
+
 async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     use crate::server::{self, auth, ServerOptions};
     let dir = resolve_data_dir(data_dir.clone())?;
-    let store = open_store_with(data_dir, a.cache_mb)?;
-    let engine = Engine::new(
-        store.clone() as Arc<dyn Store>,
-        Arc::new(SystemClock) as Arc<dyn Clock>,
-    );
+    let store: Arc<dyn Store> = match &a.store {
+        Some(url) => Arc::new(open_pg(url).await?),
+        None => open_store_with(data_dir, a.cache_mb)?,
+    };
+    let engine = Engine::new(store.clone(), Arc::new(SystemClock) as Arc<dyn Clock>);
     let registry = engine.registry().clone();
     let workflows = workflow::dir::WorkflowDir::load(&a.workflows, registry).map_err(|e| {
         CliError::bad_input(format!(
@@ -846,6 +896,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     let options = ServerOptions {
         body_limit_bytes: a.body_limit,
         workers: a.workers,
+        lease: std::time::Duration::from_secs(a.lease_s),
         retention: crate::store::Retention {
             max_runs_per_workflow: Some(a.retention_runs),
             max_age_ms: a.retention_days.map(|d| d as i64 * 86_400_000),

@@ -63,7 +63,24 @@ impl From<ApiError> for IpcError {
 /// Store failures are logged in full and answered as retryable, like the HTTP API's 503.
 impl From<fluxo::store::StoreError> for IpcError {
     fn from(e: fluxo::store::StoreError) -> Self {
-        ApiError::store(e).into()
+        AppError::store(e).into()
+    }
+}
+
+/// The application's errors cross as `{code, message, problems?, …}`: the same codes and
+/// messages the HTTP API answers as problem+json.
+impl From<AppError> for IpcError {
+    fn from(e: AppError) -> Self {
+        let mut extra = match e.extra {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        IpcError {
+            code: e.code.to_string(),
+            message: e.message,
+            problems: extra.remove("problems"),
+            extra,
+        }
     }
 }
 
@@ -101,22 +118,5 @@ mod tests {
             serde_json::to_value(&e).unwrap(),
             json!({"code": "run_not_found", "message": "no run `r`"})
         );
-    }
-}
-
-/// The application's errors cross as `{code, message, problems?, …}`: the same codes and
-/// messages the HTTP API answers as problem+json.
-impl From<AppError> for IpcError {
-    fn from(e: AppError) -> Self {
-        let mut extra = match e.extra {
-            Some(Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        };
-        IpcError {
-            code: e.code.to_string(),
-            message: e.message,
-            problems: extra.remove("problems"),
-            extra,
-        }
     }
 }

@@ -90,6 +90,10 @@ pub struct ServerOptions {
     pub body_limit_bytes: usize,
     /// Runs executed at once (default 8).
     pub workers: usize,
+    /// How long a run taken from a shared queue (PostgreSQL) stays leased to this process
+    /// without a heartbeat (default 30 s): a dead process's runs are taken over after it
+    /// ([`worker`]).
+    pub lease: Duration,
     pub retention: Retention,
     /// Built browser UI to serve at `/` (e.g. `ui/dist`), if any.
     pub ui_dir: Option<PathBuf>,
@@ -108,6 +112,7 @@ impl Default for ServerOptions {
         ServerOptions {
             body_limit_bytes: DEFAULT_BODY_LIMIT,
             workers: 8,
+            lease: Duration::from_secs(30),
             retention: Retention::default(),
             ui_dir: None,
             data_dir: None,
@@ -309,6 +314,7 @@ impl AppState {
 pub struct Background {
     store: Arc<dyn Store>,
     workers: Vec<tokio::task::JoinHandle<()>>,
+    leases: Option<tokio::task::JoinHandle<()>>,
     maintenance: tokio::task::JoinHandle<()>,
     scheduler: tokio::task::JoinHandle<()>,
 }
@@ -323,10 +329,15 @@ impl Background {
         receiver: worker::QueueReceiver,
         shutdown: watch::Receiver<bool>,
     ) -> std::io::Result<Background> {
-        worker::recover(state)
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // On a shared queue another process's `running` runs are alive: only runs whose lease
+        // expired are recovered (the lease keeper's first scan, right away).
+        if state.store().shared_queue().is_none() {
+            worker::recover(state)
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
         Ok(Background {
+            leases: worker::spawn_lease_keeper(state.clone(), shutdown.clone()),
             store: state.store().clone(),
             workers: worker::spawn_workers(
                 state.clone(),
@@ -346,6 +357,9 @@ impl Background {
         let _ = self.scheduler.await;
         for w in self.workers {
             let _ = w.await;
+        }
+        if let Some(l) = self.leases {
+            let _ = l.await;
         }
         self.maintenance.abort();
         let _ = self.maintenance.await;

@@ -44,11 +44,15 @@ pub async fn execute_now(
     wf: Arc<Compiled>,
     run: RunRecord,
 ) -> AppResult<RunRecord> {
-    let engine = state.engine().clone();
-    tokio::spawn(async move { engine.execute(&wf, run).await })
-        .await
-        .map_err(|_| AppError::new(ErrorKind::Internal, "internal", "the run task failed"))?
-        .map_err(AppError::store)
+    let task_state = state.clone();
+    tokio::spawn(async move {
+        let id = run.id.clone();
+        let engine = task_state.engine().clone();
+        super::worker::with_lease(&task_state, &id, engine.execute(&wf, run)).await
+    })
+    .await
+    .map_err(|_| AppError::new(ErrorKind::Internal, "internal", "the run task failed"))?
+    .map_err(AppError::store)
 }
 
 /// Query parameters of `GET /api/v1/runs`. An empty value is no filter.

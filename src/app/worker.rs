@@ -1,24 +1,45 @@
 //! The run queue, the worker pool, crash recovery and periodic maintenance.
 //!
-//! Runs are queued durably in the store (status `queued`) before they are acknowledged; the
-//! in-process channel only carries their ids to the workers. On start, `running` runs are
-//! resumed when the step in flight is safe to repeat, else become `interrupted` with the
-//! reason ([`recover`]), and `queued` runs are executed (SPEC §4 "Crash recovery").
+//! Runs are queued durably in the store (status `queued`) before they are acknowledged.
+//!
+//! * **One process (sled, in-memory):** the in-process channel carries their ids to the
+//!   workers. On start, `running` runs are resumed when the step in flight is safe to repeat,
+//!   else become `interrupted` with the reason ([`recover`]), and `queued` runs are executed
+//!   (SPEC §4 "Crash recovery").
+//! * **Many processes on one database (PostgreSQL, SPEC §8):** workers take `queued` runs from
+//!   the store's [`SharedQueue`] under a lease ([`ServerOptions::lease`], default 30 s), woken
+//!   by this process's own enqueues or by polling every [`POLL`]. A heartbeat renews the
+//!   leases of the runs this process executes every third of the lease. Every quarter of the
+//!   lease, each process takes over `running` runs whose lease expired (their process died)
+//!   and recovers them by the same resume rule ([`recover_orphans`]); a `queued` run whose
+//!   taker died is simply taken again. A dead process's runs are therefore recovered at most
+//!   a lease and a quarter after its last heartbeat.
+//!
+//! [`ServerOptions::lease`]: super::ServerOptions::lease
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Mutex};
+use std::collections::HashSet;
+
+use tokio::sync::{mpsc, watch, Mutex, Notify};
 
 use super::AppState;
 use crate::run::{ErrorInfo, RunRecord, RunStatus, Timestamp};
 use crate::runtime::Recovery;
 use crate::store::{BatchWrite, StoreResult};
 
+/// How often idle workers of a shared queue look for runs other processes queued.
+pub const POLL: Duration = Duration::from_millis(200);
+
 /// The sending side of the worker pool's queue.
 #[derive(Clone)]
 pub struct Queue {
     tx: mpsc::UnboundedSender<String>,
+    /// Wakes the workers of a shared queue (they take the run from the store).
+    wake: Arc<Notify>,
+    /// Run ids this process executes under a lease (shared queue), renewed by heartbeat.
+    held: Arc<std::sync::Mutex<HashSet<String>>>,
 }
 
 /// The receiving side, shared by the workers.
@@ -28,12 +49,63 @@ impl Queue {
     /// A new queue.
     pub fn new() -> (Self, QueueReceiver) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Queue { tx }, Arc::new(Mutex::new(rx)))
+        let queue = Queue {
+            tx,
+            wake: Arc::new(Notify::new()),
+            held: Arc::default(),
+        };
+        (queue, Arc::new(Mutex::new(rx)))
     }
-    /// Hand a stored `queued` run to the workers.
+    /// Hand a stored `queued` run to the workers (on a shared queue: wake one; any process's
+    /// worker may take it).
     pub fn push(&self, run_id: String) {
         let _ = self.tx.send(run_id);
+        self.wake.notify_one();
     }
+    fn hold(&self, run_id: &str) {
+        self.held_set().insert(run_id.to_string());
+    }
+    fn unhold(&self, run_id: &str) {
+        self.held_set().remove(run_id);
+    }
+    fn held_ids(&self) -> Vec<String> {
+        self.held_set().iter().cloned().collect()
+    }
+    fn held_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The lease length in ms.
+fn lease_ms(state: &AppState) -> i64 {
+    i64::try_from(state.options().lease.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Execute `f` holding a lease on `run_id` when the queue is shared (a run executed at once
+/// by the API, or taken from the queue): the heartbeat renews it, and it is released after.
+/// Without a shared queue `f` just runs.
+pub async fn with_lease<T>(
+    state: &AppState,
+    run_id: &str,
+    f: impl std::future::Future<Output = T>,
+) -> T {
+    let Some(sq) = state.store().shared_queue() else {
+        return f.await;
+    };
+    let owner = state.instance_id();
+    if let Err(e) = sq
+        .lease(run_id, owner, lease_ms(state), state.clock().now_ms())
+        .await
+    {
+        tracing::warn!(run_id, error = %e, "could not lease the run; executing anyway");
+    }
+    state.queue().hold(run_id);
+    let out = f.await;
+    state.queue().unhold(run_id);
+    if let Err(e) = sq.release_leases(owner, &[run_id.to_string()]).await {
+        tracing::warn!(run_id, error = %e, "could not release the run's lease");
+    }
+    out
 }
 
 /// Crash recovery (SPEC §4): each `running` run (its process died) is resumed when its
@@ -96,6 +168,9 @@ pub fn spawn_workers(
             let rx = rx.clone();
             let mut shutdown = shutdown.clone();
             tokio::spawn(async move {
+                if state.store().shared_queue().is_some() {
+                    return shared_worker(state, shutdown).await;
+                }
                 loop {
                     let next = {
                         let mut guard = rx.lock().await;
@@ -110,6 +185,151 @@ pub fn spawn_workers(
             })
         })
         .collect()
+}
+
+/// A worker of a shared queue: takes the oldest free `queued` run under a lease, executes it,
+/// releases the lease; idle, waits for a local enqueue or [`POLL`].
+async fn shared_worker(state: AppState, mut shutdown: watch::Receiver<bool>) {
+    let owner = state.instance_id().to_string();
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let Some(sq) = state.store().shared_queue() else {
+            return;
+        };
+        match sq
+            .take_queued(&owner, lease_ms(&state), state.clock().now_ms())
+            .await
+        {
+            Ok(Some(id)) => {
+                state.queue().hold(&id);
+                execute_queued(&state, &id).await;
+                state.queue().unhold(&id);
+                if let Err(e) = sq.release_leases(&owner, std::slice::from_ref(&id)).await {
+                    tracing::warn!(run_id = %id, error = %e, "could not release the run's lease");
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "taking a queued run failed"),
+        }
+        let stop = tokio::select! {
+            _ = state.queue().wake.notified() => false,
+            _ = tokio::time::sleep(POLL) => false,
+            _ = shutdown.wait_for(|s| *s) => true,
+        };
+        if stop {
+            break;
+        }
+    }
+}
+
+/// Spawn the shared queue's heartbeat (renews this process's leases every third of the lease)
+/// and its orphan recovery (every quarter of the lease, [`recover_orphans`]). `None` without a
+/// shared queue.
+pub fn spawn_lease_keeper(
+    state: AppState,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    state.store().shared_queue()?;
+    Some(tokio::spawn(async move {
+        let lease = state.options().lease.max(Duration::from_millis(100));
+        let mut beat = tokio::time::interval(lease / 3);
+        let mut scan = tokio::time::interval(lease / 4);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        enum Tick {
+            Beat,
+            Scan,
+            Stop,
+        }
+        loop {
+            let tick = tokio::select! {
+                _ = beat.tick() => Tick::Beat,
+                _ = scan.tick() => Tick::Scan,
+                _ = shutdown.wait_for(|s| *s) => Tick::Stop,
+            };
+            match tick {
+                Tick::Beat => heartbeat(&state).await,
+                Tick::Scan => {
+                    if let Err(e) = recover_orphans(&state).await {
+                        tracing::warn!(error = %e, "recovering orphaned runs failed");
+                    }
+                }
+                Tick::Stop => break,
+            }
+        }
+        // Runs still executing keep their leases until they end; a last beat covers the wait.
+        heartbeat(&state).await;
+    }))
+}
+
+async fn heartbeat(state: &AppState) {
+    let Some(sq) = state.store().shared_queue() else {
+        return;
+    };
+    let held = state.queue().held_ids();
+    if held.is_empty() {
+        return;
+    }
+    match sq
+        .renew_leases(
+            state.instance_id(),
+            &held,
+            lease_ms(state),
+            state.clock().now_ms(),
+        )
+        .await
+    {
+        Ok(n) if n < held.len() => tracing::warn!(
+            held = held.len(),
+            renewed = n,
+            "some run leases were taken over by another process"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+    }
+}
+
+/// Take over `running` runs whose lease expired (their process died) and recover each by the
+/// resume rule, as [`recover`] does at start on one process: resumed when the step in flight
+/// is safe to repeat (the resume is queued for any process), else `interrupted`. Returns how
+/// many were recovered.
+pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
+    let Some(sq) = state.store().shared_queue() else {
+        return Ok(0);
+    };
+    let owner = state.instance_id().to_string();
+    let store = state.store();
+    let policy = state.options().recover;
+    let ids = sq
+        .take_orphans(&owner, lease_ms(state), state.clock().now_ms(), 100)
+        .await?;
+    let mut n = 0;
+    for id in &ids {
+        let run = match store.get_run(id).await? {
+            Some(r) if r.status == RunStatus::Running => r,
+            _ => continue,
+        };
+        match state.engine().recover_running(run, policy).await {
+            Recovery::Resumed {
+                original, resume, ..
+            } => {
+                let resume_id = resume.id.clone();
+                write_all(store.as_ref(), vec![original, *resume]).await?;
+                tracing::warn!(run_id = %id, resume = %resume_id, "orphaned run resumed (its process died)");
+                state.queue().push(resume_id);
+            }
+            Recovery::Interrupted(original) => {
+                write_all(store.as_ref(), vec![original]).await?;
+                tracing::warn!(run_id = %id, "orphaned run interrupted (its process died)");
+            }
+        }
+        n += 1;
+    }
+    sq.release_leases(&owner, &ids).await?;
+    Ok(n)
 }
 
 /// Execute one queued run: a resume with the snapshot it resumes, any other run with the

@@ -572,9 +572,63 @@ pub enum BatchOutcome {
     Put,
 }
 
+/// A run queue shared by several processes on one database (SPEC §8, "Scale-out"), as
+/// River, graphile-worker and Windmill do it: a process takes a `queued` run under a **lease**
+/// (`FOR UPDATE SKIP LOCKED`, so takers never wait on each other), renews its leases by
+/// heartbeat while it executes, and a `running` run whose lease expired (its process died) is
+/// taken over by another process to be recovered by the resume rule
+/// ([`crate::runtime::Engine::recover_running`]). Leases live apart from the runs, so run
+/// writes never touch them. Instants are UTC unix ms; lease lengths are ms.
+#[async_trait::async_trait]
+pub trait SharedQueue: Send + Sync {
+    /// Take the oldest `queued` run that no live lease holds, leased to `owner` until
+    /// `now_ms + lease_ms`; `None` when there is none (or another taker won the race).
+    async fn take_queued(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<String>>;
+    /// Lease `run_id` to `owner` (a run executed at once, before or after its row exists):
+    /// `true` when `owner` holds it now, `false` when another live lease does.
+    async fn lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool>;
+    /// Heartbeat: extend `owner`'s leases on `run_ids` to `now_ms + lease_ms`; returns how
+    /// many it still held (a lease taken over meanwhile is not extended).
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        run_ids: &[String],
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<usize>;
+    /// Drop `owner`'s leases on `run_ids` (the runs ended).
+    async fn release_leases(&self, owner: &str, run_ids: &[String]) -> StoreResult<()>;
+    /// Take over at most `max` `running` runs that no live lease holds (their process died),
+    /// leased to `owner`; oldest first.
+    async fn take_orphans(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        max: usize,
+    ) -> StoreResult<Vec<String>>;
+}
+
 /// Everything the engine and server need from a backend.
 #[async_trait::async_trait]
 pub trait Store: MemoryStore + RunStore + IdempotencyStore {
+    /// The shared run queue, on a backend several processes share (PostgreSQL); `None` (the
+    /// default) for an embedded store, whose one process queues runs in memory.
+    fn shared_queue(&self) -> Option<&dyn SharedQueue> {
+        None
+    }
+
     /// Make every write so far durable. sled syncs its log on the blocking pool (never
     /// `flush_async`: it deadlocks under concurrent callers, spacejam/sled#1308); a backend
     /// whose transactions commit durably (PostgreSQL) answers at once.

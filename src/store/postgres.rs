@@ -33,7 +33,8 @@ use super::common::{self, page, stats, ApiDecision, Cursor};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
     IdempotencyStore, MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary,
-    StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
+    SharedQueue, StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions,
+    WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -920,6 +921,10 @@ impl IdempotencyStore for PgStore {
 
 #[async_trait::async_trait]
 impl Store for PgStore {
+    fn shared_queue(&self) -> Option<&dyn SharedQueue> {
+        Some(self)
+    }
+
     /// [`super::Store::flush`]: nothing to do. Every call above commits its own transaction,
     /// and PostgreSQL has made a commit durable (WAL flushed, with the server's default
     /// `synchronous_commit = on`) before it answers.
@@ -1426,6 +1431,125 @@ fn from_json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> StoreResult
 /// A count or limit as a SQL `bigint` (saturating).
 fn to_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared run queue
+// ---------------------------------------------------------------------------------------------
+
+/// Lease the row chosen by the CTE `c` (one `id` column) to `$1` until `$2`, unless a live
+/// lease (`lease_until > $3`) holds it: a taker whose snapshot missed another's fresh lease
+/// still finds it here (the conflict check reads the latest committed row).
+const LEASE_CHOSEN: &str = "INSERT INTO run_leases (run_id, owner, lease_until) \
+     SELECT id, $1, $2 FROM c \
+     ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until \
+     WHERE run_leases.lease_until <= $3 OR run_leases.owner = EXCLUDED.owner \
+     RETURNING run_id";
+
+#[async_trait::async_trait]
+impl SharedQueue for PgStore {
+    async fn take_queued(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<String>> {
+        let sql = format!(
+            "WITH c AS (SELECT r.id FROM runs r WHERE r.status = 'queued' \
+               AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = r.id AND l.lease_until > $3) \
+               ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT 1) {LEASE_CHOSEN}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(owner)
+            .bind(now_ms.saturating_add(lease_ms))
+            .bind(now_ms)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        match row {
+            Some(r) => Ok(Some(r.try_get("run_id").map_err(db)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let sql = format!("WITH c AS (SELECT $4::text AS id) {LEASE_CHOSEN}");
+        let row = sqlx::query(&sql)
+            .bind(owner)
+            .bind(now_ms.saturating_add(lease_ms))
+            .bind(now_ms)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(row.is_some())
+    }
+
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        run_ids: &[String],
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<usize> {
+        if run_ids.is_empty() {
+            return Ok(0);
+        }
+        let done = sqlx::query(
+            "UPDATE run_leases SET lease_until = $3 WHERE owner = $1 AND run_id = ANY($2)",
+        )
+        .bind(owner)
+        .bind(run_ids)
+        .bind(now_ms.saturating_add(lease_ms))
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected() as usize)
+    }
+
+    async fn release_leases(&self, owner: &str, run_ids: &[String]) -> StoreResult<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query("DELETE FROM run_leases WHERE owner = $1 AND run_id = ANY($2)")
+            .bind(owner)
+            .bind(run_ids)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn take_orphans(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        max: usize,
+    ) -> StoreResult<Vec<String>> {
+        let sql = format!(
+            "WITH c AS (SELECT r.id FROM runs r WHERE r.status = 'running' \
+               AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = r.id AND l.lease_until > $3) \
+               ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT $4) {LEASE_CHOSEN}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(owner)
+            .bind(now_ms.saturating_add(lease_ms))
+            .bind(now_ms)
+            .bind(max.min(i64::MAX as usize) as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("run_id").map_err(db))
+            .collect()
+    }
 }
 
 #[cfg(test)]

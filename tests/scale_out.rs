@@ -1,0 +1,460 @@
+//! Scale-out (SPEC §8): three real `fluxo serve --store postgres://…` processes on one
+//! database take a storm of webhook deliveries in which the copies of one event go to
+//! different processes, while random processes are SIGKILLed and restarted. Each run POSTs to
+//! a slow destination with an `Idempotency-Key`, so kills land mid-run and the runs they leave
+//! `running` must be recovered by another process. Afterwards, read straight from the
+//! database:
+//!
+//! * every key that got a `202` has exactly one run lineage, rooted at the run the answer
+//!   named; no key has two;
+//! * every run ended (none `queued` or `running`), and every lineage's newest run succeeded
+//!   (an original cut short by a kill is `interrupted` and resumed by another process);
+//! * every key with a `202` reached the destination (its effect happened);
+//! * a dead process's runs were taken over within the lease (2 s here) plus the orphan scan
+//!   period (a quarter lease), with scheduling slack.
+//!
+//! The PostgreSQL server is the test's own (`tests/common/pg.rs`). Size: `FLUXO_SCALE_SECS`
+//! (default 8 s of storm; the README's manual figure uses more). `FLUXO_SCALE_SEED` replays
+//! a storm.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::http::HeaderMap;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+mod common;
+
+use common::child::{free_port, serve_command, wait_ready};
+use common::pg::TestPg;
+use fluxo::run::{RunRecord, RunStatus, Trigger};
+use fluxo::store::{PgStore, RunQuery, RunStore};
+
+const TOKEN: &str = "scale-out-token";
+const PROCESSES: usize = 3;
+const CLIENTS: usize = 6;
+const LEASE_S: u64 = 2;
+
+/// The destination: holds each request 50–250 ms (so kills land mid-run), remembers every
+/// `Idempotency-Key` it saw.
+async fn destination() -> (String, Arc<Mutex<BTreeMap<String, usize>>>) {
+    let seen: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let s = seen.clone();
+    let app = axum::Router::new().route(
+        "/deals",
+        axum::routing::post(move |headers: HeaderMap| {
+            let s = s.clone();
+            async move {
+                let key = headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                let wait = 50 + (key.len() as u64 * 37 + rand::random::<u64>()) % 200;
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+                *s.lock().unwrap().entry(key).or_default() += 1;
+                (axum::http::StatusCode::CREATED, "{\"id\":\"deal\"}")
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+struct Proc {
+    child: Child,
+    url: String,
+}
+
+struct Cluster {
+    dir: PathBuf,
+    store: String,
+    crm: String,
+    procs: Vec<Proc>,
+}
+
+impl Cluster {
+    fn spawn(&self, i: usize) -> Proc {
+        let port = free_port();
+        let data = self.dir.join(format!("data-{i}"));
+        let log = self.dir.join(format!("serve-{i}.log"));
+        let child = serve_command(port, &self.dir.join("workflows"), &data, TOKEN, &log)
+            .args(["--store", &self.store])
+            .args(["--lease-s", &LEASE_S.to_string()])
+            .args(["--workers", "4"])
+            .args(["--retention-runs", "100000000"])
+            .env("FLUXO_ENV_CRM", &self.crm)
+            .env("FLUXO_LOG", "warn")
+            .spawn()
+            .expect("spawn fluxo serve");
+        Proc {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn ready(&mut self, i: usize, probe: &reqwest::Client) {
+        let log = self.dir.join(format!("serve-{i}.log"));
+        let p = &mut self.procs[i];
+        wait_ready(probe, &p.url.clone(), &mut p.child, &log).await;
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+fn workflow(dir: &Path) {
+    std::fs::create_dir_all(dir.join("workflows")).unwrap();
+    let wf = json!({
+        "id": "storm", "name": "storm", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "create", "kind": "http_request",
+             "config": {"method": "POST", "url": "{{ env.CRM }}/deals",
+                        "headers": {"Idempotency-Key": "deal-{{ input.id }}"},
+                        "body": {"event": "{{ input.id }}"}, "retries": 2, "timeout_s": 10}}
+        ],
+        "edges": [{"from": "hook", "to": "create"}]
+    });
+    std::fs::write(dir.join("workflows/storm.json"), wf.to_string()).unwrap();
+}
+
+#[derive(Default)]
+struct Ledger {
+    /// key → run ids answered 202.
+    accepted: BTreeMap<String, Vec<String>>,
+    /// key → run ids answered `duplicate: true`.
+    duplicates: BTreeMap<String, BTreeSet<String>>,
+    sent: BTreeSet<String>,
+}
+
+/// One client: each new event goes to two different processes at once (the at-least-once
+/// sender's retry landing elsewhere), now and then a third copy later.
+async fn client_loop(
+    id: usize,
+    seed: u64,
+    urls: Arc<RwLock<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    next_key: Arc<AtomicUsize>,
+    ledger: Arc<Mutex<Ledger>>,
+) {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let mut rng = StdRng::seed_from_u64(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9));
+    while !stop.load(Ordering::SeqCst) {
+        let key = format!("evt-{}", next_key.fetch_add(1, Ordering::SeqCst));
+        ledger.lock().unwrap().sent.insert(key.clone());
+        let targets: Vec<String> = {
+            let urls = urls.read().unwrap();
+            let a = rng.gen_range(0..urls.len());
+            let b = (a + rng.gen_range(1..urls.len())) % urls.len();
+            let mut t = vec![urls[a].clone(), urls[b].clone()];
+            if rng.gen_bool(0.2) {
+                t.push(urls[rng.gen_range(0..urls.len())].clone());
+            }
+            t
+        };
+        let sends = targets.into_iter().map(|base| {
+            let client = client.clone();
+            let key = key.clone();
+            async move {
+                client
+                    .post(format!("{base}/hooks/storm"))
+                    .header("idempotency-key", &key)
+                    .json(&json!({"id": key, "type": "invoice.paid"}))
+                    .send()
+                    .await
+            }
+        });
+        for resp in futures_util::future::join_all(sends).await {
+            // Killed mid-request or down: the outcome is unknown, which is allowed.
+            let Ok(r) = resp else { continue };
+            let status = r.status().as_u16();
+            let Ok(body) = r.json::<Value>().await else {
+                continue;
+            };
+            let run_id = body["run_id"].as_str().unwrap_or_default().to_string();
+            let mut l = ledger.lock().unwrap();
+            match (status, body["duplicate"].as_bool()) {
+                (202, Some(false)) => l.accepted.entry(key.clone()).or_default().push(run_id),
+                (200, Some(true)) => {
+                    l.duplicates.entry(key.clone()).or_default().insert(run_id);
+                }
+                (503, _) => {}
+                other => panic!("unexpected answer for {key}: {other:?} {body}"),
+            }
+        }
+    }
+}
+
+async fn runs_of(store: &PgStore, q: RunQuery) -> Vec<RunRecord> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    for _ in 0..100_000 {
+        let page = store
+            .list_runs(&RunQuery {
+                limit: 500,
+                cursor,
+                ..q.clone()
+            })
+            .await
+            .unwrap();
+        for s in &page.runs {
+            out.push(store.get_run(&s.id).await.unwrap().expect("listed run"));
+        }
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_one_database_sigkill_storm_keeps_every_promise() {
+    let seed: u64 = std::env::var("FLUXO_SCALE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    let storm = Duration::from_secs(
+        std::env::var("FLUXO_SCALE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(8),
+    );
+    eprintln!("scale-out seed: {seed} (FLUXO_SCALE_SEED={seed} replays it)");
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    let pg = TestPg::shared();
+    let store_url = pg.fresh_db().await;
+    // `fluxo db migrate` creates the schema (the servers would too, at start).
+    let migrate = std::process::Command::new(env!("CARGO_BIN_EXE_fluxo"))
+        .args(["db", "migrate", "--store", &store_url])
+        .output()
+        .unwrap();
+    assert!(
+        migrate.status.success(),
+        "fluxo db migrate: {}",
+        String::from_utf8_lossy(&migrate.stderr)
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    workflow(tmp.path());
+    let (crm, effects) = destination().await;
+    let mut cluster = Cluster {
+        dir: tmp.path().to_path_buf(),
+        store: store_url.clone(),
+        crm,
+        procs: Vec::new(),
+    };
+    let probe = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    for i in 0..PROCESSES {
+        let p = cluster.spawn(i);
+        cluster.procs.push(p);
+        cluster.ready(i, &probe).await;
+    }
+    let urls = Arc::new(RwLock::new(
+        cluster
+            .procs
+            .iter()
+            .map(|p| p.url.clone())
+            .collect::<Vec<_>>(),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let next_key = Arc::new(AtomicUsize::new(0));
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            tokio::spawn(client_loop(
+                i,
+                seed,
+                urls.clone(),
+                stop.clone(),
+                next_key.clone(),
+                ledger.clone(),
+            ))
+        })
+        .collect();
+
+    // Kill a random process now and then; restart it a moment later (a new instance: the
+    // dead one's leases are left to expire).
+    let started = Instant::now();
+    let mut kills: Vec<i64> = Vec::new();
+    while started.elapsed() < storm {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(700..1_500))).await;
+        let i = rng.gen_range(0..PROCESSES);
+        cluster.procs[i].child.kill().expect("SIGKILL");
+        cluster.procs[i].child.wait().unwrap();
+        kills.push(chrono::Utc::now().timestamp_millis());
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(50..400))).await;
+        cluster.procs[i] = cluster.spawn(i);
+        cluster.ready(i, &probe).await;
+        urls.write().unwrap()[i] = cluster.procs[i].url.clone();
+    }
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.await.expect("a client panicked (unexpected answer)");
+    }
+
+    // Every run ends: the survivors drain the queue and recover what the dead left running.
+    let store = PgStore::connect(&store_url).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(LEASE_S * 5 + 30);
+    loop {
+        let mut open = 0;
+        for status in [RunStatus::Queued, RunStatus::Running] {
+            open += store.run_ids_with_status(status).await.unwrap().len();
+        }
+        if open == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{open} runs still queued or running long after the storm"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let ledger = std::mem::take(&mut *ledger.lock().unwrap());
+    let runs = runs_of(
+        &store,
+        RunQuery {
+            workflow: Some("storm".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut lineages: BTreeMap<String, Vec<&RunRecord>> = BTreeMap::new();
+    for r in &runs {
+        lineages.entry(r.root().to_string()).or_default().push(r);
+    }
+    let mut roots_by_key: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (root, members) in &lineages {
+        let first = members
+            .iter()
+            .find(|r| r.id == *root)
+            .expect("the root run");
+        let key = first
+            .idempotency_key
+            .clone()
+            .expect("a webhook run has its key");
+        roots_by_key.entry(key).or_default().push(root.clone());
+    }
+    let mut problems = Vec::new();
+    for (key, roots) in &roots_by_key {
+        if roots.len() != 1 {
+            problems.push(format!(
+                "key {key} has {} run lineages: {roots:?}",
+                roots.len()
+            ));
+        }
+    }
+    for (key, ids) in &ledger.accepted {
+        if ids.len() != 1 {
+            problems.push(format!(
+                "key {key} was answered 202 {} times: {ids:?}",
+                ids.len()
+            ));
+        }
+        match roots_by_key.get(key) {
+            Some(roots) if roots == ids => {}
+            other => problems.push(format!(
+                "key {key} answered 202 with {ids:?} but its lineages are {other:?}"
+            )),
+        }
+        if !effects.lock().unwrap().contains_key(&format!("deal-{key}")) {
+            problems.push(format!(
+                "key {key} was accepted but never reached the destination"
+            ));
+        }
+    }
+    for (key, dups) in &ledger.duplicates {
+        for d in dups {
+            if roots_by_key.get(key) != Some(&vec![d.clone()]) {
+                problems.push(format!(
+                    "key {key}: duplicate named {d}, lineages {:?}",
+                    roots_by_key.get(key)
+                ));
+            }
+        }
+    }
+    let mut statuses: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut resumed = 0;
+    let mut takeover_ms: Vec<i64> = Vec::new();
+    for (root, members) in &lineages {
+        for r in members {
+            *statuses.entry(r.status.as_str()).or_default() += 1;
+            if r.trigger == Trigger::Resume {
+                resumed += 1;
+                let at = r.created_at.0;
+                if let Some(k) = kills.iter().rev().find(|k| **k <= at) {
+                    takeover_ms.push(at - k);
+                }
+            }
+        }
+        let newest = members
+            .iter()
+            .max_by_key(|r| (r.created_at.0, r.id.clone()))
+            .unwrap();
+        if newest.status != RunStatus::Succeeded {
+            problems.push(format!(
+                "lineage {root}: its newest run {} ended {:?} ({:?})",
+                newest.id, newest.status, newest.error
+            ));
+        }
+    }
+    let slowest = takeover_ms.iter().copied().max().unwrap_or(0);
+    println!(
+        "scale-out: {PROCESSES} processes, {} SIGKILLs in {:.1} s; {} keys sent by {CLIENTS} \
+         clients, {} answered 202, {} with duplicate answers; {} runs in {} lineages, {resumed} \
+         resumed by another process (takeover after a kill: slowest {slowest} ms); by status \
+         {statuses:?}",
+        kills.len(),
+        started.elapsed().as_secs_f64(),
+        ledger.sent.len(),
+        ledger.accepted.len(),
+        ledger.duplicates.len(),
+        runs.len(),
+        lineages.len(),
+    );
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    assert!(
+        ledger.accepted.len() > 50,
+        "the storm was too small to prove anything"
+    );
+    assert!(
+        !ledger.duplicates.is_empty(),
+        "no copy of an event was answered as a duplicate"
+    );
+    // Lease + the orphan scan period (a quarter lease) + polling and scheduling slack.
+    let bound = (LEASE_S * 1000) as i64 * 5 / 4 + 1_500;
+    assert!(
+        slowest <= bound,
+        "a dead process's run was taken over {slowest} ms after the kill (bound {bound} ms)"
+    );
+}
