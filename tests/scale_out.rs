@@ -458,3 +458,62 @@ async fn three_processes_one_database_sigkill_storm_keeps_every_promise() {
         "a dead process's run was taken over {slowest} ms after the kill (bound {bound} ms)"
     );
 }
+
+/// Schedule ticks fire once across the cluster (SPEC §8): three processes schedule the same
+/// every-second workflow; each tick is claimed like a webhook key, so each has one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_ticks_fire_once_across_three_processes() {
+    let pg = TestPg::shared();
+    let store_url = pg.fresh_db().await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
+    let wf = json!({
+        "id": "tick", "name": "tick", "version": 1,
+        "steps": [
+            {"id": "every", "kind": "schedule_trigger",
+             "config": {"cron": "* * * * * *", "overlap": "allow"}},
+            {"id": "shape", "kind": "transform",
+             "config": {"fields": {"at": "{{ input.scheduled_at }}"}}}
+        ],
+        "edges": [{"from": "every", "to": "shape"}]
+    });
+    std::fs::write(tmp.path().join("workflows/tick.json"), wf.to_string()).unwrap();
+    let mut cluster = Cluster {
+        dir: tmp.path().to_path_buf(),
+        store: store_url.clone(),
+        crm: "http://127.0.0.1:9".into(),
+        procs: Vec::new(),
+    };
+    let probe = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    for i in 0..PROCESSES {
+        let p = cluster.spawn(i);
+        cluster.procs.push(p);
+        cluster.ready(i, &probe).await;
+    }
+    let store = PgStore::connect(&store_url).await.unwrap();
+    let query = RunQuery {
+        workflow: Some("tick".into()),
+        ..Default::default()
+    };
+    // Bounded wait for a few ticks with all three processes up.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while runs_of(&store, query.clone()).await.len() < 4 {
+        assert!(Instant::now() < deadline, "the schedule never fired 4 times");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(cluster);
+    let runs = runs_of(&store, query).await;
+    let mut by_tick: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &runs {
+        assert_eq!(r.trigger, Trigger::Schedule);
+        let key = r.idempotency_key.clone().expect("a tick key");
+        by_tick.entry(key).or_default().push(r.id.clone());
+    }
+    let twice: Vec<_> = by_tick.iter().filter(|(_, ids)| ids.len() > 1).collect();
+    assert!(twice.is_empty(), "ticks that fired more than once: {twice:?}");
+    assert!(by_tick.len() >= 4);
+}
