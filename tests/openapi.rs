@@ -41,6 +41,8 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/runs/{id}/replay/preview"),
     ("POST", "/api/v1/runs/{id}/resume"),
     ("POST", "/api/v1/runs/{id}/resume/preview"),
+    ("GET", "/api/v1/schedules"),
+    ("GET", "/api/v1/schedules/preview"),
     ("GET", "/api/v1/memory"),
     ("GET", "/api/v1/memory/{namespace}"),
     ("GET", "/api/v1/memory/{namespace}/{key}"),

@@ -502,7 +502,10 @@ async fn schedule_ticks_fire_once_across_three_processes() {
     // Bounded wait for a few ticks with all three processes up.
     let deadline = Instant::now() + Duration::from_secs(20);
     while runs_of(&store, query.clone()).await.len() < 4 {
-        assert!(Instant::now() < deadline, "the schedule never fired 4 times");
+        assert!(
+            Instant::now() < deadline,
+            "the schedule never fired 4 times"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     drop(cluster);
@@ -514,6 +517,9 @@ async fn schedule_ticks_fire_once_across_three_processes() {
         by_tick.entry(key).or_default().push(r.id.clone());
     }
     let twice: Vec<_> = by_tick.iter().filter(|(_, ids)| ids.len() > 1).collect();
-    assert!(twice.is_empty(), "ticks that fired more than once: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "ticks that fired more than once: {twice:?}"
+    );
     assert!(by_tick.len() >= 4);
 }

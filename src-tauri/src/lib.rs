@@ -81,6 +81,8 @@ pub fn run() {
             commands::runs::resume_run,
             commands::runs::preview_resume,
             commands::check::check_workflow,
+            commands::schedules::list_schedules,
+            commands::schedules::preview_schedule,
             commands::memory::memory_namespaces,
             commands::memory::memory_list,
             commands::memory::memory_get,

@@ -17,6 +17,8 @@
 //!   transaction, the pending and recent claim caches, duplicates confirmed after a flush,
 //!   the undo of a claim that could not be made durable.
 //! * [`runs`]: start, queue, list, stats, replay and resume runs.
+//! * [`schedules`]: next fire times of a cron expression (the editor's preview) and of each
+//!   scheduled workflow.
 //! * [`hosts`]: the names this server answers to.
 //! * [`error`]: [`AppError`], which the HTTP adapter maps to problem+json and IPC to
 //!   `{code, message}`.
@@ -32,6 +34,7 @@ pub mod hosts;
 pub mod ingest;
 pub mod runs;
 pub mod scheduler;
+pub mod schedules;
 pub mod worker;
 
 use std::net::SocketAddr;

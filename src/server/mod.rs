@@ -25,6 +25,7 @@ pub mod idempotency;
 pub mod listen;
 pub mod openapi;
 pub mod runs;
+pub mod schedules;
 pub mod settings;
 
 use std::net::SocketAddr;
@@ -52,6 +53,7 @@ use crate::workflow::dir::WorkflowDir;
 pub fn api_routes() -> OpenApiRouter<AppState> {
     api::routes()
         .merge(runs::routes())
+        .merge(schedules::routes())
         .merge(settings::routes())
 }
 

@@ -179,6 +179,14 @@ impl Schedule {
         None
     }
 
+    /// `ms` (UTC unix ms) on this schedule's wall clock, RFC 3339 with the zone's offset then
+    /// (`2026-03-29T03:00:00+02:00`); `None` out of range.
+    pub fn local_rfc3339(&self, ms: i64) -> Option<String> {
+        use chrono::TimeZone as _;
+        let at = self.tz.timestamp_millis_opt(ms).single()?;
+        Some(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, false))
+    }
+
     /// Ticks in `(after_ms, until_ms]`, oldest first, at most `max` (the newest `max` when
     /// there are more), and how many there were in all (counted up to `count_cap`).
     pub fn ticks_between(

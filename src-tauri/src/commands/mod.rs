@@ -11,5 +11,6 @@ pub mod catalog;
 pub mod check;
 pub mod memory;
 pub mod runs;
+pub mod schedules;
 pub mod settings;
 pub mod workflows;
