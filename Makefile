@@ -6,7 +6,7 @@ CARGO ?= cargo
 PORT ?= 8787
 DATA_DIR ?= $(CURDIR)/.fluxo-data
 
-.PHONY: run test setup-test setup-run build ui serve sandbox test-rust test-e2e bench load clean
+.PHONY: run test setup-test setup-run build ui serve sandbox test-rust test-e2e bench load man clean
 
 ## The main job: the desktop app where there is a display; otherwise `fluxo serve` with the
 ## browser UI, printing its URL.
@@ -75,6 +75,10 @@ bench:
 
 load:
 	bash scripts/load.sh
+
+## Man pages from the clap definitions, into target/man (`man -l target/man/fluxo-serve.1`).
+man: build
+	./target/debug/fluxo man --out target/man
 
 clean:
 	$(CARGO) clean

@@ -35,8 +35,37 @@ pub struct Cli {
     /// app-data dir, or $FLUXO_DATA_DIR.
     #[arg(long, global = true, env = "FLUXO_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Log format on stderr: `text` for people, `json` (one object per line, with the
+    /// request, run and workflow ids of its spans as fields) for log collectors. The level is
+    /// $FLUXO_LOG (default `warn`; e.g. `info`, `fluxo=debug`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "FLUXO_LOG_FORMAT")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Start logging to stderr in `format`, at the level `$FLUXO_LOG` gives (default `warn`).
+pub fn init_logging(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("FLUXO_LOG").unwrap_or_else(|_| "warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
 }
 
 /// Subcommands.
@@ -64,6 +93,39 @@ pub enum Command {
     /// The shared PostgreSQL database of a scale-out deployment.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Print a shell completion script: `fluxo completions bash > /etc/bash_completion.d/fluxo`
+    /// (zsh: into a directory on `$fpath` as `_fluxo`; fish: `~/.config/fish/completions/`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (`fluxo.1` and one per subcommand, `fluxo-serve.1`, …) into a
+    /// directory (`make man`).
+    #[command(hide = true)]
+    Man {
+        /// Where to write them (created if missing).
+        #[arg(long, default_value = "target/man")]
+        out: PathBuf,
+    },
+}
+
+fn cmd_completions(shell: clap_complete::Shell) -> CliResult {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    clap_complete::generate(shell, &mut cmd, "fluxo", &mut std::io::stdout());
+    Ok(EXIT_OK)
+}
+
+fn cmd_man(out: &Path) -> CliResult {
+    use clap::CommandFactory;
+    let io = |e: std::io::Error| {
+        CliError::bad_input(format!("cannot write man pages to {}: {e}", out.display()))
+    };
+    std::fs::create_dir_all(out).map_err(io)?;
+    let cmd = Cli::command();
+    clap_mangen::generate_to(cmd, out).map_err(io)?;
+    println!("man pages written to {}", out.display());
+    Ok(EXIT_OK)
 }
 
 /// `fluxo db`.
@@ -331,6 +393,8 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Sandbox(a) => cmd_sandbox(a).await,
         Command::Serve(a) => cmd_serve(data_dir, a).await,
         Command::Db(DbCommand::Migrate { store }) => cmd_db_migrate(&store).await,
+        Command::Completions { shell } => cmd_completions(shell),
+        Command::Man { out } => cmd_man(&out),
         Command::Check(a) => cmd_check(a).await,
     }
 }

@@ -9,13 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLUXO_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = fluxo::cli::Cli::parse();
+    fluxo::cli::init_logging(cli.log_format);
     std::process::exit(fluxo::cli::main_with(cli).await);
 }

@@ -349,12 +349,7 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
             Ok(wf) => wf,
             Err(e) => return fail_unrunnable(state, run, &e.to_string()).await,
         };
-        let span = tracing::info_span!("run", run_id = %run.id, workflow_id = %run.workflow_id);
-        let result = tracing::Instrument::instrument(state.engine().execute(&wf, run), span).await;
-        if let Err(e) = result {
-            tracing::error!(run_id, error = %e, "run history could not be written");
-        }
-        return;
+        return execute_in_span(state, &wf, run).await;
     }
     let compiled = state
         .workflows()
@@ -373,11 +368,24 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
     run.workflow_version = wf.workflow.version;
     run.definition_hash = wf.hash.clone();
     run.snapshot = serde_json::to_value(&wf.workflow).unwrap_or_default();
+    execute_in_span(state, &wf, run).await;
+}
+
+/// Execute `run` inside its `run` span (run and workflow ids on every log line of it), with
+/// one `info` line when it ends (status, duration).
+async fn execute_in_span(state: &AppState, wf: &crate::workflow::Compiled, run: RunRecord) {
     let span = tracing::info_span!("run", run_id = %run.id, workflow_id = %run.workflow_id);
-    let result = tracing::Instrument::instrument(state.engine().execute(&wf, run), span).await;
-    if let Err(e) = result {
-        tracing::error!(run_id, error = %e, "run history could not be written");
-    }
+    let work = async {
+        match state.engine().execute(wf, run).await {
+            Ok(done) => tracing::info!(
+                status = done.status.as_str(),
+                duration_ms = done.duration_ms,
+                "run finished"
+            ),
+            Err(e) => tracing::error!(error = %e, "run history could not be written"),
+        }
+    };
+    tracing::Instrument::instrument(work, span).await;
 }
 
 async fn fail_unrunnable(state: &AppState, mut run: RunRecord, why: &str) {

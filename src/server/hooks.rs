@@ -132,9 +132,16 @@ pub async fn webhook(
     // delivery between the claim and the queue push, which would leave the key claimed for a
     // run that never executes (its retry would be answered as a duplicate of it).
     let window_ms = (config.dedupe_window_s as i64).saturating_mul(1000);
-    let delivery = tokio::spawn(ingest::accept(state, workflow_id, key, run, now, window_ms))
-        .await
-        .map_err(|_| ApiError::unavailable("the delivery could not be queued; retry", 1))??;
+    let delivery = tokio::spawn(tracing::Instrument::in_current_span(ingest::accept(
+        state,
+        workflow_id,
+        key,
+        run,
+        now,
+        window_ms,
+    )))
+    .await
+    .map_err(|_| ApiError::unavailable("the delivery could not be queued; retry", 1))??;
     Ok(delivery_answer(delivery))
 }
 

@@ -1,0 +1,128 @@
+//! Operating the binary: shell completions and man pages generated from the clap definitions,
+//! and JSON logs whose lines carry the request, run and workflow ids (issue 16, items 4-5).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+mod common;
+
+use common::child::{free_port, serve_command, wait_ready};
+
+fn fluxo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fluxo"))
+}
+
+#[test]
+fn completions_cover_every_subcommand_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = fluxo().args(["completions", shell]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        for sub in ["serve", "check", "runs", "memory", "db"] {
+            assert!(text.contains(sub), "{shell} completion lacks `{sub}`");
+        }
+    }
+    let bad = fluxo().args(["completions", "nosh"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values"));
+}
+
+#[test]
+fn man_pages_are_written_per_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = fluxo()
+        .args(["man", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let serve = std::fs::read_to_string(dir.path().join("fluxo-serve.1")).unwrap();
+    assert!(
+        serve.starts_with(".ie") || serve.contains(".TH"),
+        "roff: {serve:.80}"
+    );
+    assert!(
+        serve.contains("lease"),
+        "the serve page documents --lease-s"
+    );
+    assert!(dir.path().join("fluxo.1").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_request_run_and_workflow_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
+    let wf = json!({
+        "id": "logged", "name": "logged", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": {"id": "{{ input.id }}"}}}
+        ],
+        "edges": [{"from": "hook", "to": "shape"}]
+    });
+    std::fs::write(tmp.path().join("workflows/logged.json"), wf.to_string()).unwrap();
+    let port = free_port();
+    let log = tmp.path().join("serve.log");
+    let mut child = serve_command(
+        port,
+        &tmp.path().join("workflows"),
+        &tmp.path().join("data"),
+        "log-token",
+        &log,
+    )
+    .args(["--log-format", "json"])
+    .env("FLUXO_LOG", "info")
+    .spawn()
+    .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&client, &url, &mut child, &log).await;
+    let r = client
+        .post(format!("{url}/hooks/logged"))
+        .header("idempotency-key", "evt_1")
+        .header("x-request-id", "req-abc")
+        .json(&json!({"id": "evt_1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let run_id = r.json::<Value>().await.unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Bounded wait for the accepted delivery's line and a line of its run.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut request_line, mut run_line) = (None, None);
+    while Instant::now() < deadline && (request_line.is_none() || run_line.is_none()) {
+        for line in std::fs::read_to_string(&log).unwrap().lines() {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line}"));
+            let spans = v["spans"].as_array().cloned().unwrap_or_default();
+            if spans.iter().any(|s| s["request_id"] == json!("req-abc")) {
+                request_line = Some(v.clone());
+            }
+            if spans
+                .iter()
+                .any(|s| s["run_id"] == json!(run_id) && s["workflow_id"] == json!("logged"))
+            {
+                run_line = Some(v.clone());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let request_line = request_line.expect("a log line inside the request's span");
+    assert!(request_line["level"].is_string() && request_line["timestamp"].is_string());
+    run_line.expect("a log line inside the run's span, with run and workflow ids");
+}
