@@ -183,6 +183,10 @@ pub struct ServeArgs {
     /// a dead process's runs are recovered by another process after it.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub lease_s: u64,
+    /// Who may read GET /metrics: `loopback` (anyone when listening on a loopback address,
+    /// the API token otherwise), `token` (always the token) or `none` (always open).
+    #[arg(long, value_enum, default_value_t = crate::app::MetricsAuth::Loopback)]
+    pub metrics_auth: crate::app::MetricsAuth,
     /// Request body limit in bytes (413 above it).
     #[arg(long, default_value_t = crate::server::DEFAULT_BODY_LIMIT)]
     pub body_limit: usize,
@@ -961,6 +965,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         body_limit_bytes: a.body_limit,
         workers: a.workers,
         lease: std::time::Duration::from_secs(a.lease_s),
+        metrics_auth: a.metrics_auth,
         retention: crate::store::Retention {
             max_runs_per_workflow: Some(a.retention_runs),
             max_age_ms: a.retention_days.map(|d| d as i64 * 86_400_000),

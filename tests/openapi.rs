@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 const SPEC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/{workflow_id}"),
     ("GET", "/healthz"),
+    ("GET", "/metrics"),
     ("GET", "/api/v1/openapi.json"),
     ("GET", "/api/v1/workflows"),
     ("POST", "/api/v1/workflows/validate"),
@@ -61,6 +62,7 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
 const PUBLIC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/{workflow_id}"),
     ("GET", "/healthz"),
+    ("GET", "/metrics"),
     ("GET", "/api/v1/openapi.json"),
 ];
 

@@ -126,3 +126,167 @@ async fn json_logs_carry_request_run_and_workflow_ids() {
     assert!(request_line["level"].is_string() && request_line["timestamp"].is_string());
     run_line.expect("a log line inside the run's span, with run and workflow ids");
 }
+
+/// `GET /metrics` after a small storm: the counters match the runs and duplicates made, the
+/// exposition parses, and off loopback the token is required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_what_a_small_storm_did() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
+    let wf = json!({
+        "id": "counted", "name": "counted", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": {"id": "{{ input.id }}"}}}
+        ],
+        "edges": [{"from": "hook", "to": "shape"}]
+    });
+    std::fs::write(tmp.path().join("workflows/counted.json"), wf.to_string()).unwrap();
+    let port = free_port();
+    let log = tmp.path().join("serve.log");
+    let mut child = serve_command(
+        port,
+        &tmp.path().join("workflows"),
+        &tmp.path().join("data"),
+        "metrics-token",
+        &log,
+    )
+    .spawn()
+    .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&client, &url, &mut child, &log).await;
+    // 6 new events, 4 repeats, 2 rejections (unknown workflow, bad JSON).
+    for i in 0..6 {
+        for _ in 0..if i < 4 { 2 } else { 1 } {
+            let r = client
+                .post(format!("{url}/hooks/counted"))
+                .header("idempotency-key", format!("evt_{i}"))
+                .json(&json!({"id": i}))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+        }
+    }
+    let r = client
+        .post(format!("{url}/hooks/nope"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let r = client
+        .post(format!("{url}/hooks/counted"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    // Bounded wait until the 6 runs ended (the runs counter says so).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let scrape = loop {
+        let text = client
+            .get(format!("{url}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("the exposition format parses");
+        if value(
+            &scrape,
+            "fluxo_runs_total",
+            &[("workflow", "counted"), ("status", "succeeded")],
+        ) == 6.0
+        {
+            break scrape;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the runs never all counted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let deliveries = |outcome: &str| {
+        value(
+            &scrape,
+            "fluxo_webhook_deliveries_total",
+            &[("outcome", outcome)],
+        )
+    };
+    assert_eq!(deliveries("accepted"), 6.0);
+    assert_eq!(deliveries("duplicate"), 4.0);
+    assert_eq!(deliveries("rejected"), 2.0);
+    assert_eq!(
+        value(
+            &scrape,
+            "fluxo_webhook_deliveries_total",
+            &[("code", "workflow_not_found")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &scrape,
+            "fluxo_step_attempts_total",
+            &[("kind", "transform"), ("outcome", "succeeded")]
+        ),
+        6.0
+    );
+    assert_eq!(value(&scrape, "fluxo_queue_depth", &[]), 0.0);
+    assert!(value(&scrape, "fluxo_commit_batch_size_count", &[]) >= 1.0);
+}
+
+/// The sum of the samples of `name` whose labels include `labels`.
+fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_need_the_token_when_asked_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
+    let port = free_port();
+    let log = tmp.path().join("serve.log");
+    let mut child = serve_command(
+        port,
+        &tmp.path().join("workflows"),
+        &tmp.path().join("data"),
+        "metrics-token",
+        &log,
+    )
+    .args(["--metrics-auth", "token"])
+    .spawn()
+    .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&client, &url, &mut child, &log).await;
+    let open = client.get(format!("{url}/metrics")).send().await.unwrap();
+    let with = client
+        .get(format!("{url}/metrics"))
+        .bearer_auth("metrics-token")
+        .send()
+        .await
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(open.status().as_u16(), 401);
+    assert_eq!(with.status().as_u16(), 200);
+}

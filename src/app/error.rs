@@ -89,6 +89,7 @@ impl AppError {
             return Self::bad_request("invalid_input", e.to_string());
         }
         tracing::error!(error = %e, "store failure");
+        crate::telemetry::store_error();
         Self::unavailable("the store could not complete the request; retry later", 1)
     }
     /// A Memory namespace or key that breaks its rule (`invalid_namespace`, `empty_key`,

@@ -18,6 +18,7 @@ pub enum Delivery {
 
 fn duplicate(workflow_id: &str, run_id: String) -> Delivery {
     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
+    crate::telemetry::delivery("duplicate", None);
     Delivery::Duplicate { run_id }
 }
 
@@ -200,7 +201,10 @@ pub async fn accept(
                     drop(pending);
                     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "delivery accepted");
                     state.queue().push(run_id.clone());
-                    Ok(Delivery::Accepted { run_id })
+                    {
+                        crate::telemetry::delivery("accepted", None);
+                        Ok(Delivery::Accepted { run_id })
+                    }
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "claim not made durable; undoing");
@@ -218,7 +222,10 @@ pub async fn accept(
                 AppError::unavailable("the run could not be made durable; retry", 1)
             })?;
             state.queue().push(run_id.clone());
-            Ok(Delivery::Accepted { run_id })
+            {
+                crate::telemetry::delivery("accepted", None);
+                Ok(Delivery::Accepted { run_id })
+            }
         }
     }
 }

@@ -51,6 +51,19 @@ use crate::runtime::Engine;
 use crate::store::{Retention, Store};
 use crate::workflow::dir::WorkflowDir;
 
+/// Who may read `GET /metrics` (`--metrics-auth`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricsAuth {
+    /// Open when the server listens on a loopback address (a scraper on the same host);
+    /// the API token otherwise.
+    #[default]
+    Loopback,
+    /// Always the API token (`Authorization: Bearer …`).
+    Token,
+    /// Always open (a private network, or a proxy in front that authenticates).
+    None,
+}
+
 /// Default [`ConnLimits::header_read_timeout`]: 10 s.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default [`ConnLimits::body_read_timeout`]: 30 s.
@@ -93,6 +106,9 @@ pub struct ServerOptions {
     pub body_limit_bytes: usize,
     /// Runs executed at once (default 8).
     pub workers: usize,
+    /// Who may read `GET /metrics` ([`MetricsAuth`], default: anyone when the server is bound
+    /// to a loopback address, the API token otherwise).
+    pub metrics_auth: MetricsAuth,
     /// How long a run taken from a shared queue (PostgreSQL) stays leased to this process
     /// without a heartbeat (default 30 s): a dead process's runs are taken over after it
     /// ([`worker`]).
@@ -116,6 +132,7 @@ impl Default for ServerOptions {
             body_limit_bytes: DEFAULT_BODY_LIMIT,
             workers: 8,
             lease: Duration::from_secs(30),
+            metrics_auth: MetricsAuth::default(),
             retention: Retention::default(),
             ui_dir: None,
             data_dir: None,

@@ -322,16 +322,19 @@ impl Scheduler {
             Ok(ClaimOutcome::Duplicate { run_id: other }) => done(other, Fire::Duplicate),
             Ok(ClaimOutcome::Claimed) if skipped => {
                 tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "schedule tick skipped");
+                crate::telemetry::tick("skipped");
                 done(run_id, Fire::Skipped)
             }
             Ok(ClaimOutcome::Claimed) if overlap == Overlap::Queue && active.is_some() => {
                 if let Some(p) = self.plans.get_mut(&workflow_id) {
                     p.held.push_back(run_id.clone());
                 }
+                crate::telemetry::tick("fired");
                 done(run_id, Fire::Held)
             }
             Ok(ClaimOutcome::Claimed) => {
                 tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "schedule tick fired");
+                crate::telemetry::tick("fired");
                 (self.dispatch)(run_id.clone());
                 done(run_id, Fire::Started)
             }

@@ -126,11 +126,13 @@ pub async fn recover(state: &AppState) -> StoreResult<()> {
             } => {
                 write_all(store.as_ref(), vec![original, *resume.clone()]).await?;
                 tracing::warn!(run_id = %id, resume = %resume.id, "run resumed after a restart");
+                crate::telemetry::recovered("resumed");
             }
             Recovery::Interrupted(original) => {
                 write_all(store.as_ref(), vec![original.clone()]).await?;
                 let reason = original.error.as_ref().map(|e| e.message.as_str());
                 tracing::warn!(run_id = %id, reason, "run interrupted by a restart");
+                crate::telemetry::recovered("interrupted");
             }
         }
     }
@@ -319,11 +321,13 @@ pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
                 let resume_id = resume.id.clone();
                 write_all(store.as_ref(), vec![original, *resume]).await?;
                 tracing::warn!(run_id = %id, resume = %resume_id, "orphaned run resumed (its process died)");
+                crate::telemetry::recovered("resumed");
                 state.queue().push(resume_id);
             }
             Recovery::Interrupted(original) => {
                 write_all(store.as_ref(), vec![original]).await?;
                 tracing::warn!(run_id = %id, "orphaned run interrupted (its process died)");
+                crate::telemetry::recovered("interrupted");
             }
         }
         n += 1;

@@ -461,6 +461,12 @@ impl Engine {
         walk.mask.run_outcome(&mut run);
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
+        crate::telemetry::run_finished(
+            &run.workflow_id,
+            run.status.as_str(),
+            run.mode.as_str(),
+            t0.elapsed().as_secs_f64(),
+        );
         if !persist {
             return Ok(run);
         }
@@ -1018,6 +1024,12 @@ impl Walk<'_> {
                 error: result.as_ref().err().map(|e| e.message.clone()),
             });
         }
+        crate::telemetry::step_finished(
+            &def.kind,
+            result.is_ok(),
+            attempts.len(),
+            duration_ms as f64 / 1000.0,
+        );
         let finished = Timestamp(clock.now_ms());
         let (status, output, error, ports) = match &result {
             Ok(o) => (

@@ -101,8 +101,13 @@ pub async fn require_token(
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let given = req
-        .headers()
+    check_token(&state, req.headers())?;
+    Ok(next.run(req).await)
+}
+
+/// `Ok` when `headers` carry `Authorization: Bearer <the API token>`, else the 401 problem.
+pub fn check_token(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
@@ -112,9 +117,7 @@ pub async fn require_token(
             "unauthorized",
             "missing `Authorization: Bearer <token>` (the token is in <data-dir>/token)",
         )),
-        Some(t) if constant_time_eq(t.as_bytes(), state.token().as_bytes()) => {
-            Ok(next.run(req).await)
-        }
+        Some(t) if constant_time_eq(t.as_bytes(), state.token().as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::new(
             axum::http::StatusCode::UNAUTHORIZED,
             "unauthorized",

@@ -52,6 +52,19 @@ pub async fn webhook(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
+    let answer = deliver(state, workflow_id, headers, body).await;
+    if let Err(e) = &answer {
+        crate::telemetry::delivery("rejected", Some(e.code));
+    }
+    answer
+}
+
+async fn deliver(
+    state: AppState,
+    workflow_id: String,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
     let body = body_bytes(body, state.options().body_limit_bytes)?;
     let entry = state.workflows().get(&workflow_id).ok_or_else(|| {
         ApiError::not_found("workflow_not_found", format!("no workflow `{workflow_id}`"))

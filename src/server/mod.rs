@@ -23,6 +23,7 @@ pub mod error;
 pub mod hooks;
 pub mod idempotency;
 pub mod listen;
+pub mod metrics;
 pub mod openapi;
 pub mod runs;
 pub mod schedules;
@@ -62,6 +63,7 @@ pub fn public_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(openapi::webhook))
         .routes(routes!(api::healthz))
+        .routes(routes!(metrics::metrics))
         .routes(routes!(api::openapi))
 }
 
@@ -153,6 +155,8 @@ pub async fn start(
     options: ServerOptions,
 ) -> std::io::Result<RunningServer> {
     let addr = listener.local_addr()?;
+    // The metrics recorder, before anything records.
+    crate::telemetry::handle();
     let (state, receiver) = AppState::open(addr, engine, workflows, token, options.clone()).await?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let background = crate::app::Background::start(&state, receiver, shutdown_rx.clone()).await?;

@@ -134,6 +134,7 @@ async fn commit(store: &dyn Store, jobs: Vec<(Option<Write>, Answer)>) {
         answers.push((has, answer));
     }
     let sent = batch.len();
+    let t0 = std::time::Instant::now();
     let mut outcomes = if batch.is_empty() {
         Vec::new()
     } else {
@@ -146,6 +147,7 @@ async fn commit(store: &dyn Store, jobs: Vec<(Option<Write>, Answer)>) {
     } else {
         store.flush().await
     };
+    crate::telemetry::commit_batch(sent, t0.elapsed().as_secs_f64());
     for (has, answer) in answers {
         let (write, result) = match has {
             true => match outcomes.next() {
