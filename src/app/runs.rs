@@ -303,13 +303,11 @@ pub async fn replay_run(
     mode: Mode,
     edited_input: Option<Value>,
 ) -> AppResult<RunRecord> {
-    let (run, orig) = state.engine().replay_run(&original, wf, mode, edited_input);
     state
-        .store()
-        .put_run(&orig)
+        .engine()
+        .link_replay(&original, wf, mode, edited_input)
         .await
-        .map_err(AppError::store)?;
-    Ok(run)
+        .map_err(AppError::store)
 }
 
 /// Query of `GET /runs/stats`.

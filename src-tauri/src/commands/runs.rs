@@ -8,17 +8,16 @@
 use std::sync::Arc;
 
 use fluxo::app::runs::{self, runnable, RunsParams, StatsParams};
+use fluxo::app::{workflows, AppState};
 use fluxo::run::{Mode, RunRecord, Trigger};
 use fluxo::runtime::preview::RunPreview;
 use fluxo::runtime::RunRequest;
-use fluxo::server::AppState;
 use fluxo::store::RunPage;
-use fluxo::workflow::check_value;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tauri::State;
 
-use crate::error::{IpcError, IpcResult};
+use crate::error::IpcResult;
 
 /// The same walk with every side effect simulated; answers the finished run record.
 #[tauri::command]
@@ -28,25 +27,7 @@ pub async fn dry_run(
     input: Option<Value>,
     workflow: Option<Value>,
 ) -> IpcResult<RunRecord> {
-    let wf = match workflow {
-        Some(def) => {
-            let (c, problems) = check_value(&def, state.engine().registry());
-            Arc::new(c.ok_or_else(|| IpcError {
-                problems: Some(json!(problems)),
-                ..IpcError::new(
-                    "workflow_invalid",
-                    "the workflow has validation errors; see `problems`",
-                )
-            })?)
-        }
-        None => runnable(&state, &id)?,
-    };
-    let req = RunRequest::new(
-        input.unwrap_or_else(|| json!({})),
-        Trigger::Manual,
-        Mode::Dry,
-    );
-    Ok(state.engine().run(&wf, req).await?)
+    Ok(workflows::dry_run(&state, &id, input, workflow).await?)
 }
 
 /// Queue a live run (stored durably, then handed to the listener's workers) and answer the
@@ -68,11 +49,7 @@ pub async fn start_run(
 
 #[tauri::command]
 pub async fn get_run(state: State<'_, AppState>, id: String) -> IpcResult<RunRecord> {
-    state
-        .store()
-        .get_run(&id)
-        .await?
-        .ok_or_else(|| IpcError::new("run_not_found", format!("no run `{id}`")))
+    Ok(runs::load_run(&state, &id).await?)
 }
 
 /// An instant as the UI sends it: RFC 3339 text or unix milliseconds.
