@@ -33,7 +33,7 @@ def strip_comments(text):
 def heads(text, root):
     """First segments after `root::`, expanding `root::{a, b::c}` groups."""
     found = []
-    for m in re.finditer(r"\b" + root + r"::(\{|[A-Za-z_][A-Za-z0-9_]*)", text):
+    for m in re.finditer(r"(?<![A-Za-z0-9_:])" + root + r"::(\{|[A-Za-z_][A-Za-z0-9_]*)", text):
         if m.group(1) != "{":
             found.append(m.group(1))
             continue
@@ -56,42 +56,6 @@ def heads(text, root):
                 found.append(w.group(1))
     return found
 
-def crate_paths(text):
-    """`crate::a::b` paths as (a, b-or-None), groups expanded one level."""
-    res = []
-    for m in re.finditer(r"\bcrate::([A-Za-z_][A-Za-z0-9_]*)(::(\{|[A-Za-z_][A-Za-z0-9_]*))?", text):
-        a, b = m.group(1), m.group(3)
-        if b == "{":
-            res.extend((a, x) for x in heads(text[m.start():], "crate::" + a)[:0] or group_members(text, m.end(3) - 1))
-        else:
-            res.append((a, b))
-    return res
-
-def group_members(text, brace):
-    depth, i, item, items = 0, brace, "", []
-    while i < len(text):
-        c = text[i]
-        if c == "{":
-            depth += 1
-            if depth == 1:
-                i += 1; continue
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                break
-        if depth == 1 and c == ",":
-            items.append(item); item = ""
-        else:
-            item += c
-        i += 1
-    items.append(item)
-    out = []
-    for it in items:
-        w = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)", it)
-        if w:
-            out.append(w.group(1))
-    return out
-
 files = []
 for d, _, names in os.walk(src):
     for n in names:
@@ -113,7 +77,7 @@ for rel in files:
         me = parts[1]
         siblings = {f[:-3].split(os.sep)[1] for f in files
                     if f.startswith("server" + os.sep) and f.count(os.sep) == 1} - {"mod"}
-        targets = set(heads(text, "super")) | {b for a, b in crate_paths(text) if a == "server" and b}
+        targets = set(heads(text, "super")) | set(heads(text, "crate::server"))
         for t in targets:
             if t in siblings and t != me:
                 server_edges.setdefault((me, t), set()).add(rel)

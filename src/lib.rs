@@ -41,4 +41,5 @@ pub mod server;
 pub mod settings;
 pub mod steps;
 pub mod store;
+pub mod template;
 pub mod workflow;
