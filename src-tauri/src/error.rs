@@ -57,6 +57,23 @@ impl std::fmt::Display for IpcError {
 
 impl std::error::Error for IpcError {}
 
+/// The application's errors cross as `{code, message, problems?, …}`: the same codes and
+/// messages the HTTP API answers as problem+json.
+impl From<AppError> for IpcError {
+    fn from(e: AppError) -> Self {
+        let mut extra = match e.extra {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        IpcError {
+            code: e.code.to_string(),
+            message: e.message,
+            problems: extra.remove("problems"),
+            extra,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,22 +100,5 @@ mod tests {
             serde_json::to_value(&e).unwrap(),
             json!({"code": "run_not_found", "message": "no run `r`"})
         );
-    }
-}
-
-/// The application's errors cross as `{code, message, problems?, …}`: the same codes and
-/// messages the HTTP API answers as problem+json.
-impl From<AppError> for IpcError {
-    fn from(e: AppError) -> Self {
-        let mut extra = match e.extra {
-            Some(Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        };
-        IpcError {
-            code: e.code.to_string(),
-            message: e.message,
-            problems: extra.remove("problems"),
-            extra,
-        }
     }
 }
