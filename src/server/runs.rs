@@ -10,7 +10,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -19,14 +19,14 @@ use super::body::json_body;
 use super::error::{ApiError, ApiResult, Problem};
 use super::idempotency::{self, Begin};
 use super::openapi as doc;
-use super::AppState;
 use crate::app::runs::{
-    execute_now, list, load_run, queue_run, replay_plan, replay_run, resume_problem, resume_run,
-    runnable, stats_for, RunsParams, StatsParams,
+    execute_now, list, load_run, new_live_run, preview_replay as preview_replay_of,
+    preview_resume as preview_resume_of, queue_run, replay_plan, replay_run, resume_problem,
+    resume_run, runnable, stats_for, RunsParams, StatsParams,
 };
-use crate::run::{Mode, RunRecord, Trigger};
+use crate::app::AppState;
+use crate::run::{RunRecord, Trigger};
 use crate::runtime::preview::RunPreview;
-use crate::runtime::RunRequest;
 use crate::workflow::Compiled;
 
 /// Routes under `/api/v1`, each with its documentation.
@@ -217,13 +217,8 @@ async fn start_run(
         Begin::Process(g) => Some(g),
         Begin::NoKey => None,
     };
-    let mut req = RunRequest::new(
-        parsed.input.unwrap_or_else(|| json!({})),
-        Trigger::Api,
-        Mode::Live,
-    );
-    req.idempotency_key = guard.as_ref().map(|g| g.key().to_string());
-    let run = state.engine().new_run(&wf, req);
+    let key = guard.as_ref().map(|g| g.key().to_string());
+    let run = new_live_run(&state, &wf, parsed.input, Trigger::Api, key);
     Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 
@@ -432,14 +427,8 @@ async fn preview_replay(
             format!("expected {{\"version\": \"current\"|\"original\", \"input\"?: ...}}: {e}"),
         )
     })?;
-    let (_, wf, original) =
-        replay_plan(&state, &id, Some("dry"), parsed.version.as_deref()).await?;
-    Ok(Json(
-        state
-            .engine()
-            .preview_replay(&original, &wf, parsed.input)
-            .await,
-    ))
+    let preview = preview_replay_of(&state, &id, parsed.version.as_deref(), parsed.input).await?;
+    Ok(Json(preview))
 }
 
 /// The body of a resume.
@@ -579,13 +568,8 @@ async fn preview_resume(
 ) -> ApiResult<Json<RunPreview>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
     let parsed = parse_resume_body(body)?;
-    let original = load_run(&state, &id).await?;
-    state
-        .engine()
-        .preview_resume(&original, parsed.from_step.as_deref())
-        .await
-        .map(Json)
-        .map_err(|e| resume_problem(e).into())
+    let preview = preview_resume_of(&state, &id, parsed.from_step.as_deref()).await?;
+    Ok(Json(preview))
 }
 
 #[utoipa::path(

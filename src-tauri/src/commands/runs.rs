@@ -9,12 +9,11 @@ use std::sync::Arc;
 
 use fluxo::app::runs::{self, runnable, RunsParams, StatsParams};
 use fluxo::app::{workflows, AppState};
-use fluxo::run::{Mode, RunRecord, Trigger};
+use fluxo::run::{RunRecord, Trigger};
 use fluxo::runtime::preview::RunPreview;
-use fluxo::runtime::RunRequest;
 use fluxo::store::RunPage;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tauri::State;
 
 use crate::error::IpcResult;
@@ -39,12 +38,8 @@ pub async fn start_run(
     input: Option<Value>,
 ) -> IpcResult<RunRecord> {
     let wf = runnable(&state, &id)?;
-    let req = RunRequest::new(
-        input.unwrap_or_else(|| json!({})),
-        Trigger::Manual,
-        Mode::Live,
-    );
-    Ok(runs::queue_run(&state, state.engine().new_run(&wf, req)).await?)
+    let run = runs::new_live_run(&state, &wf, input, Trigger::Manual, None);
+    Ok(runs::queue_run(&state, run).await?)
 }
 
 #[tauri::command]
@@ -154,8 +149,7 @@ pub async fn preview_replay(
     version: Option<String>,
     input: Option<Value>,
 ) -> IpcResult<RunPreview> {
-    let (_, wf, original) = runs::replay_plan(&state, &id, Some("dry"), version.as_deref()).await?;
-    Ok(state.engine().preview_replay(&original, &wf, input).await)
+    Ok(runs::preview_replay(&state, &id, version.as_deref(), input).await?)
 }
 
 /// Resume a failed, timed-out or interrupted run from its failed or in-flight step, or from
@@ -179,12 +173,7 @@ pub async fn preview_resume(
     id: String,
     from_step: Option<String>,
 ) -> IpcResult<RunPreview> {
-    let original = runs::load_run(&state, &id).await?;
-    Ok(state
-        .engine()
-        .preview_resume(&original, from_step.as_deref())
-        .await
-        .map_err(runs::resume_problem)?)
+    Ok(runs::preview_resume(&state, &id, from_step.as_deref()).await?)
 }
 
 /// Execute now and answer the finished run (`wait`, default), or queue it.
