@@ -3,7 +3,6 @@
 //! Exit codes: 0 ok, 1 a run failed (or timed out), 2 bad input or usage. Every bad input gets
 //! a message naming what and where, and nothing is written.
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::Value;
 
+use crate::app::memory::entry_json;
 use crate::clock::{Clock, SystemClock};
 use crate::run::{Mode, RunRecord, RunStatus, Trigger};
 use crate::runtime::{Engine, RecoverPolicy, RunRequest};
@@ -771,11 +771,13 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
                 Arc::new(SystemClock) as Arc<dyn Clock>,
             );
             let mode = if dry_run { Mode::Dry } else { Mode::Live };
-            let (new, orig) = engine.replay_run(&run, &wf, mode, edited);
-            store.put_run(&orig).await.map_err(|e| CliError {
-                code: EXIT_RUN_FAILED,
-                message: format!("run history could not be written: {e}"),
-            })?;
+            let new = engine
+                .link_replay(&run, &wf, mode, edited)
+                .await
+                .map_err(|e| CliError {
+                    code: EXIT_RUN_FAILED,
+                    message: format!("run history could not be written: {e}"),
+                })?;
             finish_run(&store, engine.execute(&wf, new).await, json).await
         }
         RunsCommand::Resume {
@@ -877,25 +879,6 @@ async fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
             Ok(EXIT_OK)
         }
     }
-}
-
-/// A Memory entry as JSON with RFC 3339 instants.
-pub fn entry_json(e: &crate::store::MemoryEntry) -> Value {
-    let mut m = BTreeMap::new();
-    m.insert("namespace", Value::String(e.namespace.clone()));
-    m.insert("key", Value::String(e.key.clone()));
-    m.insert("value", e.value.clone());
-    m.insert(
-        "written_at",
-        Value::String(crate::clock::rfc3339(e.written_at)),
-    );
-    if let Some(x) = e.expires_at {
-        m.insert("expires_at", Value::String(crate::clock::rfc3339(x)));
-    }
-    if let Some(o) = &e.owner {
-        m.insert("owner", serde_json::to_value(o).unwrap_or(Value::Null));
-    }
-    serde_json::to_value(m).unwrap_or(Value::Null)
 }
 
 async fn cmd_sandbox(a: SandboxArgs) -> CliResult {

@@ -8,18 +8,24 @@
 //!
 //! * [`clock`]: UTC time (unix ms) and waits through a [`clock::Clock`] the tests control.
 //! * [`run`]: the run record (runs, steps, attempts, statuses, time-sortable ids).
-//! * [`workflow`]: the file model, validation reporting every problem at once, templates
-//!   (minijinja, strict), the idempotency/retry linter, compilation, a folder of workflow files.
-//! * [`steps`]: the [`steps::StepKind`] contract, the one [`steps::Registry`], one file per kind.
-//! * [`runtime`]: the executor (graph walk, error edges, handler modes, run deadline), safe
-//!   retries, HTTP transports and the outbound rules ([`runtime::outbound`]: hosts from run
-//!   data, redirects, response caps), live/dry side effects, resume planning and previews, the
-//!   crash recovery rule ([`runtime::Engine::recover_running`]).
+//! * [`template`]: templates (minijinja, strict), the leaf step kinds and validation share.
+//! * [`steps`]: the [`steps::StepKind`] contract, the one [`steps::Registry`], the ports, one
+//!   file per kind; and what a step touches: live/dry side effects ([`steps::effects`]), HTTP
+//!   transports and the outbound rules ([`steps::outbound`]: hosts from run data, redirects,
+//!   response caps), safe retries ([`steps::retry`]), child runs ([`steps::children`]).
+//! * [`workflow`]: the file model, validation reporting every problem at once, the
+//!   idempotency/retry linter, compilation, a folder of workflow files.
+//! * [`runtime`]: the executor (graph walk, error edges, handler modes, run deadline), the one
+//!   replay path ([`runtime::Engine::link_replay`]), resume planning and previews, the crash
+//!   recovery rule ([`runtime::Engine::recover_running`]).
 //! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records), the sled
 //!   backend and an in-memory backend.
-//! * [`app`]: the application layer every adapter calls: its state, webhook ingest (claims
-//!   and their caches), the worker pool, recovery, schedules, errors as [`app::AppError`].
-//! * [`server`]: `fluxo serve`'s HTTP adapter: routes, problem+json, the door, SSE.
+//! * [`app`]: the application layer every adapter calls, one function per use case: its
+//!   state, webhook ingest (claims and their caches), runs, workflow files, the check, Memory,
+//!   settings and the token, the worker pool, recovery, schedules, errors as
+//!   [`app::AppError`].
+//! * [`server`]: `fluxo serve`'s HTTP adapter: routes (parse, one [`app`] call, render),
+//!   problem+json, the door, SSE.
 //! * [`sandbox`]: `fluxo sandbox`, a local destination honouring `Idempotency-Key`.
 //! * [`settings`]: app settings in the data dir (env variables, retention, listener).
 //! * [`secrets`]: what is secret, the mask (`••••1234`) applied to run records, owner-only
@@ -28,6 +34,10 @@
 //! * [`check`]: `fluxo check`: the replay test of a workflow against the sandbox (same event
 //!   twice, timeout after write, new event, forced failure with compensation, replay).
 //! * [`cli`]: the `fluxo` command line.
+//!
+//! Layers: adapters ([`server`], `src-tauri`, [`cli`]) → [`app`] → engine ([`runtime`] →
+//! [`workflow`] → [`steps`] → [`template`]) → [`store`]. Nothing imports upward and no two
+//! modules import each other (`tests/architecture.rs`, `scripts/import-cycles.sh`).
 pub mod app;
 pub mod check;
 pub mod cli;
@@ -42,4 +52,5 @@ pub mod settings;
 pub mod steps;
 pub mod store;
 pub mod telemetry;
+pub mod template;
 pub mod workflow;

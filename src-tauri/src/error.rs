@@ -1,10 +1,9 @@
 //! The one error type that crosses the IPC boundary: `{code, message, problems?, …}` (with the
-//! problem's other extra members, e.g. `resumed_by`), the same
+//! problem's other extra members, e.g. `resumed_by`): a [`fluxo::app::AppError`] with the same
 //! stable codes as the HTTP API's problem+json (`workflow_not_found`, `workflow_invalid`, …).
 //! The UI's `TauriApi` turns it into its `ApiError`.
 
 use fluxo::app::AppError;
-use fluxo::server::error::ApiError;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -43,29 +42,20 @@ impl IpcError {
     }
 }
 
-/// The library's HTTP errors carry the same codes and messages: reuse them, so the app and the
-/// browser UI see the same answers (`problems` kept, HTTP status dropped).
-impl From<ApiError> for IpcError {
-    fn from(e: ApiError) -> Self {
-        let mut extra = match e.extra {
-            Some(Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        };
-        IpcError {
-            code: e.code.to_string(),
-            message: e.detail,
-            problems: extra.remove("problems"),
-            extra,
-        }
-    }
-}
-
 /// Store failures are logged in full and answered as retryable, like the HTTP API's 503.
 impl From<fluxo::store::StoreError> for IpcError {
     fn from(e: fluxo::store::StoreError) -> Self {
         AppError::store(e).into()
     }
 }
+
+impl std::fmt::Display for IpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for IpcError {}
 
 /// The application's errors cross as `{code, message, problems?, …}`: the same codes and
 /// messages the HTTP API answers as problem+json.
@@ -84,36 +74,28 @@ impl From<AppError> for IpcError {
     }
 }
 
-impl std::fmt::Display for IpcError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for IpcError {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     #[test]
-    fn api_errors_keep_code_message_and_problems() {
-        let e: IpcError = ApiError::conflict("workflow_invalid", "fix it")
+    fn app_errors_keep_code_message_and_problems() {
+        let e: IpcError = AppError::conflict("workflow_invalid", "fix it")
             .with_extra(json!({"problems": [{"code": "x"}]}))
             .into();
         assert_eq!(
             serde_json::to_value(&e).unwrap(),
             json!({"code": "workflow_invalid", "message": "fix it", "problems": [{"code": "x"}]})
         );
-        let e: IpcError = ApiError::conflict("already_resumed", "resumed by r2")
+        let e: IpcError = AppError::conflict("already_resumed", "resumed by r2")
             .with_extra(json!({"resumed_by": "r2"}))
             .into();
         assert_eq!(
             serde_json::to_value(&e).unwrap(),
             json!({"code": "already_resumed", "message": "resumed by r2", "resumed_by": "r2"})
         );
-        let e: IpcError = ApiError::not_found("run_not_found", "no run `r`").into();
+        let e: IpcError = AppError::not_found("run_not_found", "no run `r`").into();
         assert_eq!(
             serde_json::to_value(&e).unwrap(),
             json!({"code": "run_not_found", "message": "no run `r`"})

@@ -10,9 +10,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use fluxo::app::settings::resolve_token;
+use fluxo::app::{AppState, ServerOptions};
 use fluxo::clock::{Clock, SystemClock};
 use fluxo::runtime::{Engine, RunEvent};
-use fluxo::server::{self, auth, AppState, RunningServer, ServerOptions};
+use fluxo::server::{self, RunningServer};
 use fluxo::store::sled_store::{SledConfig, SledStore};
 use fluxo::store::Store;
 use fluxo::workflow::dir::WorkflowDir;
@@ -75,7 +77,7 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
         Vec::new()
     };
 
-    let (token, _) = auth::resolve_token(None, data_dir)
+    let (token, _) = resolve_token(None, data_dir)
         .map_err(|e| format!("cannot write the API token in {}: {e}", data_dir.display()))?;
     let listener = bind(addr).await?;
     // With the data dir, the server loads `settings.json` (env variables, retention) itself.

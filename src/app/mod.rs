@@ -19,6 +19,11 @@
 //! * [`runs`]: start, queue, list, stats, replay and resume runs.
 //! * [`schedules`]: next fire times of a cron expression (the editor's preview) and of each
 //!   scheduled workflow.
+//! * [`workflows`]: the workflow files (list, get, save, delete, validate; the one mapping of
+//!   the folder's errors), dry runs from the editor, the re-run safety check.
+//! * [`memory`]: the Memory browser (namespaces, a page of keys, one key, delete by hand).
+//! * [`catalog`]: step kinds, workflow templates, sample payloads.
+//! * [`settings`]: the settings view (secrets masked) and save, the API token and its file.
 //! * [`hosts`]: the names this server answers to.
 //! * [`error`]: [`AppError`], which the HTTP adapter maps to problem+json and IPC to
 //!   `{code, message}`.
@@ -29,13 +34,17 @@
 // Use cases return `AppResult<T>`; `AppError` only travels on the error path.
 #![allow(clippy::result_large_err)]
 
+pub mod catalog;
 pub mod error;
 pub mod hosts;
 pub mod ingest;
+pub mod memory;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;
+pub mod settings;
 pub mod worker;
+pub mod workflows;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -10,8 +10,10 @@ use utoipa::IntoParams;
 use super::{AppError, AppResult, AppState, ErrorKind};
 use crate::clock::parse_rfc3339;
 use crate::run::{Mode, RunRecord, RunStatus, Trigger};
+use crate::runtime::preview::RunPreview;
 use crate::runtime::resume::ResumeError;
 use crate::runtime::ResumeFailure;
+use crate::runtime::RunRequest;
 use crate::store::RunQuery;
 use crate::workflow::{check_value, Compiled};
 
@@ -307,13 +309,54 @@ pub async fn replay_run(
     mode: Mode,
     edited_input: Option<Value>,
 ) -> AppResult<RunRecord> {
-    let (run, orig) = state.engine().replay_run(&original, wf, mode, edited_input);
     state
-        .store()
-        .put_run(&orig)
+        .engine()
+        .link_replay(&original, wf, mode, edited_input)
         .await
-        .map_err(AppError::store)?;
-    Ok(run)
+        .map_err(AppError::store)
+}
+
+/// A new `queued` run of `wf` (not stored): its `input` (default `{}`), started by `trigger`,
+/// live, with the request's idempotency `key` if any. Store it with [`queue_run`] or run it
+/// with [`execute_now`].
+pub fn new_live_run(
+    state: &AppState,
+    wf: &Compiled,
+    input: Option<Value>,
+    trigger: Trigger,
+    key: Option<String>,
+) -> RunRecord {
+    let mut req = RunRequest::new(input.unwrap_or_else(|| json!({})), trigger, Mode::Live);
+    req.idempotency_key = key;
+    state.engine().new_run(wf, req)
+}
+
+/// The dry walk of a replay of run `id` ([`replay_plan`]'s `version`), never stored: its run,
+/// calls and warnings (`own_claim`: the replay would be stopped by the replayed lineage's own
+/// claim; resume instead).
+pub async fn preview_replay(
+    state: &AppState,
+    id: &str,
+    version: Option<&str>,
+    input: Option<Value>,
+) -> AppResult<RunPreview> {
+    let (_, wf, original) = replay_plan(state, id, Some("dry"), version).await?;
+    Ok(state.engine().preview_replay(&original, &wf, input).await)
+}
+
+/// The dry walk of a resume of run `id` (from its failed or in-flight step, or `from_step`),
+/// never stored: reused steps, calls sent again with their keys, warnings.
+pub async fn preview_resume(
+    state: &AppState,
+    id: &str,
+    from_step: Option<&str>,
+) -> AppResult<RunPreview> {
+    let original = load_run(state, id).await?;
+    state
+        .engine()
+        .preview_resume(&original, from_step)
+        .await
+        .map_err(resume_problem)
 }
 
 /// Query of `GET /runs/stats`.

@@ -1,5 +1,6 @@
 //! Child runs: how a step (`fan_out`) starts runs of another workflow without reaching into the
-//! server. The step asks its run's [`Effects`](super::effects::Effects) for a [`RunStarter`]:
+//! server. The step asks its run's [`Effects`](crate::steps::effects::Effects) for a
+//! [`RunStarter`] (the interface, [`crate::steps::children`]):
 //! live, the engine's [`ChildHooks`] (the server's workflow folder and worker queue) with the
 //! claim and the queued run written in one transaction (the webhook claim,
 //! [`crate::store::IdempotencyStore::claim_and_enqueue`], scoped to the target workflow); dry,
@@ -8,7 +9,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::Value;
 
 use super::executor::{Engine, RunRequest};
 use crate::run::{Mode, Trigger};
@@ -16,36 +16,7 @@ use crate::steps::StepError;
 use crate::store::{ClaimOutcome, WebhookClaim};
 use crate::workflow::Compiled;
 
-/// One child run to start.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChildRun {
-    /// The target workflow (its trigger must be `manual_trigger`).
-    pub workflow_id: String,
-    /// The item's key, claimed in the target workflow's scope.
-    pub key: String,
-    /// The child's `input`.
-    pub input: Value,
-    /// The run that starts it (`parent_run` on the child's record).
-    pub parent_run: String,
-    /// How long the key is remembered, in milliseconds from now.
-    pub window_ms: i64,
-}
-
-/// What happened to one child.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChildStart {
-    /// The key was free: a run was queued (`None` in a dry run: it would have been).
-    Started { run_id: Option<String> },
-    /// The key is claimed (by an earlier item or run): nothing was started.
-    Duplicate { run_id: String },
-}
-
-/// Starts child runs for a step.
-#[async_trait]
-pub trait RunStarter: Send + Sync {
-    /// Claim `child.key` for `child.workflow_id` and, if it was free, queue the run.
-    async fn start(&self, child: &ChildRun) -> Result<ChildStart, StepError>;
-}
+pub use crate::steps::children::{ChildRun, ChildStart, NoStarter, RunStarter};
 
 /// Looks a workflow up by id: its current compiled definition, if it exists and validates.
 pub type WorkflowLookup = Box<dyn Fn(&str) -> Option<Arc<Compiled>> + Send + Sync>;
@@ -157,20 +128,5 @@ impl RunStarter for DryStarter {
             Some(c) => Ok(ChildStart::Duplicate { run_id: c.run_id }),
             None => Ok(ChildStart::Started { run_id: None }),
         }
-    }
-}
-
-/// A live run where the engine has no [`ChildHooks`] (`fluxo run`): starting runs needs the
-/// server's queue.
-pub struct NoStarter;
-
-#[async_trait]
-impl RunStarter for NoStarter {
-    async fn start(&self, _child: &ChildRun) -> Result<ChildStart, StepError> {
-        Err(StepError::new(
-            "config",
-            "starting child runs needs the server's queue: run this workflow under `fluxo \
-             serve` or the desktop app (a dry run predicts what it would start)",
-        ))
     }
 }

@@ -333,15 +333,31 @@ impl Engine {
         (run, orig)
     }
 
-    /// Replay `original` and execute it at once (see [`Engine::replay_run`]).
+    /// Start a replay of `original` ([`Engine::replay_run`]): the original with its new
+    /// `replayed_by` is stored, and the new run (not stored, not executed) answered. The one
+    /// path of every replay: `app::runs::replay_run` (HTTP, IPC) and [`Engine::replay`] (the
+    /// CLI, the check).
+    pub async fn link_replay(
+        &self,
+        original: &RunRecord,
+        wf: &Compiled,
+        mode: Mode,
+        edited_input: Option<Value>,
+    ) -> Result<RunRecord, StoreError> {
+        let (run, orig) = self.replay_run(original, wf, mode, edited_input);
+        self.store.put_run(&orig).await?;
+        Ok(run)
+    }
+
+    /// Replay `original` and execute it at once ([`Engine::link_replay`], then
+    /// [`Engine::execute`]).
     pub async fn replay(
         &self,
         original: &RunRecord,
         wf: &Compiled,
         mode: Mode,
     ) -> Result<RunRecord, StoreError> {
-        let (run, orig) = self.replay_run(original, wf, mode, None);
-        self.store.put_run(&orig).await?;
+        let run = self.link_replay(original, wf, mode, None).await?;
         self.execute(wf, run).await
     }
 

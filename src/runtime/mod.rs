@@ -2,13 +2,12 @@
 //! per-run side effects (live or dry), and resume planning.
 
 pub mod children;
-pub mod effects;
 pub mod executor;
-pub mod http;
-pub mod outbound;
 pub mod preview;
 pub mod resume;
-pub mod retry;
+
+// What the step kinds touch lives with them (`crate::steps`); kept here under their old paths.
+pub use crate::steps::{effects, http, outbound, retry};
 
 pub use executor::{Engine, RunEvent, RunRequest, VersionChoice};
 pub use resume::{RecoverPolicy, Recovery, ResumeFailure};

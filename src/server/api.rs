@@ -16,14 +16,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::body::json_body;
 use super::error::{ApiError, ApiResult, Problem};
 use super::openapi as doc;
-use super::runs::json_body;
-use super::AppState;
-use crate::run::{Mode, Trigger};
-use crate::runtime::RunRequest;
-use crate::workflow::check_value;
-use crate::workflow::dir::DirError;
+use crate::app::{catalog, memory, workflows, AppState};
 
 /// Routes under `/api/v1` (token required), each with its documentation (one `routes!` per
 /// path: the handlers of its methods).
@@ -80,9 +76,7 @@ pub async fn openapi() -> Json<Value> {
         body = doc::WorkflowList)),
 )]
 async fn list_workflows(State(state): State<AppState>) -> Json<Value> {
-    Json(
-        json!({"workflows": state.workflows().list().iter().map(|e| e.summary()).collect::<Vec<_>>()}),
-    )
+    Json(json!({"workflows": workflows::list(&state)}))
 }
 
 /// The file's JSON exactly, so GET then PUT round-trips.
@@ -105,10 +99,7 @@ async fn get_workflow(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let e = state
-        .workflows()
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("workflow_not_found", format!("no workflow `{id}`")))?;
+    let e = workflows::get(&state, &id)?;
     Ok(([(header::CONTENT_TYPE, "application/json")], e.text.clone()).into_response())
 }
 
@@ -142,43 +133,7 @@ async fn put_workflow(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
-    // The save waits for the workflow's lock and fsyncs: off the async threads.
-    let saver = state.clone();
-    let saved = tokio::task::spawn_blocking(move || saver.workflows().save(&id, body))
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "workflow save task failed");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "save_failed",
-                "the workflow file could not be written",
-            )
-        })?;
-    let entry = saved.map_err(|e| match e {
-        DirError::BadId(_) | DirError::IdMismatch { .. } => {
-            ApiError::bad_request("invalid_workflow", e.to_string())
-        }
-        DirError::Invalid(problems) => ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_workflow",
-            "the workflow is not structurally valid; see `problems`",
-        )
-        .with_extra(json!({"problems": problems})),
-        DirError::Io { .. } => {
-            tracing::error!(error = %e, "workflow save failed");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "save_failed",
-                "the workflow file could not be written",
-            )
-        }
-    })?;
-    Ok(Json(json!({
-        "workflow": entry.value,
-        "version": entry.version(),
-        "valid": entry.compiled.is_some(),
-        "problems": entry.problems,
-    })))
+    Ok(Json(workflows::save(&state, &id, body).await?))
 }
 
 #[utoipa::path(
@@ -199,21 +154,8 @@ async fn delete_workflow(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    match state.workflows().delete(&id) {
-        Ok(true) => Ok(StatusCode::NO_CONTENT),
-        Ok(false) => Err(ApiError::not_found(
-            "workflow_not_found",
-            format!("no workflow `{id}`"),
-        )),
-        Err(e) => {
-            tracing::error!(error = %e, "workflow delete failed");
-            Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "delete_failed",
-                "the workflow file could not be deleted",
-            ))
-        }
-    }
+    workflows::delete(&state, &id)?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /workflows/validate`: body = a workflow; answers every problem (errors and warnings).
@@ -238,10 +180,7 @@ async fn validate(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
-    let (compiled, problems) = check_value(&body, state.engine().registry());
-    Ok(Json(
-        json!({"valid": compiled.is_some(), "problems": problems}),
-    ))
+    Ok(Json(workflows::validate(&state, &body)))
 }
 
 /// The body of a dry run.
@@ -299,32 +238,7 @@ async fn dry_run(
             format!("expected {{\"input\": {{...}}, \"workflow\"?: {{...}}}}: {e}"),
         )
     })?;
-    let wf = match parsed.workflow {
-        Some(def) => {
-            let (c, problems) = check_value(&def, state.engine().registry());
-            std::sync::Arc::new(c.ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "workflow_invalid",
-                    "the workflow has validation errors; see `problems`",
-                )
-                .with_extra(json!({"problems": problems}))
-            })?)
-        }
-        None => crate::app::runs::runnable(&state, &id)?,
-    };
-    let run = state
-        .engine()
-        .run(
-            &wf,
-            RunRequest::new(
-                parsed.input.unwrap_or_else(|| json!({})),
-                Trigger::Manual,
-                Mode::Dry,
-            ),
-        )
-        .await
-        .map_err(ApiError::store)?;
+    let run = workflows::dry_run(&state, &id, parsed.input, parsed.workflow).await?;
     Ok(Json(serde_json::to_value(run).unwrap_or_default()))
 }
 
@@ -386,38 +300,8 @@ async fn check(
             ),
         )
     })?;
-    let definition = match parsed.workflow {
-        Some(d) => d,
-        None => {
-            let entry = state.workflows().get(&id).ok_or_else(|| {
-                ApiError::not_found("workflow_not_found", format!("no workflow `{id}`"))
-            })?;
-            entry.value.clone().ok_or_else(|| {
-                ApiError::conflict(
-                    "workflow_invalid",
-                    format!("workflow `{id}` is not valid JSON"),
-                )
-            })?
-        }
-    };
-    let options = crate::check::CheckOptions {
-        id_paths: parsed.id_paths,
-    };
-    let report = crate::check::check(&definition, &parsed.event, &options)
-        .await
-        .map_err(|e| match e {
-            crate::check::CheckError::Invalid(problems) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "workflow_invalid",
-                "the workflow has validation errors; see `problems`",
-            )
-            .with_extra(json!({"problems": problems})),
-            crate::check::CheckError::BadInput(m) => ApiError::bad_request("invalid_check", m),
-            crate::check::CheckError::Setup(m) => {
-                tracing::error!(error = %m, "check setup failed");
-                ApiError::unavailable("the check could not start its sandbox; retry", 1)
-            }
-        })?;
+    let report =
+        workflows::check(&state, &id, &parsed.event, parsed.id_paths, parsed.workflow).await?;
     Ok(Json(serde_json::to_value(report).unwrap_or_default()))
 }
 
@@ -434,7 +318,7 @@ async fn check(
     ),
 )]
 async fn memory_namespaces(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let ns = state.store().namespaces().await.map_err(ApiError::store)?;
+    let ns = memory::namespaces(&state).await?;
     Ok(Json(json!({"namespaces": ns})))
 }
 
@@ -450,21 +334,6 @@ struct MemoryListParams {
     /// Keys per page: 1..=1000, default 100.
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
-}
-
-fn entry_view(e: &crate::store::MemoryEntry, now: i64) -> Value {
-    let mut v = crate::cli::entry_json(e);
-    if let (Some(x), Value::Object(m)) = (e.expires_at, &mut v) {
-        m.insert("ttl_left_ms".into(), json!((x - now).max(0)));
-    }
-    v
-}
-
-fn key_not_found(ns: &str, key: &str) -> ApiError {
-    ApiError::not_found(
-        "key_not_found",
-        format!("no key `{key}` in namespace `{ns}` (or it expired)"),
-    )
 }
 
 #[utoipa::path(
@@ -490,7 +359,7 @@ async fn memory_list(
 ) -> ApiResult<Json<Value>> {
     let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
     Ok(Json(
-        memory_page(
+        memory::page(
             &state,
             &ns,
             p.prefix.as_deref(),
@@ -499,42 +368,6 @@ async fn memory_list(
         )
         .await?,
     ))
-}
-
-/// Live keys of a namespace (the Memory browser), shared by the HTTP API and the app:
-/// `{namespace, entries: [{namespace, key, value, written_at, expires_at?, ttl_left_ms?}],
-/// next_after}` with up to `limit` (1..=1000, default 100) keys after `after` that start with
-/// `prefix`.
-pub async fn memory_page(
-    state: &AppState,
-    ns: &str,
-    prefix: Option<&str>,
-    after: Option<&str>,
-    limit: Option<usize>,
-) -> ApiResult<Value> {
-    let limit = limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request(
-            "invalid_parameter",
-            format!("`limit`: {limit} is not between 1 and 1000"),
-        ));
-    }
-    crate::store::check_namespace(ns).map_err(|e| ApiError::memory_name("namespace", e))?;
-    let now = state.clock().now_ms();
-    let entries = state
-        .store()
-        .list(ns, prefix.unwrap_or(""), after, limit + 1, now)
-        .await
-        .map_err(ApiError::store)?;
-    let next = (entries.len() > limit)
-        .then(|| entries.get(limit - 1).map(|e| e.key.clone()))
-        .flatten();
-    let items: Vec<Value> = entries
-        .iter()
-        .take(limit)
-        .map(|e| entry_view(e, now))
-        .collect();
-    Ok(json!({"namespace": ns, "entries": items, "next_after": next}))
 }
 
 #[utoipa::path(
@@ -562,29 +395,7 @@ async fn memory_get(
     State(state): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(memory_entry(&state, &ns, &key).await?))
-}
-
-/// The namespace and key of a Memory path, by the store's rules
-/// ([`crate::store::check_namespace`], [`crate::store::check_memory_key`]): `400
-/// invalid_namespace` / `key_too_long` before the store is asked (a NUL in a namespace used to
-/// reach the store and come back as a retryable 503).
-fn check_memory_path(ns: &str, key: &str) -> ApiResult<()> {
-    crate::store::check_namespace(ns).map_err(|e| ApiError::memory_name("namespace", e))?;
-    crate::store::check_memory_key(key).map_err(|e| ApiError::memory_name("key", e))
-}
-
-/// One live key with its time left, or `404 key_not_found`.
-pub async fn memory_entry(state: &AppState, ns: &str, key: &str) -> ApiResult<Value> {
-    check_memory_path(ns, key)?;
-    let now = state.clock().now_ms();
-    let e = state
-        .store()
-        .read(ns, key, now)
-        .await
-        .map_err(ApiError::store)?
-        .ok_or_else(|| key_not_found(ns, key))?;
-    Ok(entry_view(&e, now))
+    Ok(Json(memory::entry(&state, &ns, &key).await?))
 }
 
 #[utoipa::path(
@@ -614,26 +425,8 @@ async fn memory_delete(
     State(state): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    memory_remove(&state, &ns, &key).await?;
+    memory::delete(&state, &ns, &key).await?;
     Ok(Json(json!({"deleted": true})))
-}
-
-/// Delete a key by hand (the manual compensation after checking the destination), made
-/// durable before answering; `404 key_not_found` if there was no live key.
-pub async fn memory_remove(state: &AppState, ns: &str, key: &str) -> ApiResult<()> {
-    check_memory_path(ns, key)?;
-    let now = state.clock().now_ms();
-    let deleted = state
-        .store()
-        .delete(ns, key, now)
-        .await
-        .map_err(ApiError::store)?;
-    state.commit().durable().await.map_err(ApiError::store)?;
-    if !deleted {
-        return Err(key_not_found(ns, key));
-    }
-    tracing::info!(namespace = %ns, "memory key deleted by hand");
-    Ok(())
 }
 
 /// `GET /templates`: the built-in workflow templates (`[{id, name, workflow}]`).
@@ -645,11 +438,7 @@ pub async fn memory_remove(state: &AppState, ns: &str, key: &str) -> ApiResult<(
     responses((status = 200, description = "Every template.", body = doc::TemplateList)),
 )]
 async fn templates() -> Json<Value> {
-    let list: Vec<Value> = crate::samples::TEMPLATES
-        .iter()
-        .filter_map(|(id, text)| serde_json::from_str::<Value>(text).ok().map(|w| json!({"id": id, "name": w.get("name").cloned().unwrap_or(Value::Null), "workflow": w})))
-        .collect();
-    Json(json!({"templates": list}))
+    Json(json!({"templates": catalog::templates()}))
 }
 
 /// `GET /sample-payloads`: real payloads for the Dry Run input editor (`[{name, payload}]`).
@@ -661,15 +450,7 @@ async fn templates() -> Json<Value> {
     responses((status = 200, description = "Every sample payload.", body = doc::SamplePayloadList)),
 )]
 async fn sample_payloads() -> Json<Value> {
-    let list: Vec<Value> = crate::samples::PAYLOADS
-        .iter()
-        .filter_map(|(name, text)| {
-            serde_json::from_str::<Value>(text)
-                .ok()
-                .map(|p| json!({"name": name, "payload": p}))
-        })
-        .collect();
-    Json(json!({"payloads": list}))
+    Json(json!({"payloads": catalog::sample_payloads()}))
 }
 
 #[utoipa::path(
@@ -681,7 +462,7 @@ async fn sample_payloads() -> Json<Value> {
         body = Vec<doc::StepKind>)),
 )]
 async fn step_kinds(State(state): State<AppState>) -> Json<Value> {
-    Json(state.engine().registry().catalog())
+    Json(catalog::step_kinds(&state))
 }
 
 /// `GET /events`: server-sent events, one `run` event per run change (JSON of

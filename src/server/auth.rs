@@ -4,8 +4,6 @@
 //! generated (256 random bits, hex) into that file with mode 0600 and printed once.
 //! Comparison is constant-time. Idempotency records are scoped by a hash of the token.
 
-use std::path::Path;
-
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
@@ -15,56 +13,8 @@ use sha2::{Digest, Sha256};
 use super::error::ApiError;
 use super::AppState;
 
-/// Where the token came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenSource {
-    Given,
-    File,
-    Generated,
-}
-
-/// Resolve the API token for a data dir. The data dir is made 0700 (created so, or tightened
-/// with a log line) and an existing token file 0600 ([`crate::secrets`]).
-pub fn resolve_token(
-    given: Option<String>,
-    data_dir: &Path,
-) -> std::io::Result<(String, TokenSource)> {
-    crate::secrets::secure_dir(data_dir)?;
-    if let Some(t) = given.filter(|t| !t.trim().is_empty()) {
-        return Ok((t.trim().to_string(), TokenSource::Given));
-    }
-    let path = data_dir.join("token");
-    crate::secrets::secure_file(&path)?;
-    if let Ok(t) = std::fs::read_to_string(&path) {
-        let t = t.trim().to_string();
-        if !t.is_empty() {
-            return Ok((t, TokenSource::File));
-        }
-    }
-    let token = generate_token();
-    write_secret(&path, &token)?;
-    Ok((token, TokenSource::Generated))
-}
-
-/// A new random token: 32 bytes from the OS RNG, hex.
-pub fn generate_token() -> String {
-    use rand::RngCore;
-    let mut b = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut b);
-    hex::encode(b)
-}
-
-/// Write a secret file readable by its owner only (0600, whatever the umask), atomically,
-/// in a folder made 0700.
-pub fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => {
-            crate::secrets::secure_dir(dir)?;
-        }
-        _ => {}
-    }
-    crate::workflow::dir::write_atomic_mode(path, format!("{secret}\n").as_bytes(), 0o600)
-}
+// The token file is the application's (`fluxo serve` and the desktop app resolve it alike).
+pub use crate::app::settings::{generate_token, resolve_token, write_secret, TokenSource};
 
 /// SHA-256 of the token, hex: the scope of idempotency records (never the token itself).
 pub fn token_scope(token: &str) -> String {

@@ -29,14 +29,15 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
+use super::body::{body_bytes, parse_json};
 use super::door;
 use super::error::{ApiError, ApiResult};
-use super::runs::{body_bytes, parse_json};
+use super::headers::key_header;
 use super::AppState;
 use crate::app::ingest::{self, Delivery};
 use crate::run::{Mode, Trigger};
 use crate::runtime::RunRequest;
-use crate::steps::webhook_trigger::{self, validate_key};
+use crate::steps::webhook_trigger;
 use crate::steps::{key_text, parse_config};
 use crate::workflow::template::{Scope, Templates};
 
@@ -182,38 +183,6 @@ fn delivery_answer(d: Delivery) -> Response {
         Delivery::Accepted { run_id } => answer(StatusCode::ACCEPTED, &run_id, false),
         Delivery::Duplicate { run_id } => answer(StatusCode::OK, &run_id, true),
     }
-}
-
-/// A key header (`Idempotency-Key`, `X-Fluxo-Event-Id`): `None` when absent; the key (without
-/// RFC 8941 quotes) when valid; else `400 invalid_idempotency_key`: a header given more than
-/// once, a character outside visible ASCII, or a value that opens an RFC 8941 quoted string
-/// without being one (`"abc`, `"a"b"`, a bad escape).
-pub fn key_header(
-    headers: &HeaderMap,
-    name: &str,
-    label: &'static str,
-) -> ApiResult<Option<String>> {
-    let invalid = |why: String| ApiError::bad_request("invalid_idempotency_key", why);
-    let mut values = headers.get_all(name).iter();
-    let Some(v) = values.next() else {
-        return Ok(None);
-    };
-    if values.next().is_some() {
-        return Err(invalid(format!("{label} appears more than once")));
-    }
-    let text = v.to_str().map_err(|_| {
-        invalid(format!(
-            "{label} contains a character outside visible ASCII"
-        ))
-    })?;
-    if text.starts_with('"') && (text.len() < 2 || !text.ends_with('"')) {
-        return Err(invalid(format!(
-            "{label} is a malformed RFC 8941 quoted string"
-        )));
-    }
-    validate_key(label, text)
-        .map(Some)
-        .map_err(|e| invalid(e.to_string()))
 }
 
 /// The delivery's key: header, else event-id header, else the trigger's template; for a

@@ -65,7 +65,8 @@ pub async fn begin(
     body: &Value,
     lease_ms: i64,
 ) -> ApiResult<Begin> {
-    let Some(key) = super::hooks::key_header(headers, "idempotency-key", "Idempotency-Key")? else {
+    let Some(key) = super::headers::key_header(headers, "idempotency-key", "Idempotency-Key")?
+    else {
         return Ok(Begin::NoKey);
     };
     let now = state.clock().now_ms();

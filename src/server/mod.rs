@@ -8,6 +8,8 @@
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
 //! * [`door`]: what every request must show before a handler runs (the `Host` allowlist).
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
+//! * [`body`], [`headers`]: reading request bodies (limit, timeout, JSON) and key headers,
+//!   the leaves every handler module shares.
 //! * [`listen`]: the connection layer: HTTP/1.1 with header and body read timeouts and a
 //!   bound on open connections.
 //! * [`openapi`]: the OpenAPI 3.1 document, built from the same routes as the router.
@@ -18,8 +20,10 @@
 
 pub mod api;
 pub mod auth;
+pub mod body;
 pub mod door;
 pub mod error;
+pub mod headers;
 pub mod hooks;
 pub mod idempotency;
 pub mod listen;
@@ -91,7 +95,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .layer(DefaultBodyLimit::max(limit))
         // A body that stalls longer than this between two chunks ends its request (408, see
-        // `runs::body_bytes`); the header timeout and the connection bound are in `listen`.
+        // `body::body_bytes`); the header timeout and the connection bound are in `listen`.
         .layer(RequestBodyTimeoutLayer::new(
             state.options().limits.body_read_timeout,
         ))

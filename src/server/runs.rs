@@ -10,22 +10,23 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::body::json_body;
 use super::error::{ApiError, ApiResult, Problem};
 use super::idempotency::{self, Begin};
 use super::openapi as doc;
-use super::AppState;
 use crate::app::runs::{
-    execute_now, list, load_run, queue_run, replay_plan, replay_run, resume_problem, resume_run,
-    runnable, stats_for, RunsParams, StatsParams,
+    execute_now, list, load_run, new_live_run, preview_replay as preview_replay_of,
+    preview_resume as preview_resume_of, queue_run, replay_plan, replay_run, resume_problem,
+    resume_run, runnable, stats_for, RunsParams, StatsParams,
 };
-use crate::run::{Mode, RunRecord, Trigger};
+use crate::app::AppState;
+use crate::run::{RunRecord, Trigger};
 use crate::runtime::preview::RunPreview;
-use crate::runtime::RunRequest;
 use crate::workflow::Compiled;
 
 /// Routes under `/api/v1`, each with its documentation.
@@ -39,66 +40,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(preview_replay))
         .routes(routes!(resume))
         .routes(routes!(preview_resume))
-}
-
-/// Parse a JSON request body (empty = `{}`), naming the problem.
-pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Value> {
-    let bytes = body_bytes(body, limit)?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    parse_json(&bytes)
-}
-
-/// A request body within `limit` bytes: over it `413 payload_too_large`; a body that stalled
-/// past the body read timeout ([`super::listen::ConnLimits::body_read_timeout`]) `408
-/// request_timeout` (RFC 9110 §15.5.9; the connection is closed); otherwise unreadable `400
-/// bad_body`.
-pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
-    body.map_err(|rej| {
-        if timed_out(&rej) {
-            ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                "the request body stalled: no data came within the body read timeout",
-            )
-            .closing()
-        } else if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body is over the limit of {limit} bytes"),
-            )
-        } else {
-            ApiError::bad_request("bad_body", rej.body_text())
-        }
-    })
-}
-
-/// Whether a body failed because tower-http's body timeout fired (anywhere in its sources).
-fn timed_out(rej: &BytesRejection) -> bool {
-    let mut e: Option<&(dyn std::error::Error + 'static)> = Some(rej);
-    while let Some(err) = e {
-        if err.is::<tower_http::timeout::TimeoutError>() {
-            return true;
-        }
-        e = err.source();
-    }
-    false
-}
-
-/// JSON, or `400 invalid_json` naming the line and column.
-pub fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_json",
-            format!(
-                "the body is not JSON (line {}, column {}): {e}",
-                e.line(),
-                e.column()
-            ),
-        )
-    })
 }
 
 /// The body of a run start.
@@ -276,13 +217,8 @@ async fn start_run(
         Begin::Process(g) => Some(g),
         Begin::NoKey => None,
     };
-    let mut req = RunRequest::new(
-        parsed.input.unwrap_or_else(|| json!({})),
-        Trigger::Api,
-        Mode::Live,
-    );
-    req.idempotency_key = guard.as_ref().map(|g| g.key().to_string());
-    let run = state.engine().new_run(&wf, req);
+    let key = guard.as_ref().map(|g| g.key().to_string());
+    let run = new_live_run(&state, &wf, parsed.input, Trigger::Api, key);
     Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 
@@ -491,14 +427,8 @@ async fn preview_replay(
             format!("expected {{\"version\": \"current\"|\"original\", \"input\"?: ...}}: {e}"),
         )
     })?;
-    let (_, wf, original) =
-        replay_plan(&state, &id, Some("dry"), parsed.version.as_deref()).await?;
-    Ok(Json(
-        state
-            .engine()
-            .preview_replay(&original, &wf, parsed.input)
-            .await,
-    ))
+    let preview = preview_replay_of(&state, &id, parsed.version.as_deref(), parsed.input).await?;
+    Ok(Json(preview))
 }
 
 /// The body of a resume.
@@ -638,13 +568,8 @@ async fn preview_resume(
 ) -> ApiResult<Json<RunPreview>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
     let parsed = parse_resume_body(body)?;
-    let original = load_run(&state, &id).await?;
-    state
-        .engine()
-        .preview_resume(&original, parsed.from_step.as_deref())
-        .await
-        .map(Json)
-        .map_err(|e| resume_problem(e).into())
+    let preview = preview_resume_of(&state, &id, parsed.from_step.as_deref()).await?;
+    Ok(Json(preview))
 }
 
 #[utoipa::path(

@@ -10,17 +10,15 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::auth::{generate_token, write_secret};
-use super::error::{ApiError, ApiResult, Problem};
+use super::body::json_body;
+use super::error::{ApiResult, Problem};
 use super::openapi as doc;
-use super::runs::json_body;
-use super::AppState;
+use crate::app::{settings, AppState};
 use crate::settings::AppSettings;
 
 /// Routes under `/api/v1`, each with its documentation.
@@ -28,24 +26,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(get_settings, put_settings))
         .routes(routes!(get_token, regenerate_token))
-}
-
-/// `{settings, secret_names, effective, data_dir, workflows_dir}`: the settings (secret env
-/// values masked) and the read-only facts, as `GET /api/v1/settings` answers them (and the
-/// desktop app's `get_settings`).
-pub fn view(state: &AppState) -> Value {
-    let s = state.settings();
-    let r = state.retention();
-    json!({
-        "settings": s.masked(),
-        "secret_names": s.secret_names(),
-        "effective": {
-            "retention_runs": r.max_runs_per_workflow,
-            "retention_days": r.max_age_ms.map(|ms| ms / 86_400_000),
-        },
-        "data_dir": state.options().data_dir,
-        "workflows_dir": state.workflows().path(),
-    })
 }
 
 #[utoipa::path(
@@ -60,7 +40,7 @@ pub fn view(state: &AppState) -> Value {
     responses((status = 200, description = "The settings.", body = doc::SettingsView)),
 )]
 async fn get_settings(State(state): State<AppState>) -> Json<Value> {
-    Json(view(&state))
+    Json(settings::view(&state))
 }
 
 #[utoipa::path(
@@ -88,20 +68,8 @@ async fn put_settings(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
-    let s: AppSettings = serde_json::from_value(body)
-        .map_err(|e| ApiError::bad_request("invalid_settings", format!("settings: {e}")))?;
-    state.set_settings(s).map_err(|e| match e {
-        crate::settings::SettingsError::Io { .. } => {
-            tracing::error!(error = %e, "settings save failed");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "save_failed",
-                "the settings file could not be written",
-            )
-        }
-        other => ApiError::bad_request("invalid_settings", other.to_string()),
-    })?;
-    Ok(Json(view(&state)))
+    let s = settings::parse(body)?;
+    Ok(Json(settings::save(&state, s)?))
 }
 
 #[utoipa::path(
@@ -112,7 +80,7 @@ async fn put_settings(
     responses((status = 200, description = "The token in force.", body = doc::Token)),
 )]
 async fn get_token(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({"token": state.token()}))
+    Json(json!({"token": settings::token(&state)}))
 }
 
 #[utoipa::path(
@@ -129,27 +97,6 @@ async fn get_token(State(state): State<AppState>) -> Json<Value> {
     ),
 )]
 async fn regenerate_token(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let token = new_token(&state).map_err(|_| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "save_failed",
-            "the token file could not be written",
-        )
-    })?;
+    let token = settings::new_token(&state)?;
     Ok(Json(json!({"token": token})))
-}
-
-/// Regenerate the API token: a new random one, saved to `<data-dir>/token` (mode 0600) when
-/// there is a data dir, in force at once (the old one stops working). On a write error
-/// (logged) nothing changes. Shared by `POST /api/v1/settings/token` and the desktop app.
-pub fn new_token(state: &AppState) -> std::io::Result<String> {
-    let token = generate_token();
-    if let Some(dir) = &state.options().data_dir {
-        write_secret(&dir.join("token"), &token).inspect_err(|e| {
-            tracing::error!(error = %e, "token file write failed");
-        })?;
-    }
-    state.set_token(token.clone());
-    tracing::info!("API token regenerated");
-    Ok(token)
 }

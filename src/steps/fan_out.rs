@@ -18,8 +18,8 @@ use super::{
     json_type, key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem,
     Descriptor, RepeatSafety, StepContext, StepError, StepKind, StepOutput,
 };
-use crate::runtime::children::{ChildRun, ChildStart};
-use crate::workflow::template::Templates;
+use crate::steps::children::{ChildRun, ChildStart};
+use crate::template::Templates;
 
 /// Default key window: 30 days, in seconds.
 pub const DEFAULT_WINDOW_S: u64 = 2_592_000;

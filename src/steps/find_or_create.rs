@@ -40,9 +40,9 @@ use super::{
     OutboundUrl, StepContext, StepError, StepKind, StepOutput,
 };
 use crate::run::Mode;
-use crate::runtime::http::{HttpAnswer, HttpCall};
-use crate::runtime::retry::{send_with_retries, RetryPolicy, RetryStrategy};
-use crate::workflow::model::{PORT_ERROR, PORT_OUT};
+use crate::steps::http::{HttpAnswer, HttpCall};
+use crate::steps::retry::{send_with_retries, RetryPolicy, RetryStrategy};
+use crate::steps::{PORT_ERROR, PORT_OUT};
 
 /// Port taken when the record was found.
 pub const PORT_FOUND: &str = "found";

@@ -1,13 +1,13 @@
 //! `http_request`: calls an HTTP endpoint with safe retries inside the run deadline.
 //!
-//! Retries only timeouts, connection errors, 408, 429 and 5xx (see [`crate::runtime::retry`]).
+//! Retries only timeouts, connection errors, 408, 429 and 5xx (see [`crate::steps::retry`]).
 //! The request, including an `Idempotency-Key` header, is rendered once and sent identically on
 //! every attempt, so the receiver can dedupe our retries (Stripe idempotent requests; IETF
 //! `draft-ietf-httpapi-idempotency-key-header`). A POST/PATCH without one is flagged by the
 //! linter. Output: `{status, headers, body, attempts}`; a non-2xx after retries fails the step
 //! with `http_status`.
 //!
-//! The outbound rules ([`crate::runtime::outbound`], shared with `publish_output` and
+//! The outbound rules ([`crate::steps::outbound`], shared with `publish_output` and
 //! `find_or_create`): a host from run data needs `allow_input_host` and is then checked after
 //! DNS resolution (`url_not_allowed`); redirects stay within one origin
 //! (`redirect_not_followed`); the body is capped at `max_response_bytes`
@@ -24,9 +24,9 @@ use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
     OutboundUrl, RepeatSafety, StepContext, StepError, StepKind, StepOutput,
 };
-use crate::runtime::http::HttpCall;
-use crate::runtime::outbound;
-use crate::runtime::retry::{send_with_retries, RetryPolicy, RetryStrategy};
+use crate::steps::http::HttpCall;
+use crate::steps::outbound;
+use crate::steps::retry::{send_with_retries, RetryPolicy, RetryStrategy};
 
 /// Default attempt timeout, seconds.
 pub const DEFAULT_TIMEOUT_S: f64 = 10.0;
@@ -229,7 +229,7 @@ pub(crate) fn check_retry_fields(
 
 /// Check a URL template that has no template syntax: it must parse as http(s).
 pub(crate) fn check_url(url: &str) -> Vec<ConfigProblem> {
-    if crate::workflow::template::is_template(url) {
+    if crate::template::is_template(url) {
         return Vec::new();
     }
     match reqwest::Url::parse(url) {

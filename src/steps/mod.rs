@@ -9,13 +9,18 @@
 //! Steps never reach storage or the network directly: [`StepContext`] hands them the Memory
 //! store, the HTTP transport and the clock, already chosen for the run's mode (live or dry).
 
+pub mod children;
+pub mod effects;
 pub mod error_handler;
 pub mod fan_out;
 pub mod find_or_create;
+pub mod http;
 pub mod http_request;
 pub mod manual_trigger;
 pub mod memory;
+pub mod outbound;
 pub mod publish_output;
+pub mod retry;
 pub mod router;
 pub mod schedule_trigger;
 pub mod transform;
@@ -31,9 +36,15 @@ use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::run::{Attempt, Mode};
-use crate::runtime::effects::Effects;
-use crate::workflow::model::{PORT_ERROR, PORT_OUT};
-use crate::workflow::template::Templates;
+use crate::template::Templates;
+use effects::Effects;
+
+/// The normal output port every step has.
+pub const PORT_OUT: &str = "out";
+/// The error port every step has.
+pub const PORT_ERROR: &str = "error";
+/// A router's no-match port.
+pub const PORT_DEFAULT: &str = "default";
 
 /// Palette grouping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -86,7 +97,7 @@ impl RepeatSafety {
 }
 
 /// A URL a step sends requests to, as written (for the outbound rules of SPEC §5, applied
-/// by validation, the linter and the live transport: [`crate::runtime::outbound`]).
+/// by validation, the linter and the live transport: [`crate::steps::outbound`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboundUrl {
     /// The config field holding it (`url`, `find_url`, `create_url`).
@@ -110,7 +121,7 @@ pub struct StepError {
     /// `template_error`, `empty_key`, `config`, `http_status`, `timeout`, `connection`,
     /// `deadline_exceeded`, `store`, `invalid_input`; Memory: `invalid_namespace`,
     /// `key_too_long`; the outbound rules' `url_not_allowed`, `redirect_not_followed`,
-    /// `response_too_large` ([`crate::runtime::outbound`]).
+    /// `response_too_large` ([`crate::steps::outbound`]).
     pub code: &'static str,
     pub message: String,
     pub http_status: Option<u16>,

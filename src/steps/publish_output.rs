@@ -23,8 +23,8 @@ use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
     OutboundUrl, StepContext, StepError, StepKind, StepOutput,
 };
-use crate::runtime::http::HttpCall;
-use crate::runtime::retry::{send_with_retries, RetryStrategy};
+use crate::steps::http::HttpCall;
+use crate::steps::retry::{send_with_retries, RetryStrategy};
 
 /// Publish output config.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -14,7 +14,7 @@ use super::{
     parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor, StepContext,
     StepError, StepKind, StepOutput,
 };
-use crate::workflow::model::{PORT_DEFAULT, PORT_ERROR, PORT_OUT};
+use crate::steps::{PORT_DEFAULT, PORT_ERROR, PORT_OUT};
 
 /// One route: its port name and condition.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -102,22 +102,26 @@ impl WebOrigin {
     }
 }
 
+/// Workflows as [`unsigned_webhooks`] reads them: the workflow folder
+/// ([`crate::workflow::dir::WorkflowDir`]) is one.
+pub trait Triggers {
+    /// `(workflow id, trigger kind, trigger config)` of every workflow that validates.
+    fn triggers(&self) -> Vec<(String, String, Value)>;
+}
+
 /// Ids of the workflows in `dir` that start with a `webhook_trigger` without a
 /// `signing_secret`: anyone who can reach the listener can start them (browsers on other
 /// sites cannot: see `server::door`). Sorted. What the desktop app's first-run notice and
 /// `fluxo serve`'s banner name.
-pub fn unsigned_webhooks(dir: &crate::workflow::dir::WorkflowDir) -> Vec<String> {
+pub fn unsigned_webhooks(dir: &impl Triggers) -> Vec<String> {
     let mut ids: Vec<String> = dir
-        .list()
-        .iter()
-        .filter(|e| {
-            e.compiled.as_ref().is_some_and(|wf| {
-                let t = wf.trigger();
-                t.kind == "webhook_trigger"
-                    && parse_config::<Config>(&t.config).is_ok_and(|c| c.signing_secret.is_none())
-            })
+        .triggers()
+        .into_iter()
+        .filter(|(_, kind, config)| {
+            kind == "webhook_trigger"
+                && parse_config::<Config>(config).is_ok_and(|c| c.signing_secret.is_none())
         })
-        .map(|e| e.id.clone())
+        .map(|(id, ..)| id)
         .collect();
     ids.sort();
     ids

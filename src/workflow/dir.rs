@@ -298,6 +298,18 @@ impl WorkflowDir {
     }
 }
 
+impl crate::steps::webhook_trigger::Triggers for WorkflowDir {
+    fn triggers(&self) -> Vec<(String, String, Value)> {
+        self.list()
+            .iter()
+            .filter_map(|e| {
+                let t = e.compiled.as_ref()?.trigger();
+                Some((e.id.clone(), t.kind.clone(), t.config.clone()))
+            })
+            .collect()
+    }
+}
+
 /// Write `bytes` to `path` atomically with the mode `path` has (0644 for a new file): see
 /// [`write_atomic_mode`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -15,14 +15,14 @@
 //!   dedupe window: a redelivery after the claim expires passes both guards' gap.
 //! * `lint_input_host`: a URL whose host is rendered from run data, allowed by the step's
 //!   `allow_input_host`: the sender of an event chooses where Fluxo connects (only non-public
-//!   addresses are refused; see [`crate::runtime::outbound`]).
+//!   addresses are refused; see [`crate::steps::outbound`]).
 
 use serde_json::Value;
 
 use super::model::{Workflow, PORT_ERROR};
 use super::Problem;
-use crate::runtime::outbound::{host_source, HostSource};
-use crate::runtime::retry::{RetryPolicy, RetryStrategy};
+use crate::steps::outbound::{host_source, HostSource};
+use crate::steps::retry::{RetryPolicy, RetryStrategy};
 use crate::steps::{
     error_handler, http_request, memory, publish_output, webhook_trigger, Registry,
 };

@@ -4,8 +4,10 @@
 pub mod dir;
 pub mod lint;
 pub mod model;
-pub mod template;
 pub mod validate;
+
+/// The template engine ([`crate::template`], a leaf the step kinds use too).
+pub use crate::template;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -108,12 +108,8 @@ impl Edge {
     }
 }
 
-/// The normal output port every step has.
-pub const PORT_OUT: &str = "out";
-/// The error port every step has.
-pub const PORT_ERROR: &str = "error";
-/// A router's no-match port.
-pub const PORT_DEFAULT: &str = "default";
+// The ports are the step kinds' (`crate::steps`): kinds name them, edges leave them.
+pub use crate::steps::{PORT_DEFAULT, PORT_ERROR, PORT_OUT};
 
 impl Workflow {
     /// The step with this id.

@@ -5,7 +5,7 @@
 //! ids, unknown kinds, each kind's config, template and expression syntax, duplicate ids,
 //! edges to unknown steps or ports, edges into a trigger, exactly one trigger, cycles and
 //! unreachable steps, and URLs whose host is rendered from run data without the step's
-//! `allow_input_host` (`input_host`, SPEC §5: see [`crate::runtime::outbound`]).
+//! `allow_input_host` (`input_host`, SPEC §5: see [`crate::steps::outbound`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::model::{Edge, Settings, StepDef, Workflow};
 use super::template::Templates;
 use super::{lint, Compiled, Problem, Severity};
-use crate::runtime::outbound::{host_source, HostSource};
+use crate::steps::outbound::{host_source, HostSource};
 use crate::steps::{Registry, StepKind};
 
 const TOP_FIELDS: &[&str] = &[

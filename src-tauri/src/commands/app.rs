@@ -1,7 +1,7 @@
 //! The app itself: where the local listener answers (webhook URLs to show in the editor) and
 //! where the data lives.
 
-use fluxo::server::AppState;
+use fluxo::app::AppState;
 use serde_json::{json, Value};
 use tauri::State;
 

@@ -4,10 +4,9 @@
 //! notes, …}`) and the same error codes (`workflow_invalid` with `problems`, `invalid_check`
 //! naming the bad input, `workflow_not_found`, `unavailable` when no sandbox could start).
 
-use fluxo::check::{CheckError, CheckOptions, CheckReport};
-use fluxo::server::error::ApiError;
-use fluxo::server::AppState;
-use serde_json::{json, Value};
+use fluxo::app::{workflows, AppState};
+use fluxo::check::CheckReport;
+use serde_json::Value;
 use tauri::State;
 
 use crate::error::{IpcError, IpcResult};
@@ -26,7 +25,8 @@ pub async fn check_workflow(
     run_check(&state, &id, event, id_paths, workflow).await
 }
 
-/// The command without Tauri's `State` (what the tests call).
+/// The command without Tauri's `State` (what the tests call): the body's `event` is required
+/// (`invalid_body`, as the HTTP route answers), then [`workflows::check`].
 pub async fn run_check(
     state: &AppState,
     id: &str,
@@ -40,45 +40,14 @@ pub async fn run_check(
             "expected {\"event\": {...}, \"id_paths\"?: [..], \"workflow\"?: {...}}: missing field `event`",
         )
     })?;
-    let definition = match workflow {
-        Some(d) => d,
-        None => {
-            let entry = state.workflows().get(id).ok_or_else(|| {
-                IpcError::new("workflow_not_found", format!("no workflow `{id}`"))
-            })?;
-            entry.value.clone().ok_or_else(|| {
-                IpcError::new(
-                    "workflow_invalid",
-                    format!("workflow `{id}` is not valid JSON"),
-                )
-            })?
-        }
-    };
-    let options = CheckOptions {
-        id_paths: id_paths.unwrap_or_default(),
-    };
-    fluxo::check::check(&definition, &event, &options)
-        .await
-        .map_err(|e| match e {
-            CheckError::Invalid(problems) => IpcError {
-                problems: Some(json!(problems)),
-                ..IpcError::new(
-                    "workflow_invalid",
-                    "the workflow has validation errors; see `problems`",
-                )
-            },
-            CheckError::BadInput(m) => IpcError::new("invalid_check", m),
-            CheckError::Setup(m) => {
-                tracing::error!(error = %m, "check setup failed");
-                ApiError::unavailable("the check could not start its sandbox; retry", 1).into()
-            }
-        })
+    Ok(workflows::check(state, id, &event, id_paths.unwrap_or_default(), workflow).await?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use fluxo::check::Verdict;
+    use serde_json::json;
 
     fn payload(name: &str) -> Value {
         let (_, text) = fluxo::samples::PAYLOADS

@@ -1,8 +1,8 @@
 //! The Memory browser: namespaces, keys of a namespace (by prefix, paged), one key, delete a
 //! key by hand. Like `GET /api/v1/memory`, `GET /api/v1/memory/{ns}?prefix=&after=&limit=`,
-//! `GET|DELETE /api/v1/memory/{ns}/{key}`.
+//! `GET|DELETE /api/v1/memory/{ns}/{key}`: each over the same [`fluxo::app::memory`] call.
 
-use fluxo::server::{api, AppState};
+use fluxo::app::{memory, AppState};
 use serde_json::Value;
 use tauri::State;
 
@@ -10,7 +10,7 @@ use crate::error::IpcResult;
 
 #[tauri::command]
 pub async fn memory_namespaces(state: State<'_, AppState>) -> IpcResult<Vec<String>> {
-    Ok(state.store().namespaces().await?)
+    Ok(memory::namespaces(&state).await?)
 }
 
 /// `{namespace, entries, next_after}`: up to `limit` (1..=1000, default 100) keys after
@@ -23,7 +23,7 @@ pub async fn memory_list(
     after: Option<String>,
     limit: Option<usize>,
 ) -> IpcResult<Value> {
-    Ok(api::memory_page(
+    Ok(memory::page(
         &state,
         &namespace,
         prefix.as_deref(),
@@ -39,7 +39,7 @@ pub async fn memory_get(
     namespace: String,
     key: String,
 ) -> IpcResult<Value> {
-    Ok(api::memory_entry(&state, &namespace, &key).await?)
+    Ok(memory::entry(&state, &namespace, &key).await?)
 }
 
 /// Delete a key (made durable before answering).
@@ -49,5 +49,5 @@ pub async fn memory_delete(
     namespace: String,
     key: String,
 ) -> IpcResult<()> {
-    Ok(api::memory_remove(&state, &namespace, &key).await?)
+    Ok(memory::delete(&state, &namespace, &key).await?)
 }

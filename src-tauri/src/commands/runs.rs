@@ -8,17 +8,15 @@
 use std::sync::Arc;
 
 use fluxo::app::runs::{self, runnable, RunsParams, StatsParams};
-use fluxo::run::{Mode, RunRecord, Trigger};
+use fluxo::app::{workflows, AppState};
+use fluxo::run::{RunRecord, Trigger};
 use fluxo::runtime::preview::RunPreview;
-use fluxo::runtime::RunRequest;
-use fluxo::server::AppState;
 use fluxo::store::RunPage;
-use fluxo::workflow::check_value;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tauri::State;
 
-use crate::error::{IpcError, IpcResult};
+use crate::error::IpcResult;
 
 /// The same walk with every side effect simulated; answers the finished run record.
 #[tauri::command]
@@ -28,25 +26,7 @@ pub async fn dry_run(
     input: Option<Value>,
     workflow: Option<Value>,
 ) -> IpcResult<RunRecord> {
-    let wf = match workflow {
-        Some(def) => {
-            let (c, problems) = check_value(&def, state.engine().registry());
-            Arc::new(c.ok_or_else(|| IpcError {
-                problems: Some(json!(problems)),
-                ..IpcError::new(
-                    "workflow_invalid",
-                    "the workflow has validation errors; see `problems`",
-                )
-            })?)
-        }
-        None => runnable(&state, &id)?,
-    };
-    let req = RunRequest::new(
-        input.unwrap_or_else(|| json!({})),
-        Trigger::Manual,
-        Mode::Dry,
-    );
-    Ok(state.engine().run(&wf, req).await?)
+    Ok(workflows::dry_run(&state, &id, input, workflow).await?)
 }
 
 /// Queue a live run (stored durably, then handed to the listener's workers) and answer the
@@ -58,21 +38,13 @@ pub async fn start_run(
     input: Option<Value>,
 ) -> IpcResult<RunRecord> {
     let wf = runnable(&state, &id)?;
-    let req = RunRequest::new(
-        input.unwrap_or_else(|| json!({})),
-        Trigger::Manual,
-        Mode::Live,
-    );
-    Ok(runs::queue_run(&state, state.engine().new_run(&wf, req)).await?)
+    let run = runs::new_live_run(&state, &wf, input, Trigger::Manual, None);
+    Ok(runs::queue_run(&state, run).await?)
 }
 
 #[tauri::command]
 pub async fn get_run(state: State<'_, AppState>, id: String) -> IpcResult<RunRecord> {
-    state
-        .store()
-        .get_run(&id)
-        .await?
-        .ok_or_else(|| IpcError::new("run_not_found", format!("no run `{id}`")))
+    Ok(runs::load_run(&state, &id).await?)
 }
 
 /// An instant as the UI sends it: RFC 3339 text or unix milliseconds.
@@ -177,8 +149,7 @@ pub async fn preview_replay(
     version: Option<String>,
     input: Option<Value>,
 ) -> IpcResult<RunPreview> {
-    let (_, wf, original) = runs::replay_plan(&state, &id, Some("dry"), version.as_deref()).await?;
-    Ok(state.engine().preview_replay(&original, &wf, input).await)
+    Ok(runs::preview_replay(&state, &id, version.as_deref(), input).await?)
 }
 
 /// Resume a failed, timed-out or interrupted run from its failed or in-flight step, or from
@@ -202,12 +173,7 @@ pub async fn preview_resume(
     id: String,
     from_step: Option<String>,
 ) -> IpcResult<RunPreview> {
-    let original = runs::load_run(&state, &id).await?;
-    Ok(state
-        .engine()
-        .preview_resume(&original, from_step.as_deref())
-        .await
-        .map_err(runs::resume_problem)?)
+    Ok(runs::preview_resume(&state, &id, from_step.as_deref()).await?)
 }
 
 /// Execute now and answer the finished run (`wait`, default), or queue it.

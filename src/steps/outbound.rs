@@ -101,7 +101,7 @@ const AUTHOR_ROOTS: &[&str] = &[
 /// Assumed: `env.*` values are base URLs (`scheme://host[:port][/path]`), not fragments such
 /// as `https:` that would leave the host to the text after them.
 pub fn host_source(url: &str) -> HostSource {
-    if !crate::workflow::template::is_template(url) {
+    if !crate::template::is_template(url) {
         return HostSource::Author;
     }
     let cut = host_part_end(url);
