@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
 # Load benchmark of the webhook ingest path (`make load`).
 #
-# Starts the release `fluxo serve` on a temp data dir with a cheap webhook workflow
-# (webhook_trigger -> transform) and measures, with 64 connections and the ~6 KB body of
+# Starts release `fluxo serve` processes with a cheap webhook workflow (webhook_trigger ->
+# transform) and measures, in one sitting, with CONNS connections and the ~6 KB body of
 # tests/fixtures/payloads/stripe/invoice.paid.json:
 #   bare        a bare axum handler (examples/bare_axum.rs), the ceiling;
-#   new keys    every request a distinct Idempotency-Key: claim + queued run in one sled
-#               transaction, made durable by the group commit before the 202;
-#   duplicates  one fixed key: every request answered 200 `duplicate: true`.
-# Then it reports req/s, p50/p99 latency, the ratios to the ceiling, the peak RSS of
-# fluxo serve (VmHWM) and checks that every 202 has its run.
+#   sled        one `fluxo serve` on the embedded sled store (the default);
+#   pg×1        one `fluxo serve --store postgres://…` on a fresh database;
+#   pg×3        three `fluxo serve --store postgres://…` on one (other) fresh database, each
+#               with its own --data-dir and port, all sharing --workflows; the load is split
+#               over three concurrent wrk instances (CONNS/3 connections each, one per process,
+#               distinct key prefixes), their req/s summed, the worst p50/p99 reported.
+# and for each fluxo configuration:
+#   new keys    every request a distinct Idempotency-Key: claim + queued run, durable before
+#               the 202 (sled: one transaction made durable by the group commit; PostgreSQL:
+#               committed);
+#   duplicates  one fixed key per process (each first delivered once): every request answered
+#               200 `duplicate: true`.
+# It reports req/s, p50/p99 latency, the ratio to the ceiling, end-to-end runs/s (runs created
+# by the new-keys load / (load duration + time until no run is queued or running)), the peak
+# RSS (VmHWM) of every fluxo process, and checks that every 202 has its run (runs counted
+# through /api/v1/runs/stats).
+#
+# PostgreSQL: a throwaway server of its own (never a system service): initdb/pg_ctl from PATH,
+# else the newest /usr/lib/postgresql/*/bin; `initdb -A trust -U fluxo` in $tmp/pg, a free
+# port on 127.0.0.1, its socket in $tmp/pg/sock; as root every server command runs as the
+# `postgres` user (runuser), as tests/common/pg.rs does. Stopped by the exit trap.
 #
 # The load tool is wrk (Debian package) with a Lua script that sets a fresh Idempotency-Key on
-# every request; the same script builds every request in all three runs (only the key differs),
-# so the client's own cost is the same in each. oha cannot vary a header per request.
+# every request; the same script builds every request in every run (only the key differs), so
+# the client's own cost is the same in each. oha cannot vary a header per request.
 #
-# Knobs: DURATION (10s), WARMUP (3s), CONNS (64), THREADS (2), WORKERS (fluxo serve --workers,
-# 8), CACHE_MB (fluxo serve --cache-mb, 16), SKIP_BUILD=1.
+# Knobs: DURATION (10s), WARMUP (3s), CONNS (64), THREADS (2; with 3 wrk instances each gets
+# ceil(THREADS/3)), WORKERS (fluxo serve --workers, 8), CACHE_MB (fluxo serve --cache-mb, 16),
+# PG=0 (skip the PostgreSQL part), SKIP_BUILD=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +43,7 @@ CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-8}
 CACHE_MB=${CACHE_MB:-16}
+PG=${PG:-1}
 BODY=tests/fixtures/payloads/stripe/invoice.paid.json
 TOKEN=load-token
 
@@ -43,9 +61,15 @@ BARE=target/release/examples/bare_axum
 
 tmp=$(mktemp -d)
 pids=()
+pg_bin=""
+pg_stop() {
+  [ -n "$pg_bin" ] && [ -f "$tmp/pg/data/postmaster.pid" ] || return 0
+  (cd "$tmp/pg" && pg_cmd "$pg_bin/pg_ctl" -D "$tmp/pg/data" stop -m fast -w >/dev/null 2>&1) || true
+}
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  pg_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -54,16 +78,19 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# wait_ready URL [PID LOG]: /healthz answers (a PostgreSQL store migrates first: up to 30 s).
 wait_ready() {
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do
     curl -fsS "$1/healthz" >/dev/null 2>&1 && return 0
+    if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then break; fi
     sleep 0.05
   done
   echo "load: $1 did not come up" >&2
+  [ -n "${3:-}" ] && tail -20 "$3" >&2
   exit 1
 }
 
-mkdir -p "$tmp/workflows" "$tmp/data"
+mkdir -p "$tmp/workflows"
 cat >"$tmp/workflows/load.json" <<'EOF'
 {
   "id": "load",
@@ -79,8 +106,8 @@ cat >"$tmp/workflows/load.json" <<'EOF'
 }
 EOF
 
-# One script for every run: `unique` sets a fresh key per request (thread id + counter),
-# `fixed` the same key every time; done() prints one machine-readable line.
+# One script for every run: `unique` sets a fresh key per request (prefix + thread id +
+# counter), `fixed` the prefix itself every time; done() prints one machine-readable line.
 cat >"$tmp/load.lua" <<'EOF'
 local counter = 0
 local next_tid = 0
@@ -120,117 +147,267 @@ function done(summary, latency, requests)
 end
 EOF
 
-# run_wrk NAME URL MODE PREFIX DURATION -> prints the RESULT line, keeps it in $tmp/NAME.txt
-run_wrk() {
-  wrk -t"$THREADS" -c"$CONNS" -d"$5" --timeout 10s -s "$tmp/load.lua" "$2" -- "$BODY" "$3" "$4" \
-    >"$tmp/$1.txt"
-  grep '^RESULT' "$tmp/$1.txt"
-}
-# CPU time (user + system, in clock ticks) a process has used so far.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The key prefix of instance I of N (one instance: the prefix itself).
+inst_prefix() { if [ "$3" -gt 1 ]; then echo "$1-$2"; else echo "$1"; fi; }
 
+# run_load NAME MODE PREFIX DURATION URL...: one wrk per URL, all at once, CONNS/N connections
+# each; keeps each RESULT in $tmp/NAME.I.txt and their sum (req/s and requests summed, worst
+# p50/p99, longest duration) in $tmp/NAME.txt, and prints the sum.
+run_load() {
+  local name=$1 mode=$2 prefix=$3 dur=$4; shift 4
+  local n=$# i=0 conns threads u wpids=()
+  conns=$((CONNS / n)); threads=$(((THREADS + n - 1) / n))
+  [ "$threads" -gt "$conns" ] && threads=$conns
+  for u in "$@"; do
+    wrk -t"$threads" -c"$conns" -d"$dur" --timeout 10s -s "$tmp/load.lua" "$u/hooks/load" \
+      -- "$BODY" "$mode" "$(inst_prefix "$prefix" "$i" "$n")" >"$tmp/$name.$i.txt" &
+    wpids+=("$!"); i=$((i + 1))
+  done
+  for u in "${wpids[@]}"; do wait "$u"; done
+  python3 - "$tmp" "$name" "$n" <<'EOF'
+import sys
+tmp, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+parts = []
+for i in range(n):
+    line = next((l for l in open(f"{tmp}/{name}.{i}.txt") if l.startswith("RESULT")), None)
+    if line is None:
+        sys.exit(f"load: wrk printed no RESULT for {name}.{i}: {open(f'{tmp}/{name}.{i}.txt').read()}")
+    parts.append({k: float(v) for k, v in (p.split("=") for p in line.split()[1:])})
+s = lambda k: sum(p[k] for p in parts)
+m = lambda k: max(p[k] for p in parts)
+out = (f"RESULT requests={s('requests'):.0f} duration_us={m('duration_us'):.0f} req_s={s('req_s'):.0f} "
+       f"p50_ms={m('p50_ms'):.2f} p99_ms={m('p99_ms'):.2f} non2xx={s('non2xx'):.0f} sockerr={s('sockerr'):.0f}")
+open(f"{tmp}/{name}.txt", "w").write(out + "\n")
+if n > 1:
+    out += "  (per process: " + " / ".join(f"{p['req_s']:.0f}" for p in parts) + " req/s)"
+print(out)
+EOF
+}
+
+# CPU time (user + system, in clock ticks) the processes have used so far.
+cpu_ticks() { local p s=0; for p in "$@"; do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$s"; }
+
+api() { curl -fsS -H "Authorization: Bearer $TOKEN" "$1/api/v1$2"; }
+# Runs still queued or running (0 or 1 of each: limit=1).
+pending() {
+  local s n=0
+  for s in queued running; do
+    n=$((n + $(api "$1" "/runs?status=$s&limit=1" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["runs"]))')))
+  done
+  echo "$n"
+}
+# drain URL: wait until no run is queued or running; prints the seconds it took.
+drain() {
+  local start; start=$(date +%s.%N)
+  for _ in $(seq 1 6000); do
+    [ "$(pending "$1")" = "0" ] && break
+    sleep 0.1
+  done
+  python3 -c "import time; print(f'{time.time() - $start:.1f}')"
+}
+# Runs in the store, every status (the store is fresh for each configuration).
+runs_total() {
+  local since=$(( $(date +%s%N) / 1000000 - 2 * 86400000 ))
+  api "$1" "/runs/stats?bucket=day&since=$since" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(sum(b["counts"].values()) for b in d["buckets"]))'
+}
+
+# measure LABEL N [STORE_URL]: N `fluxo serve` processes (own data dir and port, shared
+# workflows, the same store), new keys then duplicates. Appends one line to $tmp/configs.txt:
+# label n drain_s cpu_new cpu_dup runs_total rss_kb,rss_kb,...
+measure() {
+  local label=$1 n=$2 store=${3:-} i port d c0 cpu_new cpu_dup key rss="" total
+  local urls=() spids=() args
+  for ((i = 0; i < n; i++)); do
+    port=$(free_port)
+    args=(serve --addr "127.0.0.1:$port" --workflows "$tmp/workflows" --data-dir "$tmp/$label-data$i"
+      --token "$TOKEN" --workers "$WORKERS" --cache-mb "$CACHE_MB" --retention-runs 100000000)
+    [ -n "$store" ] && args+=(--store "$store")
+    "$FLUXO" "${args[@]}" >"$tmp/$label-serve$i.log" 2>&1 &
+    spids+=("$!"); pids+=("$!"); urls+=("http://127.0.0.1:$port")
+  done
+  for ((i = 0; i < n; i++)); do wait_ready "${urls[$i]}" "${spids[$i]}" "$tmp/$label-serve$i.log"; done
+
+  # (a) new keys
+  run_load "$label-new-warm" unique "$label-warm" "$WARMUP" "${urls[@]}" >/dev/null
+  drain "${urls[0]}" >/dev/null
+  c0=$(cpu_ticks "${spids[@]}")
+  printf '%-16s' "$label new keys"; run_load "$label-new" unique "$label-new" "$DURATION" "${urls[@]}"
+  d=$(drain "${urls[0]}")
+  cpu_new=$(($(cpu_ticks "${spids[@]}") - c0))
+  echo "                backlog of queued runs executed $d s after the load stopped"
+
+  # (b) duplicates of one key per process (its first delivery creates its run)
+  for ((i = 0; i < n; i++)); do
+    key=$(inst_prefix "$label-dup" "$i" "$n")
+    curl -fsS -o /dev/null -X POST "${urls[$i]}/hooks/load" -H 'Content-Type: application/json' \
+      -H "Idempotency-Key: $key" --data-binary @"$BODY"
+  done
+  drain "${urls[0]}" >/dev/null
+  run_load "$label-dup-warm" fixed "$label-dup" "$WARMUP" "${urls[@]}" >/dev/null
+  c0=$(cpu_ticks "${spids[@]}")
+  printf '%-16s' "$label duplicates"; run_load "$label-dup" fixed "$label-dup" "$DURATION" "${urls[@]}"
+  cpu_dup=$(($(cpu_ticks "${spids[@]}") - c0))
+
+  for p in "${spids[@]}"; do rss="$rss${rss:+,}$(awk '/VmHWM/ {print $2}' "/proc/$p/status")"; done
+  total=$(runs_total "${urls[0]}")
+  for p in "${spids[@]}"; do kill "$p"; done
+  for p in "${spids[@]}"; do wait "$p" 2>/dev/null || true; done
+  echo "$label $n $d $cpu_new $cpu_dup $total $rss" >>"$tmp/configs.txt"
+}
+
+# --- PostgreSQL: a throwaway server -------------------------------------------------------------
+pg_cmd() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+find_pg_bin() {
+  local d
+  if command -v initdb >/dev/null 2>&1; then
+    d=$(dirname "$(readlink -f "$(command -v initdb)")")
+    [ -x "$d/pg_ctl" ] && { echo "$d"; return 0; }
+    d=$(dirname "$(command -v initdb)")
+    [ -x "$d/pg_ctl" ] && { echo "$d"; return 0; }
+  fi
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+pg_port=""
+pg_start() {
+  pg_bin=$(find_pg_bin) || {
+    echo "load: PostgreSQL's initdb/pg_ctl are not on PATH nor in /usr/lib/postgresql/*/bin:" \
+      "run scripts/setup.sh test, or PG=0 to skip" >&2
+    exit 1
+  }
+  mkdir -p "$tmp/pg/sock"
+  if [ "$(id -u)" -eq 0 ]; then
+    chmod o+x "$tmp"  # mktemp -d is 0700: let `postgres` reach its own directory
+    chown -R postgres:postgres "$tmp/pg"
+  fi
+  (cd "$tmp/pg" && pg_cmd "$pg_bin/initdb" -D "$tmp/pg/data" -A trust -U fluxo -E UTF8 --locale=C \
+    >"$tmp/pg/initdb.log" 2>&1) || { cat "$tmp/pg/initdb.log" >&2; exit 1; }
+  local _
+  for _ in 1 2 3 4 5; do  # another process may take the free port in between: retry
+    pg_port=$(free_port)
+    if (cd "$tmp/pg" && pg_cmd "$pg_bin/pg_ctl" -D "$tmp/pg/data" -l "$tmp/pg/server.log" \
+      -o "-p $pg_port -k $tmp/pg/sock -c listen_addresses=127.0.0.1" -w -t 60 start \
+      </dev/null >/dev/null 2>&1); then
+      return 0
+    fi
+  done
+  echo "load: the PostgreSQL server did not start" >&2
+  tail -20 "$tmp/pg/server.log" >&2
+  exit 1
+}
+pg_createdb() {
+  "$pg_bin/psql" -q -h 127.0.0.1 -p "$pg_port" -U fluxo -d postgres -v ON_ERROR_STOP=1 \
+    -c "CREATE DATABASE $1" >/dev/null
+  echo "postgres://fluxo@127.0.0.1:$pg_port/$1"
+}
+
+echo "load: $(date -u '+%F %T UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "load: $(nproc) cores; wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP); body $(wc -c <"$BODY") bytes"
 
 # --- (c) the ceiling: a bare axum handler ---------------------------------------------------
 port=$(free_port)
 "$BARE" "127.0.0.1:$port" >"$tmp/bare.log" 2>&1 &
 bare_pid=$!; pids+=("$bare_pid")
-wait_ready "http://127.0.0.1:$port"
-run_wrk bare-warm "http://127.0.0.1:$port/hooks/load" unique warm "$WARMUP" >/dev/null
+wait_ready "http://127.0.0.1:$port" "$bare_pid" "$tmp/bare.log"
+run_load bare-warm unique warm "$WARMUP" "http://127.0.0.1:$port" >/dev/null
 c0=$(cpu_ticks "$bare_pid")
-echo -n "bare axum    "; run_wrk bare "http://127.0.0.1:$port/hooks/load" unique bare "$DURATION"
-bare_cpu=$(( $(cpu_ticks "$bare_pid") - c0 ))
+printf '%-16s' "bare axum"; run_load bare unique bare "$DURATION" "http://127.0.0.1:$port"
+bare_cpu=$(($(cpu_ticks "$bare_pid") - c0))
 kill "$bare_pid"; wait "$bare_pid" 2>/dev/null || true
 
 # --- fluxo serve --------------------------------------------------------------------------------
-port=$(free_port)
-url="http://127.0.0.1:$port"
-"$FLUXO" serve --addr "127.0.0.1:$port" --workflows "$tmp/workflows" --data-dir "$tmp/data" \
-  --token "$TOKEN" --workers "$WORKERS" --cache-mb "$CACHE_MB" --retention-runs 100000000 \
-  >"$tmp/serve.log" 2>&1 &
-serve_pid=$!; pids+=("$serve_pid")
-wait_ready "$url"
+: >"$tmp/configs.txt"
+measure sled 1
+if [ "$PG" != "0" ]; then
+  pg_start
+  echo "load: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port ($tmp/pg)"
+  measure pg1 1 "$(pg_createdb load_pg1)"
+  measure pg3 3 "$(pg_createdb load_pg3)"
+  pg_stop
+fi
 
-api() { curl -fsS -H "Authorization: Bearer $TOKEN" "$url/api/v1$1"; }
-queued() { api "/runs?status=queued&limit=1" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["runs"]))'; }
-drain() {
-  local start; start=$(date +%s.%N)
-  for _ in $(seq 1 6000); do
-    [ "$(queued)" = "0" ] && break
-    sleep 0.1
-  done
-  python3 -c "import time; print(f'{time.time() - $start:.1f}')"
-}
-
-# (a) new keys
-run_wrk new-warm "$url/hooks/load" unique warm "$WARMUP" >/dev/null
-drain >/dev/null
-c0=$(cpu_ticks "$serve_pid")
-echo -n "new keys     "; run_wrk new "$url/hooks/load" unique new "$DURATION"
-new_drain=$(drain)
-new_cpu=$(( $(cpu_ticks "$serve_pid") - c0 ))
-echo "              backlog of queued runs executed $new_drain s after the load stopped"
-
-# (b) duplicates of one key (the first delivery creates its run)
-curl -fsS -o /dev/null -X POST "$url/hooks/load" -H 'Content-Type: application/json' \
-  -H 'Idempotency-Key: dup-fixed' --data-binary @"$BODY"
-drain >/dev/null
-run_wrk dup-warm "$url/hooks/load" fixed dup-fixed "$WARMUP" >/dev/null
-c0=$(cpu_ticks "$serve_pid")
-echo -n "duplicates   "; run_wrk dup "$url/hooks/load" fixed dup-fixed "$DURATION"
-dup_cpu=$(( $(cpu_ticks "$serve_pid") - c0 ))
-
-rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$serve_pid/status")
-
-# Accounting: every 202 of the new-keys runs has its run (store count by status).
-now_ms=$(($(date +%s%N) / 1000000))
-since=$((now_ms - 2 * 86400000))
-runs_total=$(api "/runs/stats?bucket=day&since=$since" | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-print(sum(sum(b["counts"].values()) for b in d["buckets"]))')
-kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
-
-python3 - "$tmp" "$rss_kb" "$runs_total" "$new_drain" "$CONNS" "$bare_cpu" "$new_cpu" "$dup_cpu" "$(getconf CLK_TCK)" <<'EOF'
+echo "load: done $(date -u '+%F %T UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$tmp" "$CONNS" "$bare_cpu" "$(getconf CLK_TCK)" <<'EOF'
 import sys
-tmp, rss_kb, runs_total, drain, conns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-ticks = dict(zip(("bare", "new", "dup"), (int(x) for x in sys.argv[6:9])))
-hz = int(sys.argv[9])
+tmp, conns, bare_cpu, hz = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def read(name):
     for line in open(f"{tmp}/{name}.txt"):
         if line.startswith("RESULT"):
             return {k: float(v) for k, v in (p.split("=") for p in line.split()[1:])}
-bare, new, dup = read("bare"), read("new"), read("dup")
-warm_new = read("new-warm")
-warm_dup = read("dup-warm")
-expected_runs = int(warm_new["requests"] + new["requests"]) + 1
-# Server CPU per request (user + system): robust when other work shares the cores. For new
-# keys it includes executing the runs (until the backlog drained), not only accepting them.
-us = {k: ticks[k] / hz * 1e6 / v["requests"] for k, v in (("bare", bare), ("new", new), ("dup", dup))}
+bare = read("bare")
+names = {"sled": "sled", "pg1": "pg×1", "pg3": "pg×3"}
+configs = []
+for line in open(f"{tmp}/configs.txt"):
+    label, n, drain, cpu_new, cpu_dup, total, rss = line.split()
+    configs.append(dict(label=label, name=names[label], n=int(n), drain=float(drain),
+                        cpu_new=int(cpu_new), cpu_dup=int(cpu_dup), total=int(total),
+                        rss=[int(x) / 1024 for x in rss.split(",")],
+                        new=read(f"{label}-new"), dup=read(f"{label}-dup"),
+                        warm_new=read(f"{label}-new-warm"), warm_dup=read(f"{label}-dup-warm")))
+
+def e2e(c):
+    secs = c["new"]["duration_us"] / 1e6 + c["drain"]
+    return c["new"]["requests"] / secs, secs
+def rss(c):
+    return " / ".join(f"{x:.0f}" for x in c["rss"]) + " MB"
+
 print()
-print("| run | req/s | p50 ms | p99 ms | vs bare | target | server CPU per request |")
-print("|---|---:|---:|---:|---:|---|---:|")
-print(f"| bare axum handler | {bare['req_s']:.0f} | {bare['p50_ms']:.2f} | {bare['p99_ms']:.2f} | 100% | ceiling | {us['bare']:.0f} us |")
-r = new["req_s"] / bare["req_s"]
-print(f"| new keys (durable claim + queued run) | {new['req_s']:.0f} | {new['p50_ms']:.2f} | {new['p99_ms']:.2f} | {r:.0%} | >= 50% {'ok' if r >= 0.5 else 'MISSED'} | {us['new']:.0f} us (incl. executing the run) |")
-r2 = dup["req_s"] / bare["req_s"]
-print(f"| duplicates (one key) | {dup['req_s']:.0f} | {dup['p50_ms']:.2f} | {dup['p99_ms']:.2f} | {r2:.0%} | >= 70% {'ok' if r2 >= 0.7 else 'MISSED'} | {us['dup']:.0f} us |")
-rss_mb = rss_kb / 1024
+print("| run | req/s | p50 ms | p99 ms | vs bare | runs/s end-to-end | peak RSS (VmHWM) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+print(f"| bare axum | {bare['req_s']:,.0f} | {bare['p50_ms']:.2f} | {bare['p99_ms']:.2f} | 100% | | |")
+for c in configs:
+    for kind, r in (("new keys", c["new"]), ("duplicates", c["dup"])):
+        runs_s = f"{e2e(c)[0]:,.0f}" if kind == "new keys" else ""
+        print(f"| {c['name']} {kind} | {r['req_s']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+              f"{r['req_s'] / bare['req_s']:.0%} | {runs_s} | {rss(c)} |")
 print()
-print(f"peak RSS of fluxo serve (VmHWM): {rss_mb:.0f} MB (target < 150 MB: {'ok' if rss_mb < 150 else 'MISSED'})")
-# wrk stops with requests in flight: the server may have accepted a few it never counted.
-in_flight = 2 * int(conns)
-runs_ok = expected_runs <= runs_total <= expected_runs + in_flight
-secs = new["duration_us"] / 1e6 + float(drain)
-print(f"end to end: {new['requests'] / secs:.0f} runs/s accepted durably and executed "
-      f"({new['requests']:.0f} runs in {secs:.1f} s: the load, then the backlog)")
-print(f"runs in the store: {runs_total}; 202s counted by wrk: {expected_runs} "
-      f"({'every 202 has its run' if runs_ok else 'MISMATCH'}; up to {in_flight} more were in "
-      f"flight when wrk stopped); backlog drained {drain} s after the new-keys run")
-bad = sum(int(x["non2xx"] + x["sockerr"]) for x in (bare, new, dup, warm_new, warm_dup))
+if any(c["n"] > 1 for c in configs):
+    print("pg×3: req/s summed over the three processes, p50/p99 the worst of the three; "
+          "RSS per process.")
+
+ok = True
+sled = next((c for c in configs if c["label"] == "sled"), None)
+if sled:
+    NODE_RED_HI = 4200
+    r = sled["new"]["req_s"]
+    print(f"target: durable new keys on sled >= 2x Node-RED's non-durable echo. Node-RED is not "
+          f"available here; ARCHITECTURE.md measured it elsewhere at 2,600-4,200 req/s, so the bar "
+          f"is 2 x 4,200 = {2 * NODE_RED_HI:,} req/s: sled new keys {r:,.0f} req/s -> "
+          f"{'ok' if r >= 2 * NODE_RED_HI else 'MISSED'}")
+    r2 = sled["dup"]["req_s"] / bare["req_s"]
+    print(f"target: duplicates on sled >= 90% of bare axum: {r2:.0%} -> {'ok' if r2 >= 0.9 else 'MISSED'}")
+for c in configs:
+    worst = max(c["rss"])
+    print(f"target: peak RSS of every fluxo serve ({c['name']}) < 150 MB: {rss(c)} -> "
+          f"{'ok' if worst < 150 else 'MISSED'}")
+print()
+for c in configs:
+    # every 202 of the new-keys load (and its warm-up) and each duplicate key's first delivery
+    expected = int(c["warm_new"]["requests"] + c["new"]["requests"]) + c["n"]
+    # wrk stops with requests in flight: the server may have accepted a few it never counted.
+    in_flight = 2 * conns
+    runs_ok = expected <= c["total"] <= expected + in_flight
+    ok = ok and runs_ok
+    per_s, secs = e2e(c)
+    us = lambda ticks, r: ticks / hz * 1e6 / r["requests"]
+    print(f"{c['name']}: {c['total']} runs in the store; 202s counted by wrk {expected} "
+          f"({'every 202 has its run' if runs_ok else 'MISMATCH'}; up to {in_flight} more were in "
+          f"flight when wrk stopped); end to end {per_s:,.0f} runs/s ({c['new']['requests']:.0f} runs "
+          f"in {secs:.1f} s: the load, then the backlog drained in {c['drain']} s); fluxo CPU per "
+          f"request: new keys {us(c['cpu_new'], c['new']):.0f} us (incl. executing the run), "
+          f"duplicates {us(c['cpu_dup'], c['dup']):.0f} us")
+print(f"bare axum: CPU per request {bare_cpu / hz * 1e6 / bare['requests']:.0f} us")
+results = [bare, read("bare-warm")]
+for c in configs:
+    results += [c["new"], c["dup"], c["warm_new"], c["warm_dup"]]
+bad = sum(int(x["non2xx"] + x["sockerr"]) for x in results)
 if bad:
     print(f"load: {bad} requests failed or were not 2xx")
-    sys.exit(1)
-if not runs_ok:
-    sys.exit(1)
+    ok = False
+sys.exit(0 if ok else 1)
 EOF
