@@ -11,9 +11,20 @@ import { InspectorContext, type InspectorInfo } from './TemplateInput';
 import { fields, Markdownish, templates, widgets } from './widgets';
 import { excerpt, formatMs } from '../app/format';
 import { stringifyJson } from '../api';
+import { CronWidget, ScheduleNotice } from './CronField';
+import { relativeTime, tickFor, useNow } from './schedule';
+import type { UiSchema } from '@rjsf/utils';
 
 // The engine's schemas are JSON Schema 2020-12.
 const validator = customizeValidator({ AjvClass: Ajv2020 });
+const stepWidgets = { ...widgets, cron: CronWidget };
+const SCHEDULE = 'schedule_trigger';
+
+/** A schedule trigger's cron field: the expression with its plain-words description and next fire times. */
+function withCron(ui: UiSchema): UiSchema {
+  return { ...ui, cron: { ...(ui.cron as UiSchema | undefined), 'ui:widget': 'cron' } };
+}
+
 const DEFAULTS_BEHAVIOUR = {
   emptyObjectFields: 'skipDefaults',
   arrayMinItems: { populate: 'never' },
@@ -89,8 +100,13 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
   );
   const extraErrors = useMemo(() => toErrorSchema(probs?.fields ?? {}), [probs]);
 
+  const spec = useMemo(() => {
+    if (!kind) return null;
+    const base = formSpec(kind.config_schema);
+    return kind.kind === SCHEDULE ? { ...base, uiSchema: withCron(base.uiSchema) } : base;
+  }, [kind]);
+
   if (!data) return null;
-  const spec = kind ? formSpec(kind.config_schema) : null;
   const stepLevel = [...(probs?.errors ?? []), ...(probs?.warnings ?? [])].filter(
     (p) => !/\.config\.[^.]/.test(p.path) || !spec,
   );
@@ -137,7 +153,7 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
             uiSchema={spec.uiSchema}
             formData={data.config}
             validator={validator}
-            widgets={widgets}
+            widgets={stepWidgets}
             fields={fields}
             templates={templates}
             extraErrors={extraErrors}
@@ -153,6 +169,7 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
         ) : (
           <p className="fx-muted">This build of the engine has no step kind `{data.kind}`.</p>
         )}
+        {data.kind === SCHEDULE && <ScheduleNotice />}
         <section className="fx-inspector-section">
           <h4>Ports</h4>
           <div className="fx-ports">
@@ -225,6 +242,7 @@ function WorkflowForm() {
   const nodes = useEditor((s) => s.nodes.length);
   const edges = useEditor((s) => s.edges.length);
   const hasWebhook = useEditor((s) => s.nodes.some((n) => n.data.kind === 'webhook_trigger'));
+  const hasSchedule = useEditor((s) => s.nodes.some((n) => n.data.kind === SCHEDULE));
   const savedId = useEditor((s) => s.savedId);
   return (
     <div className="fx-inspector-body" data-testid="inspector-workflow">
@@ -286,7 +304,32 @@ function WorkflowForm() {
           <WebhookAddress id={meta.id} />
         </section>
       )}
+      {hasSchedule && (
+        <section className="fx-inspector-section" data-testid="workflow-schedule">
+          <h4>Schedule</h4>
+          <NextRun id={savedId} />
+          <ScheduleNotice />
+        </section>
+      )}
     </div>
+  );
+}
+
+/** The saved workflow's next tick (from `listSchedules`), or why there is none. */
+function NextRun({ id }: { id: string | null }) {
+  const sched = useEditor((s) => (id ? s.schedules[id] : undefined));
+  const dirty = useEditor((s) => s.dirty);
+  const at = sched?.next_at ? Date.parse(sched.next_at) : undefined;
+  const now = useNow(tickFor(at, Date.now()));
+  let text: string;
+  if (!sched) text = id ? 'Not scheduled yet: save a valid workflow to schedule it.' : 'Save the workflow to schedule it.';
+  else if (at === undefined) text = `${sched.cron} (${sched.timezone}) never fires again.`;
+  else text = `Next run ${relativeTime(at, now)}: ${new Date(at).toLocaleString()} · ${sched.cron} (${sched.timezone})`;
+  return (
+    <p data-testid="workflow-next-run">
+      {text}
+      {sched && dirty ? <span className="fx-muted"> (as saved)</span> : null}
+    </p>
   );
 }
 
