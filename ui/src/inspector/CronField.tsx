@@ -193,6 +193,7 @@ export function CronWidget(props: WidgetProps) {
           </>
         )}
       </div>
+      <ScheduleNotice />
     </div>
   );
 }

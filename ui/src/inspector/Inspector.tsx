@@ -169,7 +169,6 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
         ) : (
           <p className="fx-muted">This build of the engine has no step kind `{data.kind}`.</p>
         )}
-        {data.kind === SCHEDULE && <ScheduleNotice />}
         <section className="fx-inspector-section">
           <h4>Ports</h4>
           <div className="fx-ports">

@@ -101,7 +101,7 @@ export function relativeTime(atMs: number, nowMs: number): string {
   if (abs < 1000) return 'now';
   if (abs < 60_000) text = `${Math.round(abs / 1000)} s`;
   else if (abs < 3_600_000) text = `${Math.round(abs / 60_000)} min`;
-  else if (abs < 48 * 3_600_000) text = `${Math.round(abs / 3_600_000)} h`;
+  else if (abs < 36 * 3_600_000) text = `${Math.round(abs / 3_600_000)} h`;
   else text = `${Math.round(abs / 86_400_000)} days`;
   return diff > 0 ? `in ${text}` : `${text} ago`;
 }
