@@ -107,7 +107,8 @@ test('screenshot: the cron field with its plain-words description and next fire 
   await page.setViewportSize({ width: 1280, height: 720 });
   await openEditor(page);
   await scheduledDraft(page);
-  await page.getByTestId('step-name').fill('Every weekday at 09:00');
+  await page.getByTestId('workflow-name').fill('Weekday morning report');
+  await page.getByTestId('step-name').fill('Weekdays 09:00');
   await page.getByTestId('cron-preset-0_9_1_5').click();
   await page.getByTestId('input-root_timezone').fill('Europe/Berlin');
   const preview = page.getByTestId('cron-preview');
@@ -120,6 +121,7 @@ test('screenshot: the cron field with its plain-words description and next fire 
   await expect(page.getByTestId('cron-field').getByTestId('schedule-notice')).toBeInViewport({ ratio: 1 });
   const box = (await preview.boundingBox())!;
   expect(box.x + box.width).toBeLessThanOrEqual(1280);
+  await page.getByTestId('input-root_timezone').blur();
   await page.mouse.move(0, 719);
   const dir = process.env.FLUXO_UPDATE_SCREENSHOTS ? resolve(process.cwd(), '..', 'docs', 'screenshots') : process.env.FLUXO_SCREENSHOT_DIR;
   if (dir) await page.screenshot({ path: resolve(dir, 'schedule.png') });

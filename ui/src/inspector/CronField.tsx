@@ -197,3 +197,46 @@ export function CronWidget(props: WidgetProps) {
     </div>
   );
 }
+
+/** IANA zones this browser knows (for suggestions only: the server decides what is valid). */
+let zones: string[] | null = null;
+function knownZones(): string[] {
+  if (!zones) {
+    const f = (Intl as unknown as { supportedValuesOf?: (k: string) => string[] }).supportedValuesOf;
+    try {
+      zones = f ? ['UTC', ...f('timeZone').filter((z) => z !== 'UTC')] : ['UTC'];
+    } catch {
+      zones = ['UTC'];
+    }
+  }
+  return zones;
+}
+
+/** A schedule trigger's zone: a plain field (not a template) that suggests IANA names. */
+export function TimezoneWidget(props: WidgetProps) {
+  const { id, value, onChange, onBlur, onFocus, disabled, readonly, rawErrors, placeholder } = props;
+  const listId = `${id}-zones`;
+  return (
+    <>
+      <input
+        id={id}
+        className={`fx-input fx-mono ${rawErrors?.length ? 'is-invalid' : ''}`}
+        value={typeof value === 'string' ? value : ''}
+        list={listId}
+        spellCheck={false}
+        autoComplete="off"
+        placeholder={placeholder || 'UTC (default)'}
+        disabled={disabled || readonly}
+        data-testid={`input-${id}`}
+        onChange={(e) => onChange(e.target.value === '' ? undefined : e.target.value)}
+        onBlur={() => onBlur(id, value)}
+        onFocus={() => onFocus(id, value)}
+      />
+      <datalist id={listId}>
+        {knownZones().map((z) => (
+          <option key={z} value={z} />
+        ))}
+      </datalist>
+    </>
+  );
+}

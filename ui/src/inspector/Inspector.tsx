@@ -11,18 +11,22 @@ import { InspectorContext, type InspectorInfo } from './TemplateInput';
 import { fields, Markdownish, templates, widgets } from './widgets';
 import { excerpt, formatMs } from '../app/format';
 import { stringifyJson } from '../api';
-import { CronWidget, ScheduleNotice } from './CronField';
+import { CronWidget, ScheduleNotice, TimezoneWidget } from './CronField';
 import { relativeTime, tickFor, useNow } from './schedule';
 import type { UiSchema } from '@rjsf/utils';
 
 // The engine's schemas are JSON Schema 2020-12.
 const validator = customizeValidator({ AjvClass: Ajv2020 });
-const stepWidgets = { ...widgets, cron: CronWidget };
+const stepWidgets = { ...widgets, cron: CronWidget, timezone: TimezoneWidget };
 const SCHEDULE = 'schedule_trigger';
 
-/** A schedule trigger's cron field: the expression with its plain-words description and next fire times. */
+/** A schedule trigger's cron field (the expression, its plain-words description and next fire times) and zone (a plain field with IANA suggestions). */
 function withCron(ui: UiSchema): UiSchema {
-  return { ...ui, cron: { ...(ui.cron as UiSchema | undefined), 'ui:widget': 'cron' } };
+  return {
+    ...ui,
+    cron: { ...(ui.cron as UiSchema | undefined), 'ui:widget': 'cron' },
+    timezone: { ...(ui.timezone as UiSchema | undefined), 'ui:widget': 'timezone' },
+  };
 }
 
 const DEFAULTS_BEHAVIOUR = {
