@@ -89,7 +89,8 @@ test.describe.serial('a schedule made in the editor', () => {
     await expect(page.getByTestId(`workflow-next-run-${id}`)).toContainText(/next run (in \d+ s|now|due now)/);
     // The workflow's inspector says when and where it runs.
     await page.keyboard.press('Escape');
-    await expect(page.getByTestId('workflow-schedule').getByTestId('workflow-next-run')).toContainText('*/2 * * * * * (UTC)');
+    await expect(page.getByTestId('workflow-schedule').getByTestId('workflow-next-run')).toContainText(/Next run (in \d+ s|due now) · \w{3} \d+ \w{3}, \d\d:\d\d:\d\d \(UTC\)/);
+    await expect(page.getByTestId('workflow-schedule').getByTestId('workflow-next-run')).toContainText('*/2 * * * * * in UTC');
 
     // History: a run with trigger `schedule` for this workflow within ~10 s (the list is live).
     await openRuns(page);

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import { CalendarClock } from 'lucide-react';
 import { useEditor } from '../store/editor';
 import type { ScheduledWorkflow, Template } from '../api';
-import { relativeTime, tickFor, useNow } from '../inspector/schedule';
+import { formatInZone, hasSeconds, relativeTime, tickFor, useNow } from '../inspector/schedule';
 
 /** The soonest next tick of the listed schedules (ms), if any. */
 function soonest(schedules: Record<string, ScheduledWorkflow>): number | undefined {
@@ -22,7 +22,7 @@ function NextRunHint({ sched, now }: { sched: ScheduledWorkflow; now: number }) 
     <div
       className="fx-wf-next"
       data-testid={`workflow-next-run-${sched.workflow_id}`}
-      title={`${sched.cron} (${sched.timezone}) · next tick ${new Date(at).toLocaleString()}`}
+      title={`${sched.cron} in ${sched.timezone} · next run ${formatInZone(sched.next_at, sched.timezone, hasSeconds(sched.cron))}`}
     >
       <CalendarClock size={12} aria-hidden /> next run {at > now ? relativeTime(at, now) : 'due now'}
     </div>

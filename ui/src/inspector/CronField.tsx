@@ -104,7 +104,9 @@ export function CronWidget(props: WidgetProps) {
   const zoneProblems = answer?.problems?.filter((p) => p.path === 'timezone') ?? [];
   const preview = answer?.preview;
   const seconds = hasSeconds(preview?.cron ?? text);
-  const invalid = cronProblems.length > 0 || !!rawErrors?.length;
+  // Validation's problems of this field (the form hides them under it: shown here), less those the preview already says.
+  const otherErrors = (rawErrors ?? []).filter((m) => !cronProblems.some((p) => p.message === m));
+  const invalid = cronProblems.length > 0 || otherErrors.length > 0;
 
   return (
     <div className="fx-cron" data-testid="cron-field">
@@ -138,6 +140,13 @@ export function CronWidget(props: WidgetProps) {
           </button>
         ))}
       </div>
+      {otherErrors.length > 0 && (
+        <ul className="fx-field-errors" data-testid="cron-validation-errors">
+          {otherErrors.map((m, i) => (
+            <li key={i}>{m}</li>
+          ))}
+        </ul>
+      )}
       <div
         id={`${id}-preview`}
         className={`fx-cron-preview ${pending ? 'is-pending' : ''}`}

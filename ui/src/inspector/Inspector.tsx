@@ -12,7 +12,7 @@ import { fields, Markdownish, templates, widgets } from './widgets';
 import { excerpt, formatMs } from '../app/format';
 import { stringifyJson } from '../api';
 import { CronWidget, ScheduleNotice, TimezoneWidget } from './CronField';
-import { relativeTime, tickFor, useNow } from './schedule';
+import { formatInZone, hasSeconds, relativeTime, tickFor, useNow } from './schedule';
 import type { UiSchema } from '@rjsf/utils';
 
 // The engine's schemas are JSON Schema 2020-12.
@@ -24,7 +24,8 @@ const SCHEDULE = 'schedule_trigger';
 function withCron(ui: UiSchema): UiSchema {
   return {
     ...ui,
-    cron: { ...(ui.cron as UiSchema | undefined), 'ui:widget': 'cron' },
+    // The widget shows the field's problems itself (once: the preview's and validation's are the same text).
+    cron: { ...(ui.cron as UiSchema | undefined), 'ui:widget': 'cron', 'ui:hideError': true },
     timezone: { ...(ui.timezone as UiSchema | undefined), 'ui:widget': 'timezone' },
   };
 }
@@ -326,13 +327,18 @@ function NextRun({ id }: { id: string | null }) {
   const now = useNow(tickFor(at, Date.now()));
   let text: string;
   if (!sched) text = id ? 'Not scheduled yet: save a valid workflow to schedule it.' : 'Save the workflow to schedule it.';
-  else if (at === undefined) text = `${sched.cron} (${sched.timezone}) never fires again.`;
-  else text = `Next run ${relativeTime(at, now)}: ${new Date(at).toLocaleString()} · ${sched.cron} (${sched.timezone})`;
+  else if (at === undefined || !sched.next_at) text = 'It never fires again.';
+  else text = `Next run ${at > now ? relativeTime(at, now) : 'due now'} · ${formatInZone(sched.next_at, sched.timezone, hasSeconds(sched.cron))}`;
   return (
-    <p data-testid="workflow-next-run">
-      {text}
-      {sched && dirty ? <span className="fx-muted"> (as saved)</span> : null}
-    </p>
+    <div className="fx-next-run" data-testid="workflow-next-run">
+      <div>{text}</div>
+      {sched && (
+        <div className="fx-muted">
+          <code>{sched.cron}</code> in {sched.timezone}
+          {dirty ? ' (as saved)' : ''}
+        </div>
+      )}
+    </div>
   );
 }
 

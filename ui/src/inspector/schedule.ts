@@ -93,6 +93,32 @@ export function formatFireTime(local: string, utc: string, timeZone: string, sec
   return `${wd} ${Number(d)} ${MONTHS[Number(mo) - 1]}, ${time} (${zone})`;
 }
 
+/**
+ * An instant on a zone's wall clock, like {@link formatFireTime} but computed by the browser
+ * (for `listSchedules`' `next_at`, which comes in UTC only): "Tue 1 Dec, 18:40 (UTC)".
+ */
+export function formatInZone(utc: string, timeZone: string, seconds: boolean): string {
+  const at = new Date(utc);
+  if (Number.isNaN(at.getTime())) return utc;
+  try {
+    const parts = new Intl.DateTimeFormat('en-GB', {
+      timeZone: timeZone || 'UTC',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      hourCycle: 'h23',
+    }).formatToParts(at);
+    const get = (t: string) => parts.find((p) => p.type === t)?.value ?? '00';
+    const local = `${get('year')}-${get('month')}-${get('day')}T${get('hour')}:${get('minute')}:${get('second')}Z`;
+    return formatFireTime(local, utc, timeZone, seconds);
+  } catch {
+    return formatFireTime(at.toISOString().replace(/\.\d+Z$/, 'Z'), utc, 'UTC', seconds);
+  }
+}
+
 /** "in 12 s", "in 4 min", "in 3 h", "in 2 days" (or "now" within a second; "… ago" when past). */
 export function relativeTime(atMs: number, nowMs: number): string {
   const diff = atMs - nowMs;
