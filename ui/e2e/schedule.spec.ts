@@ -8,7 +8,7 @@
 
 import { resolve } from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
-import { connect, dropStep, newBlank, node, openEditor, select } from './helpers';
+import { dropStep, edge, newBlank, node, openEditor, select } from './helpers';
 import { api, filter, openRuns } from './history-helpers';
 
 /** Replace the blank workflow's manual trigger by a schedule trigger and a transform; returns the trigger's id. */
@@ -23,12 +23,14 @@ async function scheduledDraft(page: Page, workflowId?: string): Promise<{ trigge
   await select(page, 'start');
   await page.keyboard.press('Delete');
   await expect(node(page, 'start')).toHaveCount(0);
-  const transform = await dropStep(page, 'transform', 520, 200);
+  const trigger = await dropStep(page, 'schedule_trigger', 150, 150);
+  // A palette click adds the step after the selected one, wired to it.
+  await page.getByTestId('palette-transform').click();
+  const transform = await page.getByTestId('step-id').inputValue();
+  await expect(edge(page, trigger, 'out', transform)).toHaveCount(1);
   await page.getByTestId('map-fields-add').click();
   await page.getByTestId('map-fields-key-0').fill('at');
   await page.getByTestId('map-fields-value-0').locator('textarea').fill('{{ input.scheduled_at }}');
-  const trigger = await dropStep(page, 'schedule_trigger', 200, 200);
-  await connect(page, trigger, 'out', transform);
   await select(page, trigger);
   return { trigger, transform };
 }
