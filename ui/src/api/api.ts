@@ -15,6 +15,8 @@ import type {
   RunStatsQuery,
   SettingsView,
   RunEvent,
+  SchedulePreview,
+  ScheduledWorkflow,
   RunRecord,
   SamplePayload,
   SaveResult,
@@ -60,6 +62,16 @@ export interface Api {
    */
   checkWorkflow(id: string, event: unknown, options?: CheckOptions): Promise<CheckReport>;
   stepKinds(): Promise<StepKind[]>;
+
+  // Schedules (issue 12)
+  /** Every valid workflow that starts with a `schedule_trigger`, with its next tick. */
+  listSchedules(): Promise<ScheduledWorkflow[]>;
+  /**
+   * The next `count` (default 5, at most 20) fire times of `cron` in `timezone` (default `UTC`),
+   * by the scheduler's own rules. Rejects with `invalid_schedule`, whose `problems`
+   * ({@link ScheduleProblem}) name the field (`cron`, `timezone`).
+   */
+  previewSchedule(cron: string, timezone?: string, count?: number): Promise<SchedulePreview>;
   templates(): Promise<Template[]>;
   samplePayloads(): Promise<SamplePayload[]>;
   /**

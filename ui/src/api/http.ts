@@ -20,6 +20,8 @@ import {
   type SettingsView,
   type Problem,
   type RunEvent,
+  type SchedulePreview,
+  type ScheduledWorkflow,
   type RunRecord,
   type SamplePayload,
   type SaveResult,
@@ -119,6 +121,12 @@ export class HttpApi implements Api {
     if (options.idPaths?.length) body.id_paths = options.idPaths;
     if (options.workflow) body.workflow = options.workflow;
     return this.request('POST', `/workflows/${encodeURIComponent(id)}/check`, body);
+  }
+  listSchedules(): Promise<ScheduledWorkflow[]> {
+    return this.request('GET', '/schedules');
+  }
+  previewSchedule(cron: string, timezone?: string, count?: number): Promise<SchedulePreview> {
+    return this.request('GET', `/schedules/preview${queryString({ cron, timezone, count })}`);
   }
   stepKinds(): Promise<StepKind[]> {
     return this.request('GET', '/step-kinds', undefined, {}, false);

@@ -21,6 +21,8 @@ import {
   type SettingsView,
   type Problem,
   type RunEvent,
+  type SchedulePreview,
+  type ScheduledWorkflow,
   type RunRecord,
   type SamplePayload,
   type SaveResult,
@@ -47,6 +49,8 @@ import {
  * | `get_run` | `{id}` | `RunRecord` |
  * | `check_workflow` | `{id, event, idPaths, workflow}` (`idPaths`/`workflow` may be null) | `CheckReport` |
  * | `step_kinds` / `templates` / `sample_payloads` | – | arrays |
+ * | `list_schedules` | – | `ScheduledWorkflow[]` (as `GET /schedules`) |
+ * | `preview_schedule` | `{cron, timezone, count}` (`timezone`/`count` may be null) | `SchedulePreview`; `invalid_schedule` with `problems: [{path, message}]` |
  * | `list_runs` | `{query: RunQuery}` | `{runs, next_cursor?}` (as `GET /runs`) |
  * | `run_stats` | `{query: RunStatsQuery}` | `{bucket_ms, buckets}` (as `GET /runs/stats`) |
  * | `replay_run` | `{id, mode, version, input, wait}` (`input`: null = the original input) | the new `RunRecord` (finished if `wait`, else queued) |
@@ -137,6 +141,12 @@ export class TauriApi implements Api {
       idPaths: options.idPaths?.length ? options.idPaths : null,
       workflow: options.workflow ?? null,
     });
+  }
+  listSchedules(): Promise<ScheduledWorkflow[]> {
+    return this.call('list_schedules');
+  }
+  previewSchedule(cron: string, timezone?: string, count?: number): Promise<SchedulePreview> {
+    return this.call('preview_schedule', { cron, timezone: timezone || null, count: count ?? null });
   }
   stepKinds(): Promise<StepKind[]> {
     return this.call('step_kinds');

@@ -74,6 +74,31 @@ export interface Problem {
   path: string;
 }
 
+/** `GET /schedules` entry: a valid workflow that starts with a `schedule_trigger`. */
+export interface ScheduledWorkflow {
+  workflow_id: string;
+  cron: string;
+  timezone: string;
+  /** The next tick, RFC 3339 UTC (absent when the expression never fires again). */
+  next_at?: string;
+}
+
+/** `GET /schedules/preview`: the next fire times of a cron expression in its zone. */
+export interface SchedulePreview {
+  cron: string;
+  timezone: string;
+  /** RFC 3339 UTC, oldest first (fewer when the expression stops matching). */
+  next: string[];
+  /** The same instants on the zone's wall clock, RFC 3339 with the zone's offset. */
+  next_local: string[];
+}
+
+/** A problem of `invalid_schedule` (`ApiError.problems` of that code): which field and why. */
+export interface ScheduleProblem {
+  path: 'cron' | 'timezone' | string;
+  message: string;
+}
+
 export interface ValidateResult {
   valid: boolean;
   problems: Problem[];

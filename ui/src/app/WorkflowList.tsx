@@ -1,6 +1,33 @@
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
+import { CalendarClock } from 'lucide-react';
 import { useEditor } from '../store/editor';
-import type { Template } from '../api';
+import type { ScheduledWorkflow, Template } from '../api';
+import { formatInZone, hasSeconds, relativeTime, tickFor, useNow } from '../inspector/schedule';
+
+/** The soonest next tick of the listed schedules (ms), if any. */
+function soonest(schedules: Record<string, ScheduledWorkflow>): number | undefined {
+  let min: number | undefined;
+  for (const s of Object.values(schedules)) {
+    const t = s.next_at ? Date.parse(s.next_at) : NaN;
+    if (!Number.isNaN(t) && (min === undefined || t < min)) min = t;
+  }
+  return min;
+}
+
+/** "next run in 3 min" under a scheduled workflow (the time itself in the tooltip). */
+function NextRunHint({ sched, now }: { sched: ScheduledWorkflow; now: number }) {
+  if (!sched.next_at) return null;
+  const at = Date.parse(sched.next_at);
+  return (
+    <div
+      className="fx-wf-next"
+      data-testid={`workflow-next-run-${sched.workflow_id}`}
+      title={`${sched.cron} in ${sched.timezone} · next run ${formatInZone(sched.next_at, sched.timezone, hasSeconds(sched.cron))}`}
+    >
+      <CalendarClock size={12} aria-hidden /> next run {at > now ? relativeTime(at, now) : 'due now'}
+    </div>
+  );
+}
 
 export function WorkflowList() {
   const workflows = useEditor((s) => s.workflows);
@@ -9,7 +36,23 @@ export function WorkflowList() {
   const deleteWorkflow = useEditor((s) => s.deleteWorkflow);
   const guardDirty = useEditor((s) => s.guardDirty);
   const setLeftTab = useEditor((s) => s.setLeftTab);
+  const schedules = useEditor((s) => s.schedules);
+  const refreshSchedules = useEditor((s) => s.refreshSchedules);
   const [newOpen, setNewOpen] = useState(false);
+  const next = soonest(schedules);
+  const now = useNow(tickFor(next, Date.now()));
+  // Fresh next ticks when the list is shown, and again once the soonest has passed (at most every 5 s).
+  const asked = useRef(0);
+  useEffect(() => {
+    asked.current = Date.now();
+    void refreshSchedules();
+  }, [refreshSchedules]);
+  useEffect(() => {
+    if (next !== undefined && now > next && Date.now() - asked.current > 5000) {
+      asked.current = Date.now();
+      void refreshSchedules();
+    }
+  }, [now, next, refreshSchedules]);
 
   const open = async (id: string) => {
     if (id === savedId) return;
@@ -43,6 +86,7 @@ export function WorkflowList() {
                 <span className="fx-ok-text">valid</span>
               )}
             </div>
+            {schedules[w.id] && <NextRunHint sched={schedules[w.id]} now={now} />}
             <button
               className="fx-icon-btn fx-wf-delete"
               title={`Delete ${w.id}`}

@@ -6,6 +6,7 @@ import type { StepKind } from '../api';
 import { excerpt, formatMs } from '../app/format';
 import { CircleX, TriangleAlert } from 'lucide-react';
 import { CategoryIcon } from './icons';
+import { describeCron } from '../inspector/schedule';
 
 
 /** One line saying what the step is set to do. */
@@ -16,6 +17,12 @@ function summary(kind: string, c: Record<string, unknown>, workflowId: string): 
       return `POST /hooks/${workflowId}`;
     case 'manual_trigger':
       return 'Started from the app, CLI or API';
+    case 'schedule_trigger': {
+      const cron = str(c.cron).trim();
+      const tz = str(c.timezone).trim();
+      if (!cron) return 'no schedule yet';
+      return `${describeCron(cron) ?? cron}${tz && tz !== 'UTC' ? ` (${tz})` : ''}`;
+    }
     case 'memory':
       return `${str(c.operation) || '?'} ${str(c.namespace) || '…'} / ${str(c.key) || '…'}`;
     case 'router': {

@@ -11,9 +11,25 @@ import { InspectorContext, type InspectorInfo } from './TemplateInput';
 import { fields, Markdownish, templates, widgets } from './widgets';
 import { excerpt, formatMs } from '../app/format';
 import { stringifyJson } from '../api';
+import { CronWidget, ScheduleNotice, TimezoneWidget } from './CronField';
+import { formatInZone, hasSeconds, relativeTime, tickFor, useNow } from './schedule';
+import type { UiSchema } from '@rjsf/utils';
 
 // The engine's schemas are JSON Schema 2020-12.
 const validator = customizeValidator({ AjvClass: Ajv2020 });
+const stepWidgets = { ...widgets, cron: CronWidget, timezone: TimezoneWidget };
+const SCHEDULE = 'schedule_trigger';
+
+/** A schedule trigger's cron field (the expression, its plain-words description and next fire times) and zone (a plain field with IANA suggestions). */
+function withCron(ui: UiSchema): UiSchema {
+  return {
+    ...ui,
+    // The widget shows the field's problems itself (once: the preview's and validation's are the same text).
+    cron: { ...(ui.cron as UiSchema | undefined), 'ui:widget': 'cron', 'ui:hideError': true },
+    timezone: { ...(ui.timezone as UiSchema | undefined), 'ui:widget': 'timezone' },
+  };
+}
+
 const DEFAULTS_BEHAVIOUR = {
   emptyObjectFields: 'skipDefaults',
   arrayMinItems: { populate: 'never' },
@@ -89,8 +105,13 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
   );
   const extraErrors = useMemo(() => toErrorSchema(probs?.fields ?? {}), [probs]);
 
+  const spec = useMemo(() => {
+    if (!kind) return null;
+    const base = formSpec(kind.config_schema);
+    return kind.kind === SCHEDULE ? { ...base, uiSchema: withCron(base.uiSchema) } : base;
+  }, [kind]);
+
   if (!data) return null;
-  const spec = kind ? formSpec(kind.config_schema) : null;
   const stepLevel = [...(probs?.errors ?? []), ...(probs?.warnings ?? [])].filter(
     (p) => !/\.config\.[^.]/.test(p.path) || !spec,
   );
@@ -137,7 +158,7 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
             uiSchema={spec.uiSchema}
             formData={data.config}
             validator={validator}
-            widgets={widgets}
+            widgets={stepWidgets}
             fields={fields}
             templates={templates}
             extraErrors={extraErrors}
@@ -225,6 +246,7 @@ function WorkflowForm() {
   const nodes = useEditor((s) => s.nodes.length);
   const edges = useEditor((s) => s.edges.length);
   const hasWebhook = useEditor((s) => s.nodes.some((n) => n.data.kind === 'webhook_trigger'));
+  const hasSchedule = useEditor((s) => s.nodes.some((n) => n.data.kind === SCHEDULE));
   const savedId = useEditor((s) => s.savedId);
   return (
     <div className="fx-inspector-body" data-testid="inspector-workflow">
@@ -285,6 +307,36 @@ function WorkflowForm() {
           <h4>Webhook</h4>
           <WebhookAddress id={meta.id} />
         </section>
+      )}
+      {hasSchedule && (
+        <section className="fx-inspector-section" data-testid="workflow-schedule">
+          <h4>Schedule</h4>
+          <NextRun id={savedId} />
+          <ScheduleNotice />
+        </section>
+      )}
+    </div>
+  );
+}
+
+/** The saved workflow's next tick (from `listSchedules`), or why there is none. */
+function NextRun({ id }: { id: string | null }) {
+  const sched = useEditor((s) => (id ? s.schedules[id] : undefined));
+  const dirty = useEditor((s) => s.dirty);
+  const at = sched?.next_at ? Date.parse(sched.next_at) : undefined;
+  const now = useNow(tickFor(at, Date.now()));
+  let text: string;
+  if (!sched) text = id ? 'Not scheduled yet: save a valid workflow to schedule it.' : 'Save the workflow to schedule it.';
+  else if (at === undefined || !sched.next_at) text = 'It never fires again.';
+  else text = `Next run ${at > now ? relativeTime(at, now) : 'due now'} · ${formatInZone(sched.next_at, sched.timezone, hasSeconds(sched.cron))}`;
+  return (
+    <div className="fx-next-run" data-testid="workflow-next-run">
+      <div>{text}</div>
+      {sched && (
+        <div className="fx-muted">
+          <code>{sched.cron}</code> in {sched.timezone}
+          {dirty ? ' (as saved)' : ''}
+        </div>
       )}
     </div>
   );

@@ -15,6 +15,7 @@ import {
   type RunEvent,
   type RunRecord,
   type SamplePayload,
+  type ScheduledWorkflow,
   type StepKind,
   type StepRecord,
   type Template,
@@ -128,6 +129,8 @@ export interface EditorState {
   catalog: StepKind[];
   kinds: Record<string, StepKind>;
   workflows: WorkflowSummary[];
+  /** Scheduled workflows by id, with their next tick (`listSchedules`; refreshed with the list). */
+  schedules: Record<string, ScheduledWorkflow>;
   templates: Template[];
   samples: SamplePayload[];
 
@@ -177,6 +180,8 @@ export interface EditorState {
   // lifecycle
   init(api: Api): Promise<void>;
   refreshWorkflows(): Promise<void>;
+  /** Ask for the schedules' next ticks again (an engine without them leaves the map empty). */
+  refreshSchedules(): Promise<void>;
   loadWorkflow(wf: Workflow, savedId: string | null, dirty?: boolean): void;
   openWorkflow(id: string): Promise<void>;
   newWorkflow(template?: Template): void;
@@ -307,6 +312,7 @@ export const useEditor = create<EditorState>()((set, get) => {
     catalog: [],
     kinds: {},
     workflows: [],
+    schedules: {},
     templates: [],
     samples: [],
 
@@ -358,6 +364,7 @@ export const useEditor = create<EditorState>()((set, get) => {
           api.samplePayloads().catch(() => [] as SamplePayload[]),
         ]);
         set({ catalog, kinds: Object.fromEntries(catalog.map((k) => [k.kind, k])), workflows, templates, samples });
+        void get().refreshSchedules();
         const last = localStorage.getItem(LAST_WF_KEY);
         const first = workflows.find((w) => w.id === last) ?? workflows[0];
         if (first) await get().openWorkflow(first.id);
@@ -372,7 +379,19 @@ export const useEditor = create<EditorState>()((set, get) => {
     async refreshWorkflows() {
       const api = get().api;
       if (!api) return;
-      set({ workflows: await api.listWorkflows() });
+      const [workflows] = await Promise.all([api.listWorkflows(), get().refreshSchedules()]);
+      set({ workflows });
+    },
+
+    async refreshSchedules() {
+      const api = get().api;
+      if (!api) return;
+      try {
+        const list = await api.listSchedules();
+        set({ schedules: Object.fromEntries(list.map((x) => [x.workflow_id, x])) });
+      } catch {
+        /* an older engine, or offline: no "next run" hints */
+      }
     },
 
     loadWorkflow(wf, savedId, dirty = false) {
