@@ -7,18 +7,29 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Threads of tokio's blocking pool, where sled runs every store call. tokio's default (512)
-/// let a load burst start hundreds of threads, each with its stack and allocator cache: peak
-/// RSS under `scripts/load.sh` went from ~120 MB to ~440 MB when store calls moved there. The
-/// machine's cores are what sled can use; a few more cover calls waiting on a flush.
-const BLOCKING_THREADS: usize = 32;
+/// Threads of tokio's blocking pool, where sled runs every store call: twice the cores (at
+/// least 4). tokio's default (512) let a load burst start hundreds of threads, each with its
+/// stack and allocator cache; measured with `scripts/load.sh` on 2 cores (sled new keys, 6 s):
+/// 512 threads 440 MB peak RSS, 32 threads 306 MB and 4,004 req/s, 8 threads 175 MB and
+/// 4,349 req/s, 4 threads 148 MB and 4,785 req/s (sled's work is CPU-bound: more threads only
+/// contend). `FLUXO_BLOCKING_THREADS` overrides it.
+fn blocking_threads() -> usize {
+    std::env::var("FLUXO_BLOCKING_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &usize| *n > 0)
+        .unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            (2 * cores).max(4)
+        })
+}
 
 fn main() {
     let cli = fluxo::cli::Cli::parse();
     fluxo::cli::init_logging(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads(BLOCKING_THREADS)
+        .max_blocking_threads(blocking_threads())
         .build();
     let code = match runtime {
         Ok(rt) => rt.block_on(fluxo::cli::main_with(cli)),
