@@ -18,8 +18,10 @@
 //! * [`runtime`]: the executor (graph walk, error edges, handler modes, run deadline), the one
 //!   replay path ([`runtime::Engine::link_replay`]), resume planning and previews, the crash
 //!   recovery rule ([`runtime::Engine::recover_running`]).
-//! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records), the sled
-//!   backend and an in-memory backend.
+//! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records, the shared
+//!   run queue with leases), the sled backend (embedded, the default), the PostgreSQL backend
+//!   (several processes on one database) and an in-memory backend.
+//! * [`telemetry`]: every Prometheus metric, named and described (`GET /metrics`).
 //! * [`app`]: the application layer every adapter calls, one function per use case: its
 //!   state, webhook ingest (claims and their caches), runs, workflow files, the check, Memory,
 //!   settings and the token, the worker pool, recovery, schedules, errors as
