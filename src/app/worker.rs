@@ -7,7 +7,7 @@
 //!   else become `interrupted` with the reason ([`recover`]), and `queued` runs are executed
 //!   (SPEC §4 "Crash recovery").
 //! * **Many processes on one database (PostgreSQL, SPEC §8):** workers take `queued` runs from
-//!   the store's [`SharedQueue`] under a lease ([`ServerOptions::lease`], default 30 s), woken
+//!   the store's [`SharedQueue`](crate::store::SharedQueue) under a lease ([`ServerOptions::lease`], default 30 s), woken
 //!   by this process's own enqueues or by polling every [`POLL`]. A heartbeat renews the
 //!   leases of the runs this process executes every third of the lease. Every quarter of the
 //!   lease, each process takes over `running` runs whose lease expired (their process died)

@@ -39,7 +39,7 @@ pub trait RunStarter: Send + Sync {
     async fn start(&self, child: &ChildRun) -> Result<ChildStart, StepError>;
 }
 
-/// A live run where the engine has no [`ChildHooks`] (`fluxo run`): starting runs needs the
+/// A live run where the engine has no [`ChildHooks`](crate::runtime::children::ChildHooks) (`fluxo run`): starting runs needs the
 /// server's queue.
 pub struct NoStarter;
 

@@ -1,7 +1,7 @@
 //! In-memory backend: ordered maps behind one mutex, so every operation is atomic. For unit
 //! tests and benches; nothing survives the process.
 //!
-//! It follows the same rules as [`super::SledStore`] (see `common.rs`), so the two backends
+//! It follows the same rules as [`crate::store::SledStore`] (see `common.rs`), so the two backends
 //! answer identically; the property tests in `tests/store_memory.rs` check that.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

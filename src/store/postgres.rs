@@ -1,6 +1,6 @@
 //! PostgreSQL backend: the store of several Fluxo processes sharing one database (SPEC §8).
 //!
-//! It answers exactly like [`super::InMemoryStore`] and [`super::SledStore`] (the rules live in
+//! It answers exactly like [`crate::store::InMemoryStore`] and [`crate::store::SledStore`] (the rules live in
 //! `common.rs`); `tests/store_conformance.rs` runs the same cases on all three. What makes it
 //! safe across processes:
 //!

@@ -178,7 +178,7 @@ impl std::ops::Index<usize> for View<'_> {
 impl SledStore {
     /// Open (or create) the database described by `config`.
     ///
-    /// A lock held by another handle is retried for up to 1 s (see [`SledCore::open`]). Held
+    /// A lock held by another handle is retried for up to 1 s. Held
     /// longer (another process, e.g. `fluxo serve`), the error names the lock.
     pub fn open(config: &SledConfig) -> StoreResult<Self> {
         SledCore::open(config).map(|core| SledStore {
