@@ -20,6 +20,7 @@ run: setup-run build ui
 ## Every test: Rust unit and integration tests, then the browser end-to-end tests.
 test: setup-test build
 	$(CARGO) test --workspace --locked
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e; fi
 	@if [ -d src-tauri ] && command -v xvfb-run >/dev/null && command -v WebKitWebDriver >/dev/null; then \
 		$(MAKE) --no-print-directory test-desktop; \

@@ -309,7 +309,7 @@ async fn sigkill_storm_keeps_every_promise() {
 
     // The store opens cleanly and keeps every promise.
     let store = open_store(&data);
-    let ledger = ledger.lock().unwrap();
+    let ledger = std::mem::take(&mut *ledger.lock().unwrap());
     let mut problems = Vec::new();
     for (key, ids) in &ledger.accepted {
         if ids.len() != 1 {

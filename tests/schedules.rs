@@ -110,7 +110,8 @@ impl Rig {
 
     /// Mark every dispatched run succeeded (as a worker would have), now.
     async fn finish_dispatched(&self) {
-        for id in self.dispatched.lock().unwrap().drain(..) {
+        let dispatched: Vec<String> = self.dispatched.lock().unwrap().drain(..).collect();
+        for id in dispatched {
             let mut r = self.store.get_run(&id).await.unwrap().unwrap();
             r.status = RunStatus::Succeeded;
             r.finished_at = Some(Timestamp(self.clock.now_ms()));
@@ -183,7 +184,7 @@ async fn every_five_minutes_fires_once_at_each_boundary() {
 async fn skip_never_overlaps_and_records_skipped_ticks() {
     let mock = GatedMock::start().await;
     let wf = scheduled("every2", json!({"cron": "*/2 * * * * *"}), Some(&mock.url));
-    let rig = Rig::memory(&[wf.clone()], T0);
+    let rig = Rig::memory(std::slice::from_ref(&wf), T0);
     let compiled = rig.dir.get("every2").unwrap().compiled.clone().unwrap();
     let mut s = rig.scheduler();
     rig.poll(&mut s).await;
@@ -383,7 +384,7 @@ async fn daily_0230_berlin_fires_once_a_day_across_dst() {
             ],
         ),
     ] {
-        let rig = Rig::memory(&[wf.clone()], ms(from));
+        let rig = Rig::memory(std::slice::from_ref(&wf), ms(from));
         let mut s = rig.scheduler();
         let mut fired = Vec::new();
         let mut t = ms(from);
@@ -408,7 +409,7 @@ async fn two_schedulers_on_one_sled_store_fire_a_tick_once() {
         json!({"cron": "*/5 * * * *", "overlap": "allow"}),
         None,
     );
-    let a = Rig::new(&[wf.clone()], sled.clone(), T0 + SEC);
+    let a = Rig::new(std::slice::from_ref(&wf), sled.clone(), T0 + SEC);
     let b = Rig::new(&[wf], sled.clone(), T0 + SEC);
     let (mut sa, mut sb) = (a.scheduler(), b.scheduler());
     a.poll(&mut sa).await;
@@ -441,7 +442,7 @@ async fn two_schedulers_on_one_sled_store_fire_a_tick_once() {
 #[tokio::test]
 async fn saving_the_workflow_reschedules() {
     let wf = scheduled("resched", json!({"cron": "0 * * * *"}), None);
-    let rig = Rig::memory(&[wf.clone()], T0 + SEC);
+    let rig = Rig::memory(std::slice::from_ref(&wf), T0 + SEC);
     let mut s = rig.scheduler();
     rig.poll(&mut s).await;
     assert_eq!(s.next_tick(), Some(T0 + 60 * MIN));

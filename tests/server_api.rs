@@ -278,7 +278,7 @@ async fn api_invalid_keys() {
     let body = r#"{"input":{"invoice_id":"INV-1"}}"#;
     let auth = format!("Bearer {TOKEN}");
     let long = "k".repeat(256);
-    let cases: Vec<(&str, Vec<(&str, &[u8])>)> = vec![
+    let cases: Vec<BadKeyCase> = vec![
         ("empty", vec![("idempotency-key", b"")]),
         ("256 chars", vec![("idempotency-key", long.as_bytes())]),
         ("non-ASCII", vec![("idempotency-key", "clé".as_bytes())]),
@@ -480,3 +480,6 @@ async fn runs_are_stamped_with_the_server_clock() {
     let created = fluxo::clock::parse_rfc3339(run["created_at"].as_str().unwrap()).unwrap();
     assert_eq!(created, s.clock.now_ms());
 }
+
+/// A named set of request headers (name, raw value bytes).
+type BadKeyCase<'a> = (&'a str, Vec<(&'a str, &'a [u8])>);

@@ -356,7 +356,7 @@ async fn invalid_keys_are_refused_and_quoted_keys_accepted() {
     let s = server_with(StoreKind::Memory, hook_workflow("wf1", json!({}))).await;
     let body = invoice_paid();
     let long = "k".repeat(256);
-    let cases: Vec<(&str, Vec<(&str, &[u8])>)> = vec![
+    let cases: Vec<BadKeyCase> = vec![
         ("empty", vec![("idempotency-key", b"")]),
         ("256 chars", vec![("idempotency-key", long.as_bytes())]),
         ("non-ASCII", vec![("idempotency-key", "évt-1".as_bytes())]),
@@ -602,3 +602,6 @@ async fn configured_body_limit() {
         .await
         .problem(413, "payload_too_large");
 }
+
+/// A named set of request headers (name, raw value bytes).
+type BadKeyCase<'a> = (&'a str, Vec<(&'a str, &'a [u8])>);

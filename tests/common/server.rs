@@ -285,6 +285,13 @@ impl Store for FaultStore {
 // The server under test
 // ---------------------------------------------------------------------------------------------
 
+/// The store a [`TestServer`] runs on, and its sled and fault-injecting layers when it has them.
+type Backends = (
+    Arc<dyn Store>,
+    Option<Arc<SledStore>>,
+    Option<Arc<FaultStore>>,
+);
+
 /// Which store backs a [`TestServer`].
 pub enum StoreKind {
     Memory,
@@ -347,11 +354,7 @@ impl Setup {
         let data_dir = self
             .data_dir
             .unwrap_or_else(|| tempfile::tempdir().expect("temp data dir"));
-        let (store, sled, fault): (
-            Arc<dyn Store>,
-            Option<Arc<SledStore>>,
-            Option<Arc<FaultStore>>,
-        ) = match self.store {
+        let (store, sled, fault): Backends = match self.store {
             StoreKind::Memory => (Arc::new(InMemoryStore::new()), None, None),
             StoreKind::Sled => {
                 let s = Arc::new(open_sled(data_dir.path()));
