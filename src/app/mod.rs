@@ -292,7 +292,7 @@ impl AppState {
         let commit = crate::store::GroupCommit::start(store.clone());
         // Runs' `running` and final states go through the same group commit (crash recovery).
         let engine = engine.with_group_commit(commit.clone());
-        let (queue, receiver) = worker::Queue::new();
+        let (queue, receiver) = worker::Queue::new(engine.store().shared_queue().is_some());
         let settings = match &options.data_dir {
             Some(dir) => {
                 // Owner-only (0700, tightened with a log line): the store, settings and token.

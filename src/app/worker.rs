@@ -36,6 +36,9 @@ pub const POLL: Duration = Duration::from_millis(200);
 #[derive(Clone)]
 pub struct Queue {
     tx: mpsc::UnboundedSender<String>,
+    /// The store's queue is shared (its workers take runs from the store; the channel is
+    /// not read and stays empty).
+    shared: bool,
     /// Wakes the workers of a shared queue (they take the run from the store).
     wake: Arc<Notify>,
     /// Run ids this process executes under a lease (shared queue), renewed by heartbeat.
@@ -46,11 +49,12 @@ pub struct Queue {
 pub type QueueReceiver = Arc<Mutex<mpsc::UnboundedReceiver<String>>>;
 
 impl Queue {
-    /// A new queue.
-    pub fn new() -> (Self, QueueReceiver) {
+    /// A new queue; `shared` when the store has a [`crate::store::SharedQueue`].
+    pub fn new(shared: bool) -> (Self, QueueReceiver) {
         let (tx, rx) = mpsc::unbounded_channel();
         let queue = Queue {
             tx,
+            shared,
             wake: Arc::new(Notify::new()),
             held: Arc::default(),
         };
@@ -59,8 +63,11 @@ impl Queue {
     /// Hand a stored `queued` run to the workers (on a shared queue: wake one; any process's
     /// worker may take it).
     pub fn push(&self, run_id: String) {
-        let _ = self.tx.send(run_id);
-        self.wake.notify_one();
+        if self.shared {
+            self.wake.notify_one();
+        } else {
+            let _ = self.tx.send(run_id);
+        }
     }
     fn hold(&self, run_id: &str) {
         self.held_set().insert(run_id.to_string());
