@@ -58,35 +58,76 @@ fn man_pages_are_written_per_subcommand() {
     assert!(dir.path().join("fluxo.1").exists());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn json_logs_carry_request_run_and_workflow_ids() {
+/// A `fluxo serve` child on a free port over a folder holding one webhook → transform
+/// workflow `wf_id` (none when `None`), started with `args` and `env`, ready to answer.
+struct Served {
+    _tmp: tempfile::TempDir,
+    child: std::process::Child,
+    log: std::path::PathBuf,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn serve(wf_id: Option<&str>, token: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
-    let wf = json!({
-        "id": "logged", "name": "logged", "version": 1,
-        "steps": [
-            {"id": "hook", "kind": "webhook_trigger", "config": {}},
-            {"id": "shape", "kind": "transform", "config": {"fields": {"id": "{{ input.id }}"}}}
-        ],
-        "edges": [{"from": "hook", "to": "shape"}]
-    });
-    std::fs::write(tmp.path().join("workflows/logged.json"), wf.to_string()).unwrap();
+    if let Some(id) = wf_id {
+        let wf = json!({
+            "id": id, "name": id, "version": 1,
+            "steps": [
+                {"id": "hook", "kind": "webhook_trigger", "config": {}},
+                {"id": "shape", "kind": "transform", "config": {"fields": {"id": "{{ input.id }}"}}}
+            ],
+            "edges": [{"from": "hook", "to": "shape"}]
+        });
+        std::fs::write(
+            tmp.path().join(format!("workflows/{id}.json")),
+            wf.to_string(),
+        )
+        .unwrap();
+    }
     let port = free_port();
     let log = tmp.path().join("serve.log");
     let mut child = serve_command(
         port,
         &tmp.path().join("workflows"),
         &tmp.path().join("data"),
-        "log-token",
+        token,
         &log,
     )
-    .args(["--log-format", "json"])
-    .env("FLUXO_LOG", "info")
+    .args(args)
+    .envs(env.iter().copied())
     .spawn()
     .unwrap();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let url = format!("http://127.0.0.1:{port}");
     wait_ready(&client, &url, &mut child, &log).await;
+    Served {
+        _tmp: tmp,
+        child,
+        log,
+        url,
+        client,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_request_run_and_workflow_ids() {
+    let served = serve(
+        Some("logged"),
+        "log-token",
+        &["--log-format", "json"],
+        &[("FLUXO_LOG", "info")],
+    )
+    .await;
+    let (client, url, log) = (&served.client, &served.url, &served.log);
     let r = client
         .post(format!("{url}/hooks/logged"))
         .header("idempotency-key", "evt_1")
@@ -104,7 +145,7 @@ async fn json_logs_carry_request_run_and_workflow_ids() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let (mut request_line, mut run_line) = (None, None);
     while Instant::now() < deadline && (request_line.is_none() || run_line.is_none()) {
-        for line in std::fs::read_to_string(&log).unwrap().lines() {
+        for line in std::fs::read_to_string(log).unwrap().lines() {
             let v: Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line}"));
             let spans = v["spans"].as_array().cloned().unwrap_or_default();
@@ -120,8 +161,7 @@ async fn json_logs_carry_request_run_and_workflow_ids() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     let request_line = request_line.expect("a log line inside the request's span");
     assert!(request_line["level"].is_string() && request_line["timestamp"].is_string());
     run_line.expect("a log line inside the run's span, with run and workflow ids");
@@ -131,31 +171,8 @@ async fn json_logs_carry_request_run_and_workflow_ids() {
 /// exposition parses, and off loopback the token is required.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_what_a_small_storm_did() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
-    let wf = json!({
-        "id": "counted", "name": "counted", "version": 1,
-        "steps": [
-            {"id": "hook", "kind": "webhook_trigger", "config": {}},
-            {"id": "shape", "kind": "transform", "config": {"fields": {"id": "{{ input.id }}"}}}
-        ],
-        "edges": [{"from": "hook", "to": "shape"}]
-    });
-    std::fs::write(tmp.path().join("workflows/counted.json"), wf.to_string()).unwrap();
-    let port = free_port();
-    let log = tmp.path().join("serve.log");
-    let mut child = serve_command(
-        port,
-        &tmp.path().join("workflows"),
-        &tmp.path().join("data"),
-        "metrics-token",
-        &log,
-    )
-    .spawn()
-    .unwrap();
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&client, &url, &mut child, &log).await;
+    let served = serve(Some("counted"), "metrics-token", &[], &[]).await;
+    let (client, url) = (&served.client, &served.url);
     // 6 new events, 4 repeats, 2 rejections (unknown workflow, bad JSON).
     for i in 0..6 {
         for _ in 0..if i < 4 { 2 } else { 1 } {
@@ -211,8 +228,7 @@ async fn metrics_count_what_a_small_storm_did() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     let deliveries = |outcome: &str| {
         value(
             &scrape,
@@ -261,23 +277,8 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)])
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_need_the_token_when_asked_to() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
-    let port = free_port();
-    let log = tmp.path().join("serve.log");
-    let mut child = serve_command(
-        port,
-        &tmp.path().join("workflows"),
-        &tmp.path().join("data"),
-        "metrics-token",
-        &log,
-    )
-    .args(["--metrics-auth", "token"])
-    .spawn()
-    .unwrap();
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&client, &url, &mut child, &log).await;
+    let served = serve(None, "metrics-token", &["--metrics-auth", "token"], &[]).await;
+    let (client, url) = (&served.client, &served.url);
     let open = client.get(format!("{url}/metrics")).send().await.unwrap();
     let with = client
         .get(format!("{url}/metrics"))
@@ -285,8 +286,7 @@ async fn metrics_need_the_token_when_asked_to() {
         .send()
         .await
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     assert_eq!(open.status().as_u16(), 401);
     assert_eq!(with.status().as_u16(), 200);
 }

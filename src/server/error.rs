@@ -83,22 +83,10 @@ impl ApiError {
             ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
         }
     }
-    /// A store failure: logged in full, answered as a retryable 503; an input the store
-    /// refused ([`crate::store::StoreError::Invalid`]) is the client's `400 invalid_input`
-    /// instead (a 503 with `Retry-After` would make clients send it again forever). The API
-    /// checks its inputs before the store does, with more precise codes; this is the backstop.
+    /// A store failure, by the application's rule ([`crate::app::AppError::store`]): a
+    /// retryable 503, or `400 invalid_input` for an input the store refused.
     pub fn store(e: crate::store::StoreError) -> Self {
-        if !e.is_transient() {
-            return Self::bad_request("invalid_input", e.to_string());
-        }
-        tracing::error!(error = %e, "store failure");
-        crate::telemetry::store_error();
-        Self::unavailable("the store could not complete the request; retry later", 1)
-    }
-    /// `400` for a Memory namespace or key that breaks its rule (`invalid_namespace`,
-    /// `empty_key`, `key_too_long`), naming where it came from.
-    pub fn memory_name(where_: &str, e: crate::store::MemoryNameError) -> Self {
-        Self::bad_request(e.code(), format!("{where_}: {e}"))
+        crate::app::AppError::store(e).into()
     }
     /// Close the connection after this answer (`Connection: close`).
     pub fn closing(mut self) -> Self {
