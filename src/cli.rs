@@ -144,9 +144,11 @@ pub enum DbCommand {
 /// `fluxo check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Workflow file (JSON).
+    /// Workflow file (JSON). A workflow that fans out is checked with its targets, read from
+    /// `<target id>.json` beside it.
     pub workflow: PathBuf,
-    /// The event: inline JSON, `@file.json`, or `-` for stdin.
+    /// The event: inline JSON, `@file.json`, or `-` for stdin. For a scheduled workflow that
+    /// fans out: one item of the source its poll lists (e.g. a payment).
     #[arg(long, short, value_name = "JSON|@FILE|-")]
     pub event: String,
     /// Dot path of the event's business id, changed to make the "new event" variant; repeat or
@@ -1051,8 +1053,30 @@ async fn cmd_check(a: CheckArgs) -> CliResult {
             a.workflow.display()
         );
     }
+    let mut targets = std::collections::BTreeMap::new();
+    for id in crate::check::fan_out_targets(&definition) {
+        let path = a.workflow.with_file_name(format!("{id}.json"));
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            CliError::bad_input(format!(
+                "{} fans out to `{id}`: cannot read {} ({e}); the check runs the item runs \
+                 too, from the file beside the checked one",
+                a.workflow.display(),
+                path.display()
+            ))
+        })?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            CliError::bad_input(format!(
+                "{} is not JSON (line {}, column {}): {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+        targets.insert(id, value);
+    }
     let options = CheckOptions {
         id_paths: a.id_path,
+        targets,
     };
     let report = check(&definition, &event, &options)
         .await

@@ -2,12 +2,16 @@
 //! `find_or_create` step kind.
 //!
 //! * Every template in `workflows/` passes `fluxo check` with a real payload, through the
-//!   library (the serializable report) and through the binary (the table, exit 0).
+//!   library (the serializable report) and through the binary (the table, exit 0); the
+//!   scheduled fan-out `polling-sync` with its item workflow and overlapping polls.
+//! * Fan-outs that would sync an item twice (a key that changes per run), a missing or
+//!   unusable target, and a fan-out whose items come with the event.
 //! * Deliberately unsafe variants of `invoice-paid-once` fail with rows that say what went
 //!   wrong (exit 1); unusable input exits 2.
 //! * `find_or_create` against the real sandbox: created then found, the key derived from the
 //!   business id surviving a lost answer, a 409 race, dry runs, ports and validation.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +19,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use fluxo::check::{check, CheckOptions, CheckReport, Verdict};
+use fluxo::check::{check, CheckError, CheckOptions, CheckReport, Verdict};
 use fluxo::clock::{Clock, ManualClock};
 use fluxo::run::{Mode, RunRecord, RunStatus, Trigger};
 use fluxo::runtime::{Engine, RunRequest};
@@ -69,43 +73,9 @@ fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
             vec!["issue.id".into(), "issue.number".into()],
         ),
         ("polling-sync-item", polled_charge(), vec![]),
+        // The poll's event is one item of the source it lists (the check seeds 3 copies).
+        ("polling-sync", polled_charge(), vec![]),
     ]
-}
-
-/// Templates `fluxo check` does not replay, with the reason. `polling-sync` starts with
-/// `schedule_trigger` and its work is a `fan_out`, which needs the server's queue: the check
-/// engine runs one workflow with trigger manual/webhook and no queue, so its fan-out step fails
-/// there. Its per-item workflow, `polling-sync-item`, is checked above; the poll itself (three
-/// overlapping polls, one while the previous one is still fanning out, each payment synced
-/// once) is tested in `tests/polling.rs`, and it validates and lints clean below.
-const NOT_REPLAYED: &[&str] = &["polling-sync"];
-
-#[tokio::test]
-async fn a_fan_out_workflow_is_refused_naming_its_per_item_workflow() {
-    let e = check(
-        &read_json("workflows/polling-sync.json"),
-        &json!({"scheduled_at": "2026-01-01T00:05:00Z"}),
-        &CheckOptions::default(),
-    )
-    .await
-    .unwrap_err();
-    assert!(matches!(e, fluxo::check::CheckError::BadInput(_)), "{e}");
-    let msg = e.to_string();
-    assert!(
-        msg.contains("`fan`") && msg.contains("check `polling-sync-item`"),
-        "{msg}"
-    );
-}
-
-#[test]
-fn scheduled_templates_validate_and_lint_clean() {
-    let registry = Registry::builtin();
-    for id in NOT_REPLAYED {
-        let text = std::fs::read_to_string(root().join(format!("workflows/{id}.json"))).unwrap();
-        let (compiled, problems) = workflow::check_text(&text, &registry);
-        assert!(compiled.is_some(), "{id}: {problems:?}");
-        assert!(problems.is_empty(), "{id}: lint clean: {problems:?}");
-    }
 }
 
 fn table(r: &CheckReport) -> String {
@@ -128,6 +98,17 @@ fn row<'r>(r: &'r CheckReport, starts: &str) -> &'r fluxo::check::CheckRow {
         .unwrap_or_else(|| panic!("no row `{starts}…` in\n{}", table(r)))
 }
 
+/// The definitions of `definition`'s fan-out targets, from `workflows/`.
+fn targets_of(definition: &Value) -> BTreeMap<String, Value> {
+    fluxo::check::fan_out_targets(definition)
+        .into_iter()
+        .map(|id| {
+            let v = read_json(&format!("workflows/{id}.json"));
+            (id, v)
+        })
+        .collect()
+}
+
 async fn check_file(rel: &str, event: &Value, id_paths: &[String]) -> CheckReport {
     let definition = read_json(rel);
     check(
@@ -135,6 +116,7 @@ async fn check_file(rel: &str, event: &Value, id_paths: &[String]) -> CheckRepor
         event,
         &CheckOptions {
             id_paths: id_paths.to_vec(),
+            targets: targets_of(&definition),
         },
     )
     .await
@@ -150,7 +132,6 @@ async fn every_template_passes_the_check() {
             let name = e.unwrap().file_name().into_string().unwrap();
             name.strip_suffix(".json").map(String::from)
         })
-        .filter(|id| !NOT_REPLAYED.contains(&id.as_str()))
         .collect();
     files.sort();
     let mut cases: Vec<String> = template_cases().iter().map(|c| c.0.to_string()).collect();
@@ -162,15 +143,34 @@ async fn every_template_passes_the_check() {
         assert!(r.passed, "{id} must pass:\n{}", table(&r));
         assert_eq!(r.workflow_id, id);
         assert!(r.checks.iter().all(|c| c.verdict == Verdict::Pass));
+        // A fan-out's single-workflow rows are its item run's.
+        let prefix = match fluxo::check::fan_out_targets(&read_json(&format!(
+            "workflows/{id}.json"
+        )))
+        .first()
+        {
+            Some(target) => {
+                for name in [
+                    "first poll (3 items in `payments`)",
+                    "poll again, nothing new",
+                    "a new item, then two overlapping polls",
+                ] {
+                    row(&r, name);
+                }
+                format!("item run (`{target}`): ")
+            }
+            None => String::new(),
+        };
         for name in [
             "first delivery",
             "same event twice",
             "new event (",
             "timeout after write on POST /",
+            "engine killed during POST /",
             "forced failure on POST /",
             "replay of the run failed on POST /",
         ] {
-            row(&r, name);
+            row(&r, &format!("{prefix}{name}"));
         }
         assert!(
             !r.env.is_empty(),
@@ -325,6 +325,187 @@ fn cli_json_report_and_bad_input() {
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains(needle), "{err}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fan-out workflows: the poll and its item runs
+
+/// `polling-sync` with the fan-out's key made `item.id` plus the run id: every poll claims
+/// new keys, so a poll re-starts items an earlier one started.
+fn unstable_poll() -> Value {
+    let mut wf = read_json("workflows/polling-sync.json");
+    let fan = wf["steps"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["id"] == "fan")
+        .unwrap();
+    fan["config"]["key"] = json!("{{ item.id }}-{{ run.id }}");
+    wf
+}
+
+async fn check_with_targets(wf: &Value, event: &Value) -> Result<CheckReport, CheckError> {
+    let options = CheckOptions {
+        targets: targets_of(wf),
+        ..CheckOptions::default()
+    };
+    check(wf, event, &options).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_whose_fan_out_key_changes_per_run_fails_the_overlap_rows() {
+    let r = check_with_targets(&unstable_poll(), &polled_charge())
+        .await
+        .unwrap();
+    println!("{}", table(&r));
+    assert!(!r.passed);
+    assert_eq!(
+        row(&r, "first poll").verdict,
+        Verdict::Pass,
+        "{}",
+        table(&r)
+    );
+    let again = row(&r, "poll again, nothing new");
+    assert_eq!(again.verdict, Verdict::Fail);
+    assert!(
+        again.seen.contains("3 started, 0 duplicates"),
+        "{}",
+        again.seen
+    );
+    let overlap = row(&r, "a new item, then two overlapping polls");
+    assert_eq!(overlap.verdict, Verdict::Fail);
+    // Both polls started the new item (and the old ones again).
+    assert!(overlap.seen.contains("4 started"), "{}", overlap.seen);
+    // The item workflow's own claim still kept the records to one per payment; the item rows
+    // pass: the failure is the poll's.
+    assert!(r
+        .checks
+        .iter()
+        .filter(|c| c.check.starts_with("item run"))
+        .all(|c| c.verdict == Verdict::Pass));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stripe_event_stands_for_its_object_as_the_polled_item() {
+    let r = check_with_targets(
+        &read_json("workflows/polling-sync.json"),
+        &payload("stripe/charge.succeeded.json"),
+    )
+    .await
+    .unwrap();
+    assert!(r.passed, "{}", table(&r));
+    // The item runs created records from the charge's fields.
+    assert!(
+        row(&r, "first poll").seen.contains("+3 payment_records"),
+        "{}",
+        table(&r)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_of_the_events_items_starts_each_once() {
+    let wf = json!({
+        "id": "batch-sync", "name": "Batch sync", "version": 1,
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "fan", "kind": "fan_out", "config": {
+                "items": "{{ input.payments }}", "key": "{{ item.id }}",
+                "workflow": "polling-sync-item"}}
+        ],
+        "edges": [{"from": "start", "to": "fan"}]
+    });
+    let charge = polled_charge();
+    let mut second = charge.clone();
+    second["id"] = json!(format!("{}_2", charge["id"].as_str().unwrap()));
+    let event = json!({"payments": [charge, second]});
+    let r = check_with_targets(&wf, &event).await.unwrap();
+    println!("{}", table(&r));
+    assert!(r.passed, "{}", table(&r));
+    let first = row(&r, "first delivery");
+    assert!(
+        first.seen.contains("2 started") && first.seen.contains("2 payment_records"),
+        "{}",
+        first.seen
+    );
+    let twice = row(&r, "same event twice, the second while");
+    assert!(
+        twice
+            .seen
+            .contains("then succeeded (0 started, 2 duplicates)"),
+        "{}",
+        twice.seen
+    );
+    row(
+        &r,
+        "item run (`polling-sync-item`): engine killed during POST /payment_records",
+    );
+}
+
+#[tokio::test]
+async fn a_missing_or_unusable_fan_out_target_is_bad_input() {
+    let poll = read_json("workflows/polling-sync.json");
+    // Not given.
+    let e = check(&poll, &polled_charge(), &CheckOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CheckError::BadInput(_)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("fans out to `polling-sync-item`, which the check was not given"),
+        "{e}"
+    );
+    // Started by a webhook, not `manual_trigger`.
+    let mut hooked = read_json("workflows/polling-sync-item.json");
+    hooked["steps"][0] = json!({"id": "item", "kind": "webhook_trigger", "config": {}});
+    let options = CheckOptions {
+        targets: [("polling-sync-item".to_string(), hooked)].into(),
+        ..CheckOptions::default()
+    };
+    let e = check(&poll, &polled_charge(), &options).await.unwrap_err();
+    assert!(
+        e.to_string().contains("starts with `webhook_trigger`"),
+        "{e}"
+    );
+    // Invalid.
+    let mut broken = read_json("workflows/polling-sync-item.json");
+    broken["steps"][4]["kind"] = json!("teleport");
+    let options = CheckOptions {
+        targets: [("polling-sync-item".to_string(), broken)].into(),
+        ..CheckOptions::default()
+    };
+    let e = check(&poll, &polled_charge(), &options).await.unwrap_err();
+    assert!(
+        e.to_string().contains("which is not valid") && e.to_string().contains("teleport"),
+        "{e}"
+    );
+    // A scheduled poll's event is a source item: an object.
+    for (event, what) in [
+        (json!([1, 2]), "a JSON array"),
+        (json!({}), "an empty object"),
+    ] {
+        let e = check_with_targets(&poll, &event).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("the event is {what}")), "{msg}");
+        assert!(
+            msg.contains("one item of the source the poll lists"),
+            "{msg}"
+        );
+    }
+
+    // The CLI reads the target beside the file, and names the file it could not read.
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("polling-sync.json");
+    std::fs::write(&alone, poll.to_string()).unwrap();
+    let event = dir.path().join("charge.json");
+    std::fs::write(&event, polled_charge().to_string()).unwrap();
+    let ev = format!("@{}", event.display());
+    let o = fluxo(&["check", alone.to_str().unwrap(), "--event", &ev]);
+    let (_, err) = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("polling-sync-item.json") && err.contains("beside"),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -181,7 +181,14 @@ pub async fn check(
             )
         })?,
     };
-    let options = CheckOptions { id_paths };
+    let mut targets = std::collections::BTreeMap::new();
+    for target in crate::check::fan_out_targets(&definition) {
+        // A missing target is named by the check itself (bad input).
+        if let Some(value) = state.workflows().get(&target).and_then(|e| e.value.clone()) {
+            targets.insert(target, value);
+        }
+    }
+    let options = CheckOptions { id_paths, targets };
     crate::check::check(&definition, event, &options)
         .await
         .map_err(|e| match e {

@@ -108,4 +108,24 @@ test.describe('Check: is the workflow safe to re-run?', () => {
     await expect(page.getByTestId('check-report')).toHaveCount(0);
     await expect(page.getByTestId('toast')).toContainText('before a check');
   });
+
+  test('a scheduled poll is checked with overlapping polls and its item workflow', async ({ page }) => {
+    await openEditor(page);
+    await openWorkflow(page, 'polling-sync');
+    await page.getByTestId('tab-check').click();
+    await expect(page.getByTestId('check-event-hint')).toContainText('one item the poll lists');
+    await expect(page.getByTestId('check-empty')).toContainText('overlapping polls');
+    // A Stripe event stands for its charge, the item the poll lists.
+    await pickSample(page, 'stripe/charge.succeeded.json', /"type": "charge.succeeded"/);
+    await page.getByTestId('check').click();
+    const report = page.getByTestId('check-report');
+    await expect(report).toHaveAttribute('data-passed', 'true');
+    for (const name of ['first poll (3 items in `payments`)', 'poll again, nothing new', 'a new item, then two overlapping polls before its run starts']) {
+      const row = page.locator(`[data-testid=check-row][data-check="${name}"]`);
+      await expect(row).toHaveAttribute('data-verdict', 'pass');
+    }
+    await expect(page.locator('[data-testid=check-row][data-check="poll again, nothing new"]')).toContainText('0 started, 3 duplicates');
+    await expect(page.locator('[data-testid=check-row][data-check^="item run (`polling-sync-item`): engine killed"]')).toHaveAttribute('data-verdict', 'pass');
+    await expect(page.getByTestId('check-notes')).toContainText('the poll lists `payments`');
+  });
 });

@@ -15,6 +15,31 @@ const SCENARIOS = [
   'replay of the failed run',
 ];
 
+/** A scheduled poll that fans out: its rows come first, then the item workflow's. */
+const POLL_SCENARIOS = [
+  'first poll (3 items in the source)',
+  'poll again, nothing new',
+  'a new item, then two overlapping polls',
+  'the item workflow: every row above',
+];
+
+/** What the canvas is, for the Check tab's wording: a plain workflow, a scheduled poll that
+ * fans out (the event is one item of what it lists), or a fan-out of the event's items. */
+type CheckShape = 'single' | 'poll' | 'fan_out';
+
+function useCheckShape(): CheckShape {
+  return useEditor((s) => {
+    if (!s.nodes.some((n) => n.data.kind === 'fan_out')) return 'single';
+    return s.nodes.some((n) => n.data.kind === 'schedule_trigger') ? 'poll' : 'fan_out';
+  });
+}
+
+const EVENT_HINT: Record<CheckShape, string> = {
+  single: 'The event is the run input',
+  poll: 'The event is one item the poll lists (e.g. a payment; a Stripe event stands for its data.object)',
+  fan_out: 'The event is the run input; its items start the item runs',
+};
+
 const VERDICT_LABEL: Record<CheckVerdict, string> = { pass: 'PASS', fail: 'FAIL', not_run: 'not run' };
 
 const CHECK_TITLE =
@@ -51,7 +76,7 @@ function Elapsed({ since }: { since: number }) {
   return <span className="fx-muted">{((now - since) / 1000).toFixed(1)} s</span>;
 }
 
-function Progress({ since }: { since: number }) {
+function Progress({ since, shape }: { since: number; shape: CheckShape }) {
   return (
     <div className="fx-check-progress" data-testid="check-progress" role="status" aria-live="polite">
       <div className="fx-row">
@@ -63,7 +88,7 @@ function Progress({ since }: { since: number }) {
         <span />
       </div>
       <ul className="fx-check-scenarios fx-muted">
-        {SCENARIOS.map((s) => (
+        {(shape === 'poll' ? POLL_SCENARIOS : SCENARIOS).map((s) => (
           <li key={s}>{s}</li>
         ))}
       </ul>
@@ -108,6 +133,7 @@ export function CheckTab() {
   const rev = useEditor((s) => s.rev);
   const inputText = useEditor((s) => s.inputText);
   const setTab = useEditor((s) => s.setBottomTab);
+  const shape = useCheckShape();
 
   const shown = result && result.workflowId === workflowId ? result : null;
   const failure = error && error.workflowId === workflowId ? error : null;
@@ -115,7 +141,7 @@ export function CheckTab() {
 
   let body;
   if (busy && startedAt) {
-    body = <Progress since={startedAt} />;
+    body = <Progress since={startedAt} shape={shape} />;
   } else if (failure) {
     const errors = failure.problems?.filter((p) => p.severity === 'error').length ?? 0;
     body = (
@@ -221,9 +247,19 @@ export function CheckTab() {
   } else {
     body = (
       <div className="fx-empty" data-testid="check-empty">
-        Check proves this workflow is safe to re-run: it runs what is on the canvas with the run input as the event, against a
-        throw-away sandbox and store. The same event twice, a timeout after a write, a new id, a forced failure with
-        compensation, and a replay of the failed run. Nothing leaves this machine.
+        {shape === 'poll' ? (
+          <>
+            Check proves this poll is safe to re-run: it seeds the source the poll lists with three copies of the run input
+            (one item, e.g. a payment), runs overlapping polls and the item runs they start, then checks the item workflow
+            (the saved one) like any other. Nothing leaves this machine.
+          </>
+        ) : (
+          <>
+            Check proves this workflow is safe to re-run: it runs what is on the canvas with the run input as the event,
+            against a throw-away sandbox and store. The same event twice, a timeout after a write, a new id, a forced
+            failure with compensation, and a replay of the failed run. Nothing leaves this machine.
+          </>
+        )}
       </div>
     );
   }
@@ -235,7 +271,9 @@ export function CheckTab() {
           {busy ? 'Checking…' : shown || failure ? 'Check again' : 'Check'}
         </button>
         <IdPathsField />
-        <span className="fx-muted">The event is the run input</span>
+        <span className="fx-muted" data-testid="check-event-hint">
+          {EVENT_HINT[shape]}
+        </span>
         <span className="fx-spacer" />
         {(shown || failure) && !busy && (
           <button className="fx-btn fx-btn-small" onClick={clear} data-testid="clear-check">

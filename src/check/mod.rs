@@ -37,13 +37,12 @@
 //!   anywhere in the event equal to an old id text is replaced the same way. Nothing else
 //!   changes.
 //!
-//! * **Scheduled and fan-out workflows**: a workflow with a `fan_out` step is refused as bad
-//!   input naming its target (fan-out starts runs through the server's queue, which the check's
-//!   single-workflow engine does not have): check the per-item workflow it fans out to, whose
-//!   run is where the writes and their guards are (e.g. `polling-sync-item`). The poll itself
-//!   (cursor, overlapping windows, each item started once by the fan-out's claim) is proven by
-//!   `tests/polling.rs` against the same sandbox. A `schedule_trigger` workflow without a fan-out
-//!   is checked like a manual one, its `input` being the event.
+//! * **Scheduled and fan-out workflows** ([`fan_out`]): a workflow with a `fan_out` step is
+//!   checked with the workflows it fans out to ([`CheckOptions::targets`]): its runs start
+//!   their item runs through the fan-out's claim into a queue the check drains, and the rows
+//!   are the poll's (first poll, a poll with nothing new, overlapping polls after a new item)
+//!   followed by the rows above for one item run. A `schedule_trigger` workflow without a
+//!   fan-out is checked like a manual one, its `input` being the event.
 //!
 //! The report ([`CheckReport`]) serializes to JSON, for the editor's "Check" button (a server
 //! route or an IPC command calls [`check`] and shows the table).
@@ -71,6 +70,8 @@ use crate::steps::Registry;
 use crate::store::{MemoryStore, RunStore, SledConfig, SledStore, Store};
 use crate::workflow::{self, Compiled, Problem, Severity, Workflow};
 
+pub mod fan_out;
+
 /// Suffix the variant appends to text ids.
 pub const VARIANT_SUFFIX: &str = "-variant";
 /// What the variant adds to numeric ids.
@@ -83,6 +84,10 @@ pub struct CheckOptions {
     /// plus `data.object.id` when the event has it.
     #[serde(default)]
     pub id_paths: Vec<String>,
+    /// Definitions of the workflows the checked one fans out to, by id (see [`fan_out_targets`]
+    /// for the ids a definition needs). A fan-out whose target is missing here is bad input.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub targets: BTreeMap<String, Value>,
 }
 
 /// The verdict of one row.
@@ -173,20 +178,24 @@ pub async fn check(
                 .collect(),
         )
     })?;
-    fan_out_refused(&wf.workflow)?;
+    let targets = fan_out::compile_targets(&wf.workflow, &options.targets, &registry)?;
     fixed_destinations(&wf.workflow)?;
-    let env_names = env_names(&wf.workflow);
-    let id_paths = if options.id_paths.is_empty() {
-        default_id_paths(event)
+    let mut env_names: BTreeSet<String> = env_names(&wf.workflow).into_iter().collect();
+    for t in targets.values() {
+        fixed_destinations(&t.workflow)?;
+        env_names.extend(self::env_names(&t.workflow));
+    }
+    let env_names: Vec<String> = env_names.into_iter().collect();
+    // A fan-out's event is the poll's source item or its input; the item run's ids are
+    // changed for its own rows ([`fan_out`]).
+    let plan = if targets.is_empty() {
+        let id_paths = given_id_paths(options).unwrap_or_else(|| default_id_paths(event));
+        let variant = variant_of(event, &id_paths)?;
+        Plan::Single { id_paths, variant }
     } else {
-        options
-            .id_paths
-            .iter()
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .collect()
+        fan_out::validate_event(&wf, event)?;
+        Plan::FanOut
     };
-    let variant = variant_of(event, &id_paths)?;
 
     let sandbox = Sandbox::start_with(
         SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -206,6 +215,7 @@ pub async fn check(
         .collect();
     let trigger = match wf.workflow.steps[wf.trigger_index()].kind.as_str() {
         "webhook_trigger" => Trigger::Webhook,
+        "schedule_trigger" if !targets.is_empty() => Trigger::Schedule,
         _ => Trigger::Manual,
     };
     let mut ctx = Ctx {
@@ -215,8 +225,17 @@ pub async fn check(
         env,
         trigger,
         lanes: 0,
+        lane_prefix: "lane",
+        targets: &targets,
+        seed: Vec::new(),
     };
-    let rows = ctx.run_all(event, &variant, &id_paths).await;
+    let (rows, id_paths, extra_notes) = match plan {
+        Plan::Single { id_paths, variant } => {
+            let rows = ctx.run_all(event, &variant, &id_paths).await;
+            (rows, id_paths, Vec::new())
+        }
+        Plan::FanOut => fan_out::run(&mut ctx, event, options).await,
+    };
     drop(ctx);
     sandbox.shutdown().await;
     drop(scratch);
@@ -228,6 +247,10 @@ pub async fn check(
                                  bypassed (it only stops a redelivery with the same key inside \
                                  its window), so these rows prove the workflow's own guards"
                 .to_string(),
+            Trigger::Schedule => "poll runs went through the engine with trigger `schedule` \
+                                  (the tick's `input`) on a throw-away data dir, as the \
+                                  scheduler starts them"
+                .to_string(),
             _ => "runs went through the engine with trigger `manual` on a throw-away data dir, \
                   as the app, the API or a poller starts them"
                 .to_string(),
@@ -236,6 +259,7 @@ pub async fn check(
          a timeout at once and backoff waits moved the run clock without waiting"
             .to_string(),
     ];
+    notes.extend(extra_notes);
     if env_names.is_empty() {
         notes.push(
             "the workflow references no env variables: nothing was pointed at the sandbox".into(),
@@ -263,6 +287,21 @@ struct Ctx<'a> {
     env: BTreeMap<String, String>,
     trigger: Trigger,
     lanes: usize,
+    /// Lane data dirs are `<scratch>/<lane_prefix>-<n>` (one prefix per `Ctx`).
+    lane_prefix: &'static str,
+    /// The compiled fan-out targets, by workflow id (empty: the workflow does not fan out).
+    targets: &'a BTreeMap<String, Arc<Compiled>>,
+    /// Records each lane's sandbox starts with, `(collection, body)` (a poll's source items).
+    seed: Vec<(String, serde_json::Map<String, Value>)>,
+}
+
+/// How [`check`] proceeds: the single-workflow rows, or a fan-out's ([`fan_out::run`]).
+enum Plan {
+    Single {
+        id_paths: Vec<String>,
+        variant: Value,
+    },
+    FanOut,
 }
 
 /// One clean scenario: its own store and engine; the sandbox reset.
@@ -270,6 +309,8 @@ struct Lane {
     engine: Engine,
     store: Arc<SledStore>,
     http: Arc<CheckHttp>,
+    /// Child runs a fan-out stored as `queued`, in start order, until [`Ctx::drain`].
+    queued: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// Records per collection (collections with none left out).
@@ -283,7 +324,16 @@ impl Ctx<'_> {
     fn lane(&mut self) -> Result<Lane, String> {
         self.lanes += 1;
         self.state().reset();
-        let mut config = SledConfig::new(self.scratch.path().join(format!("lane-{}", self.lanes)));
+        for (collection, body) in &self.seed {
+            self.state()
+                .create(collection, body.clone())
+                .map_err(|e| format!("cannot seed `{collection}`: {e:?}"))?;
+        }
+        let mut config = SledConfig::new(
+            self.scratch
+                .path()
+                .join(format!("{}-{}", self.lane_prefix, self.lanes)),
+        );
         config.cache_capacity_bytes = 8 * 1024 * 1024;
         config.flush_every_ms = None;
         let store = Arc::new(SledStore::open(&config).map_err(|e| e.to_string())?);
@@ -300,10 +350,19 @@ impl Ctx<'_> {
         )
         .with_http(http.clone());
         engine.set_env(self.env.clone());
+        let queued = Arc::new(std::sync::Mutex::new(Vec::new()));
+        if !self.targets.is_empty() {
+            let (targets, q) = ((*self.targets).clone(), queued.clone());
+            engine.set_child_hooks(crate::runtime::children::ChildHooks {
+                workflow: Box::new(move |id| targets.get(id).cloned()),
+                dispatch: Box::new(move |id| q.lock().unwrap_or_else(|e| e.into_inner()).push(id)),
+            });
+        }
         Ok(Lane {
             engine,
             store,
             http,
+            queued,
         })
     }
 
@@ -317,12 +376,17 @@ impl Ctx<'_> {
             .map_err(|e| format!("the run could not be stored: {e}"))
     }
 
+    /// Records per collection, less the lane's seed (a poll's source items are not writes).
     fn counts(&self) -> Counts {
         self.state()
             .all_records()
             .into_iter()
-            .filter(|(_, r)| !r.is_empty())
-            .map(|(c, r)| (c, r.len()))
+            .map(|(c, r)| {
+                let seeded = self.seed.iter().filter(|(s, _)| *s == c).count();
+                let n = r.len().saturating_sub(seeded);
+                (c, n)
+            })
+            .filter(|(_, n)| *n > 0)
             .collect()
     }
 
@@ -892,25 +956,38 @@ fn fixed_destinations(wf: &Workflow) -> Result<(), CheckError> {
     }
 }
 
-/// `id`, plus `data.object.id` when the event has a text or number there.
-/// A workflow that fans out is not replayed here (see the module doc): name what to check.
-fn fan_out_refused(wf: &Workflow) -> Result<(), CheckError> {
-    let Some(step) = wf.steps.iter().find(|s| s.kind == "fan_out") else {
-        return Ok(());
-    };
-    let target = step
-        .config
-        .get("workflow")
-        .and_then(Value::as_str)
-        .unwrap_or("?");
-    Err(CheckError::BadInput(format!(
-        "step `{}` fans out to `{target}`: fan-out starts runs through the server's queue, \
-         which the check does not have; check `{target}` (each item's run, where the writes \
-         and their guards are) with one item as the event",
-        step.id
-    )))
+/// The `--id-path` values given (trimmed, empty ones dropped), if any.
+fn given_id_paths(options: &CheckOptions) -> Option<Vec<String>> {
+    let paths: Vec<String> = options
+        .id_paths
+        .iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    (!paths.is_empty()).then_some(paths)
 }
 
+/// The ids of the workflows a definition's `fan_out` steps start (`config.workflow`), sorted,
+/// without repeats: what [`CheckOptions::targets`] must hold. Read from the raw JSON, so a
+/// caller can look them up before anything is compiled.
+pub fn fan_out_targets(definition: &Value) -> Vec<String> {
+    let mut ids = BTreeSet::new();
+    for s in definition
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if s.get("kind").and_then(Value::as_str) == Some("fan_out") {
+            if let Some(id) = s.pointer("/config/workflow").and_then(Value::as_str) {
+                ids.insert(id.to_string());
+            }
+        }
+    }
+    ids.into_iter().collect()
+}
+
+/// `id`, plus `data.object.id` when the event has a text or number there.
 pub fn default_id_paths(event: &Value) -> Vec<String> {
     let mut paths = vec!["id".to_string()];
     if matches!(
