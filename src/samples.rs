@@ -46,6 +46,12 @@ pub const PAYLOADS: &[(&str, &str)] = &[
         include_str!("../tests/fixtures/payloads/stripe/charge.succeeded.json"),
     ),
     (
+        // The charge itself, as a list (`GET /v1/charges`) or a poll returns it: the object of
+        // `charge.succeeded.json`.
+        "stripe/charge.json",
+        include_str!("../tests/fixtures/payloads/stripe/charge.json"),
+    ),
+    (
         "stripe/customer.created.json",
         include_str!("../tests/fixtures/payloads/stripe/customer.created.json"),
     ),

@@ -288,7 +288,10 @@ fn cli_json_report_and_bad_input() {
     ]);
     let (_, err) = out(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("--id-path `id`"), "{err}");
+    assert!(
+        err.contains("id path `id`: the event has no value there"),
+        "{err}"
+    );
 
     // An event that is not JSON.
     let o = fluxo(&[

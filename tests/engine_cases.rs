@@ -1520,3 +1520,46 @@ async fn run_scoped_memory_does_not_outlive_the_run() {
     }
     assert!(h.store.namespaces().await.unwrap().is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Dry runs and unset env variables
+// ---------------------------------------------------------------------------------------------
+
+/// A dry run sends nothing, so an `env.NAME` the settings lack gets a placeholder under the
+/// `.invalid` TLD and a run warning instead of failing the template; a live run of the same
+/// workflow still fails on it, and a set variable is used as is.
+#[tokio::test]
+async fn a_dry_run_stands_a_placeholder_in_for_an_unset_env_variable() {
+    let wf = compile(&workflow(
+        "dry-env",
+        json!({}),
+        json!([
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "call", "kind": "http_request", "config": {
+                "method": "POST", "url": "{{ env.CRM_URL }}/deals",
+                "headers": {"Idempotency-Key": "deal-{{ input.id }}", "X-Region": "{{ env.REGION }}"},
+                "body": {"id": "{{ input.id }}"}}}
+        ]),
+        json!([{"from": "start", "to": "call"}]),
+    ));
+    let h = Harness::new().env(&[("REGION", "eu")]);
+    let dry = h.dry(&wf, json!({"id": "x1"})).await;
+    assert_eq!(dry.status, RunStatus::Succeeded, "{}", dump(&dry));
+    let config = &step(&dry, "call").resolved_config;
+    assert_eq!(config["url"], "https://crm-url.unset.invalid/deals");
+    assert_eq!(config["headers"]["X-Region"], "eu");
+    assert_eq!(dry.warnings.len(), 1, "{:?}", dry.warnings);
+    assert!(
+        dry.warnings[0].starts_with(
+            "env.CRM_URL is not set: this dry run used `https://crm-url.unset.invalid`"
+        ),
+        "{:?}",
+        dry.warnings
+    );
+
+    let live = h.run(&wf, json!({"id": "x1"})).await;
+    assert_eq!(live.status, RunStatus::Failed, "{}", dump(&live));
+    assert_eq!(live.error.as_ref().unwrap().code, "template_error");
+    assert!(live.error.as_ref().unwrap().message.contains("env.CRM_URL"));
+    assert!(live.warnings.is_empty());
+}

@@ -483,3 +483,46 @@ async fn runs_are_stamped_with_the_server_clock() {
 
 /// A named set of request headers (name, raw value bytes).
 type BadKeyCase<'a> = (&'a str, Vec<(&'a str, &'a [u8])>);
+
+/// `POST /workflows/validate` (and a save) name every `env.NAME` the settings lack as an
+/// `env_unset` warning on the first step that uses it; a set one is not named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validation_names_unset_env_variables() {
+    let s = Setup::new()
+        .env("CRM_URL", "http://127.0.0.1:9")
+        .start()
+        .await;
+    let wf = json!({
+        "id": "env-use", "name": "env use", "version": 0,
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "a", "kind": "http_request", "config": {"method": "GET", "url": "{{ env.CRM_URL }}/x"}},
+            {"id": "b", "kind": "http_request", "config": {"method": "GET", "url": "{{ env.LEDGER_URL }}/y",
+                "headers": {"X-Also": "{{ env['LEDGER_URL'] }}"}}}
+        ],
+        "edges": [{"from": "start", "to": "a"}, {"from": "a", "to": "b"}]
+    });
+    for (method, path) in [
+        (Method::POST, "/workflows/validate"),
+        (Method::PUT, "/workflows/env-use"),
+    ] {
+        let a = s.api(method, path, &[], Some(&wf.to_string())).await;
+        assert!(a.status.is_success(), "{path}: {} {}", a.status, a.text);
+        let body = a.json();
+        assert_eq!(body["valid"], true, "{body}");
+        let unset: Vec<&Value> = body["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["code"] == "env_unset")
+            .collect();
+        assert_eq!(unset.len(), 1, "{path}: {body}");
+        assert_eq!(unset[0]["severity"], "warning");
+        assert_eq!(unset[0]["step"], "b");
+        assert_eq!(unset[0]["path"], "steps[2].config");
+        assert!(unset[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("env.LEDGER_URL is not set"));
+    }
+}

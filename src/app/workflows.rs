@@ -13,7 +13,7 @@ use crate::run::{Mode, RunRecord, Trigger};
 use crate::runtime::RunRequest;
 use crate::workflow::check_value;
 use crate::workflow::dir::{DirError, WorkflowEntry};
-use crate::workflow::Compiled;
+use crate::workflow::{Compiled, Problem};
 
 /// What was being done to the folder when it refused (names the `…_failed` code of a write
 /// error).
@@ -102,11 +102,15 @@ pub async fn save(state: &AppState, id: &str, body: Value) -> AppResult<Value> {
             save_failed()
         })?;
     let entry = saved.map_err(|e| dir_error(e, DirOp::Save))?;
+    let mut problems = entry.problems.clone();
+    if let Some(v) = &entry.value {
+        problems.extend(env_problems(state, v));
+    }
     Ok(json!({
         "workflow": entry.value,
         "version": entry.version(),
         "valid": entry.compiled.is_some(),
-        "problems": entry.problems,
+        "problems": problems,
     }))
 }
 
@@ -119,10 +123,38 @@ pub fn delete(state: &AppState, id: &str) -> AppResult<()> {
     }
 }
 
-/// Every problem of a definition, errors and lint warnings at once: `{valid, problems}`.
+/// Every problem of a definition, errors and lint warnings at once, and an `env_unset`
+/// warning per variable the steps use that the settings lack: `{valid, problems}`.
 pub fn validate(state: &AppState, definition: &Value) -> Value {
-    let (compiled, problems) = check_value(definition, state.engine().registry());
+    let (compiled, mut problems) = check_value(definition, state.engine().registry());
+    problems.extend(env_problems(state, definition));
     json!({"valid": compiled.is_some(), "problems": problems})
+}
+
+/// `env_unset` (a warning at the first step that uses it) for every `env.NAME` of
+/// `definition` that is not set (Settings → Environment variables, or the secrets).
+pub fn env_problems(state: &AppState, definition: &Value) -> Vec<Problem> {
+    let env = state.engine().env();
+    let steps = definition.get("steps").and_then(Value::as_array);
+    crate::workflow::env::env_uses(definition)
+        .into_iter()
+        .filter(|(name, _)| !env.contains_key(name))
+        .map(|(name, i)| {
+            let step = steps
+                .and_then(|s| s.get(i))
+                .and_then(|s| s.get("id"))
+                .and_then(Value::as_str);
+            Problem::warning(
+                "env_unset",
+                format!("steps[{i}].config"),
+                step,
+                format!(
+                    "env.{name} is not set: add it under Settings → Environment variables \
+                     (a dry run uses a placeholder; a live run fails)"
+                ),
+            )
+        })
+        .collect()
 }
 
 /// `definition` compiled, or `workflow_invalid` (unprocessable) with its `problems`.

@@ -68,6 +68,7 @@ use crate::sandbox::{
 };
 use crate::steps::Registry;
 use crate::store::{MemoryStore, RunStore, SledConfig, SledStore, Store};
+use crate::workflow::env::env_names;
 use crate::workflow::{self, Compiled, Problem, Severity, Workflow};
 
 pub mod fan_out;
@@ -183,7 +184,7 @@ pub async fn check(
     let mut env_names: BTreeSet<String> = env_names(&wf.workflow).into_iter().collect();
     for t in targets.values() {
         fixed_destinations(&t.workflow)?;
-        env_names.extend(self::env_names(&t.workflow));
+        env_names.extend(crate::workflow::env::env_names(&t.workflow));
     }
     let env_names: Vec<String> = env_names.into_iter().collect();
     // A fan-out's event is the poll's source item or its input; the item run's ids are
@@ -876,57 +877,6 @@ async fn held_claims(lane: &Lane, run: &RunRecord) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // Inputs: env names, fixed destinations, the variant
 
-/// Every `NAME` a step's config references as `env.NAME` or `env["NAME"]`, sorted.
-pub fn env_names(wf: &Workflow) -> Vec<String> {
-    let mut names = BTreeSet::new();
-    for s in &wf.steps {
-        visit_strings(&s.config, &mut |text| scan_env(text, &mut names));
-    }
-    names.into_iter().collect()
-}
-
-fn visit_strings(v: &Value, f: &mut impl FnMut(&str)) {
-    match v {
-        Value::String(s) => f(s),
-        Value::Array(a) => a.iter().for_each(|x| visit_strings(x, f)),
-        Value::Object(m) => m.values().for_each(|x| visit_strings(x, f)),
-        _ => {}
-    }
-}
-
-fn scan_env(text: &str, names: &mut BTreeSet<String>) {
-    let b = text.as_bytes();
-    let mut i = 0;
-    while let Some(pos) = text[i..].find("env") {
-        let at = i + pos;
-        i = at + 3;
-        // A whole word `env` (not `environment`, not `x.env`).
-        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_' || b[at - 1] == b'.') {
-            continue;
-        }
-        let rest = &text[at + 3..];
-        if let Some(r) = rest.strip_prefix('.') {
-            let name: String = r
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                names.insert(name);
-            }
-        } else if let Some(r) = rest.trim_start().strip_prefix('[') {
-            let r = r.trim_start();
-            if let Some(q) = r.chars().next().filter(|c| *c == '"' || *c == '\'') {
-                if let Some(end) = r[1..].find(q) {
-                    let name = &r[1..1 + end];
-                    if !name.is_empty() {
-                        names.insert(name.to_string());
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// URL fields (`url`, `*_url`) must be templates (`{{ env.NAME }}/path`): a fixed address
 /// cannot be pointed at the sandbox.
 fn fixed_destinations(wf: &Workflow) -> Result<(), CheckError> {
@@ -1019,7 +969,7 @@ fn get_path_mut<'v>(v: &'v mut Value, path: &str) -> Option<&'v mut Value> {
 pub fn variant_of(event: &Value, id_paths: &[String]) -> Result<Value, CheckError> {
     if id_paths.is_empty() {
         return Err(CheckError::BadInput(
-            "--id-path: give at least one path of the event's business id".into(),
+            "id paths: give at least one dot path of the event's business id (e.g. `id`)".into(),
         ));
     }
     let mut out = event.clone();
@@ -1027,7 +977,7 @@ pub fn variant_of(event: &Value, id_paths: &[String]) -> Result<Value, CheckErro
     for path in id_paths {
         let Some(old) = get_path(event, path) else {
             return Err(CheckError::BadInput(format!(
-                "--id-path `{path}`: the event has no value there (pass the dot path of its \
+                "id path `{path}`: the event has no value there (give the dot path of its \
                  business id, e.g. `id` or `issue.id`)"
             )));
         };
@@ -1044,7 +994,7 @@ pub fn variant_of(event: &Value, id_paths: &[String]) -> Result<Value, CheckErro
             },
             other => {
                 return Err(CheckError::BadInput(format!(
-                    "--id-path `{path}` holds {}; give the path of a text or number id",
+                    "id path `{path}` holds {}; give the path of a text or number id",
                     crate::steps::json_type(other)
                 )))
             }
@@ -1186,7 +1136,7 @@ mod tests {
     #[test]
     fn env_names_are_found_in_templates() {
         let mut n = BTreeSet::new();
-        scan_env(
+        crate::workflow::env::scan_env(
             "{{ env.CRM_URL }}/x {{ env['AI_URL'] }} {{ env[\"OUT\"] }} environment x.env.NO",
             &mut n,
         );

@@ -401,7 +401,22 @@ impl Engine {
             Mode::Dry => Effects::dry(self.store.clone()),
         }
         .with_children(self.child_starter(run.mode));
-        let env = self.env();
+        let mut env = self.env();
+        if run.mode == Mode::Dry {
+            // A dry run sends nothing: an unset variable gets a placeholder (and a warning)
+            // instead of failing the template that names it.
+            for name in crate::workflow::env::env_names(&wf.workflow) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = env.entry(name) {
+                    let p = crate::workflow::env::dry_placeholder(slot.key());
+                    run.warnings.push(format!(
+                        "env.{} is not set: this dry run used `{p}`; a live run would fail \
+                         on it",
+                        slot.key()
+                    ));
+                    slot.insert(p);
+                }
+            }
+        }
         let mask = (*self.masker()).clone();
         let run_meta = json!({
             "id": run.id,

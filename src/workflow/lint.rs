@@ -16,6 +16,8 @@
 //! * `lint_input_host`: a URL whose host is rendered from run data, allowed by the step's
 //!   `allow_input_host`: the sender of an event chooses where Fluxo connects (only non-public
 //!   addresses are refused; see [`crate::steps::outbound`]).
+//! * `unknown_sample`: `settings.sample` names no built-in sample payload
+//!   ([`crate::samples::PAYLOADS`]).
 
 use serde_json::Value;
 
@@ -30,6 +32,20 @@ use crate::steps::{
 /// Lint a workflow that validated without errors.
 pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
     let mut out = Vec::new();
+    if let Some(name) = &wf.settings.sample {
+        if !crate::samples::PAYLOADS.iter().any(|(n, _)| n == name) {
+            let known: Vec<&str> = crate::samples::PAYLOADS.iter().map(|(n, _)| *n).collect();
+            out.push(Problem::warning(
+                "unknown_sample",
+                "settings.sample",
+                None,
+                format!(
+                    "settings.sample `{name}` is not a built-in sample payload; one of: {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
     for (i, s) in wf.steps.iter().enumerate() {
         let Some(kind) = registry.get(&s.kind) else {
             continue;

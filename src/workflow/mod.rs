@@ -2,6 +2,7 @@
 //! idempotency/retry linter, and compilation into a runnable [`Compiled`] workflow.
 
 pub mod dir;
+pub mod env;
 pub mod lint;
 pub mod model;
 pub mod validate;

@@ -44,6 +44,11 @@ pub struct Settings {
     /// The sender's own retries (e.g. Stripe retries for days): informs the linter only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_retries: Option<u32>,
+    /// The sample event the editor preselects as the run input: the name of a built-in sample
+    /// payload (`stripe/invoice.paid.json`, …: `GET /api/v1/sample-payloads`). Informs the
+    /// editor only; an unknown name is a lint warning (`unknown_sample`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<String>,
 }
 
 fn default_run_timeout_s() -> u64 {
@@ -55,6 +60,7 @@ impl Default for Settings {
         Settings {
             run_timeout_s: DEFAULT_RUN_TIMEOUT_S,
             sender_retries: None,
+            sample: None,
         }
     }
 }

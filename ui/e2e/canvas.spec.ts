@@ -324,12 +324,11 @@ test('the minimap is small and shows the current run only: its colours come with
   await page.getByTestId('edit-input').click();
   await page.getByTestId('sample-select').selectOption('stripe/invoice.paid.json');
   await page.getByTestId('dry-run').click();
-  await expect(page.getByTestId('run-status')).toHaveText('failed');
+  await expect(page.getByTestId('run-status')).toHaveText('succeeded');
   await expect.poll(fills).toContain(SUCCEEDED);
-  expect(await fills()).toContain(FAILED);
+  expect(await fills()).not.toContain(FAILED);
   await page.getByTestId('clear-run').click();
   await expect.poll(fills).not.toContain(SUCCEEDED);
-  expect(await fills()).not.toContain(FAILED);
 });
 
 test('the insert hint never covers the button below its field; required selects offer no meaningless default', async ({ page }) => {

@@ -41,7 +41,17 @@ async function waitHealthy(url: string, child: ChildProcess, log: () => string):
   throw new Error(`fluxo serve did not become healthy at ${url}:\n${log()}`);
 }
 
-export default async function globalSetup(): Promise<() => Promise<void>> {
+/** A running `fluxo serve` on temp folders: its URL, token, workflows folder, and a stop. */
+export interface Fluxo {
+  url: string;
+  token: string;
+  workflows: string;
+  stop(): Promise<void>;
+}
+
+/** Start `fluxo serve` on a free port with a fresh temp data dir, a temp copy of the example
+ * workflows, a known token, the built UI, and no `FLUXO_*` variables (so no `env.*` is set). */
+export async function startFluxo(): Promise<Fluxo> {
   const bin = process.env.FLUXO_BIN ?? join(repo, 'target', 'debug', 'fluxo');
   if (!existsSync(bin)) throw new Error(`no fluxo binary at ${bin}: run \`cargo build\` in ${repo} (or set FLUXO_BIN)`);
   const dist = join(uiDir, 'dist');
@@ -55,7 +65,7 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
   const token = `e2e-${Math.random().toString(36).slice(2)}`;
   const url = `http://127.0.0.1:${port}`;
   let output = '';
-  // No FLUXO_ENV_* variables: `env.CRM_URL` is missing, so dry runs of the invoice flow take its error path.
+  // No FLUXO_ENV_* variables: `env.CRM_URL` is missing (dry runs use a placeholder for it).
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('FLUXO_')));
   const child = spawn(
     bin,
@@ -66,12 +76,7 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
   child.stderr?.on('data', (d) => (output += d));
   await waitHealthy(url, child, () => output);
 
-  process.env.FLUXO_E2E_URL = url;
-  process.env.FLUXO_E2E_TOKEN = token;
-  process.env.FLUXO_E2E_WORKFLOWS = workflows;
-  console.log(`fluxo serve on ${url} (workflows: ${readdirSync(workflows).length} files)`);
-
-  return async () => {
+  const stop = async () => {
     if (child.exitCode === null) {
       child.kill('SIGTERM');
       await new Promise<void>((r) => {
@@ -87,4 +92,14 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
     }
     rmSync(tmp, { recursive: true, force: true });
   };
+  return { url, token, workflows, stop };
+}
+
+export default async function globalSetup(): Promise<() => Promise<void>> {
+  const fluxo = await startFluxo();
+  process.env.FLUXO_E2E_URL = fluxo.url;
+  process.env.FLUXO_E2E_TOKEN = fluxo.token;
+  process.env.FLUXO_E2E_WORKFLOWS = fluxo.workflows;
+  console.log(`fluxo serve on ${fluxo.url} (workflows: ${readdirSync(fluxo.workflows).length} files)`);
+  return fluxo.stop;
 }

@@ -24,6 +24,8 @@ export interface EdgeDef {
 export interface WorkflowSettings {
   run_timeout_s?: number;
   sender_retries?: number;
+  /** The built-in sample payload the editor preselects as the run input (`stripe/invoice.paid.json`). */
+  sample?: string;
   [k: string]: unknown;
 }
 

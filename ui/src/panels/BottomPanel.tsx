@@ -4,11 +4,13 @@ import { useEditor, runFinished } from '../store/editor';
 import { excerpt, formatMs } from '../app/format';
 import { parseJson, stringifyJson, type Problem } from '../api';
 import { CheckTab, CheckTabMark } from '../check/CheckTab';
+import { useNav } from '../app/nav';
 
 function ProblemsTab() {
   const problems = useEditor((s) => s.problems);
   const validation = useEditor((s) => s.validation);
   const selectNode = useEditor((s) => s.selectNode);
+  const go = useNav((s) => s.go);
   const nodeIds = useEditor((s) => s.nodes.map((n) => n.id).join('\u0000'));
   const sorted = useMemo(
     () => [...problems].sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'error' ? -1 : 1)),
@@ -52,7 +54,24 @@ function ProblemsTab() {
             <td>
               <span className="fx-code-tag">{p.code}</span>
             </td>
-            <td>{p.message}</td>
+            <td>
+              {p.message}
+              {p.code === 'env_unset' && (
+                <>
+                  {' '}
+                  <button
+                    className="fx-btn fx-btn-small"
+                    data-testid="problem-open-settings"
+                    onClick={(e) => {
+                      e.stopPropagation();
+                      go('settings');
+                    }}
+                  >
+                    Open Settings
+                  </button>
+                </>
+              )}
+            </td>
             <td className="fx-mono fx-muted">{p.path}</td>
           </tr>
         ))}
@@ -99,11 +118,15 @@ function ResultsTab() {
             <span className="fx-code-tag">{run.error.code}</span> {run.error.message}
           </span>
         )}
-        {run.warnings?.map((w, i) => (
-          <span key={i} className="fx-warning-text">
-            {w}
+        {run.warnings?.length ? (
+          <span className="fx-run-warnings" data-testid="run-warnings">
+            {run.warnings.map((w, i) => (
+              <span key={i} className="fx-warning-text">
+                {w}
+              </span>
+            ))}
           </span>
-        ))}
+        ) : null}
         <span className="fx-spacer" />
         <button className="fx-btn fx-btn-small" onClick={clearRun} data-testid="clear-run">
           Clear

@@ -256,13 +256,17 @@ function parseInput(text: string): { ok: true; value: unknown } | { ok: false; e
   }
 }
 
-function defaultInputFor(wf: Workflow): string {
+/** The run input a workflow opens with: what was last typed for it, else its trigger's
+ * `sample_input`, else the built-in sample its `settings.sample` names, else `{}`. */
+function defaultInputFor(wf: Workflow, samples: SamplePayload[]): string {
   const stored = localStorage.getItem(inputKey(wf.id));
   if (stored !== null) return stored;
   for (const s of wf.steps ?? []) {
     const sample = (s.config as { sample_input?: unknown })?.sample_input;
     if (sample !== undefined && sample !== null) return stringifyJson(sample, 2);
   }
+  const named = samples.find((p) => p.name === wf.settings?.sample);
+  if (named) return stringifyJson(named.payload, 2);
   return '{}';
 }
 
@@ -415,7 +419,7 @@ export const useEditor = create<EditorState>()((set, get) => {
         runByStep: {},
         picker: null,
         bottomOpen: false,
-        inputText: defaultInputFor(wf),
+        inputText: defaultInputFor(wf, s.samples),
         fitRequest: s.fitRequest + 1,
       }));
       if (savedId) localStorage.setItem(LAST_WF_KEY, savedId);
