@@ -305,7 +305,8 @@ test.describe.serial('resume', () => {
     const n = await page.getByTestId('run-row').count();
     // The first test's run, resumed already, is among them.
     expect(n).toBeGreaterThanOrEqual(4);
-    await page.getByTestId('select-failed').click();
+    // Hand-picked rows: every loaded one.
+    for (const box of await page.getByTestId('run-select').all()) await box.check();
     await page.getByTestId('bulk-resume').click();
     await expect(page.getByTestId('confirm-dialog')).toContainText(`Resume ${n} runs?`);
     await page.getByTestId('confirm-ok').click();

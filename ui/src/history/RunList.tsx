@@ -127,6 +127,7 @@ export function RunList() {
   const error = useHistory((s) => s.error);
   const nextCursor = useHistory((s) => s.nextCursor);
   const selected = useHistory((s) => s.selected);
+  const matchingIds = useHistory((s) => s.matching?.ids);
   const resumedBy = useHistory((s) => s.resumedBy);
   const gen = useHistory((s) => s.gen);
   const activeId = useNav((s) => s.runId);
@@ -187,7 +188,7 @@ export function RunList() {
         <div style={{ height: v.getTotalSize(), position: 'relative' }}>
           {items.map((it) => {
             const r = runs[it.index];
-            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id)} resumedBy={resumedBy[r.id]} /> : null;
+            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id) || !!matchingIds?.has(r.id)} resumedBy={resumedBy[r.id]} /> : null;
           })}
         </div>
         {!runs.length && !loading && (
