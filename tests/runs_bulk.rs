@@ -6,7 +6,9 @@
 //!   how many dry runs are excluded; it writes nothing;
 //! * the action does what the preview said: resumes, live replays, never a dry run, nothing
 //!   outside the filter; a second action finds nothing left to do;
-//! * more than 10,000 failed runs is `422 too_many_runs`; bad input is a 400 problem.
+//! * more than 10,000 failed runs is `422 too_many_runs`; bad input is a 400 problem;
+//! * the run list names the run that fixed a failure (`fixed_by`, through resumes of resumes
+//!   too), never a dry run for a live failure, and carries `replayed_by`.
 
 mod common;
 
@@ -317,4 +319,71 @@ async fn more_than_ten_thousand_failed_runs_is_too_many() {
     .await;
     assert_eq!((status, &p["matched"]), (200, &json!(1)), "{p}");
     assert_eq!(crm.count(), 1, "nothing was started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_names_the_run_that_fixed_a_failure() {
+    let crm = Mock::start(
+        vec![Action::status(500); 3],
+        Action::json(201, json!({"id": "deal"})),
+    )
+    .await;
+    let s = Setup::new()
+        .store(StoreKind::Sled)
+        .workflow(crm_workflow("wf"))
+        .env("CRM", &crm.url())
+        .start()
+        .await;
+    let r1 = start_run(&s, "wf", 1).await;
+    let r2 = start_run(&s, "wf", 2).await;
+    let (_, r2b) = post(&s, &format!("/runs/{}/resume", r2.id), json!({})).await;
+    assert_eq!(r2b["status"], "failed", "{r2b}");
+    let r2b = r2b["id"].as_str().unwrap().to_string();
+    // The destination recovers. A dry replay succeeds, but does not fix a live failure.
+    let (_, dry) = post(
+        &s,
+        &format!("/runs/{}/replay", r1.id),
+        json!({"mode": "dry"}),
+    )
+    .await;
+    assert_eq!(
+        (&dry["status"], &dry["mode"]),
+        (&json!("succeeded"), &json!("dry"))
+    );
+    let list = s.get_json("/runs?workflow=wf").await;
+    let summary = |list: &Value, id: &str| -> Value {
+        list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} in {list}"))
+    };
+    let s1 = summary(&list, &r1.id);
+    assert_eq!(s1["replayed_by"], json!([dry["id"]]), "{s1}");
+    assert!(s1.get("fixed_by").is_none(), "{s1}");
+
+    // A live replay fixes r1; the resume of r2's resume fixes r2 and r2's resume.
+    let (_, fix1) = post(&s, &format!("/runs/{}/replay", r1.id), json!({})).await;
+    assert_eq!(fix1["status"], "succeeded");
+    let (_, fix2) = post(&s, &format!("/runs/{r2b}/resume"), json!({})).await;
+    assert_eq!(fix2["status"], "succeeded");
+    let list = s.get_json("/runs?workflow=wf").await;
+    assert_eq!(summary(&list, &r1.id)["fixed_by"], fix1["id"]);
+    assert_eq!(summary(&list, &r2.id)["fixed_by"], fix2["id"]);
+    assert_eq!(summary(&list, &r2b)["fixed_by"], fix2["id"]);
+    // Runs that did not fail are never "fixed".
+    for id in [&dry["id"], &fix1["id"], &fix2["id"]] {
+        let sm = summary(&list, id.as_str().unwrap());
+        assert!(sm.get("fixed_by").is_none(), "{sm}");
+    }
+    // A page of failed runs only still says it.
+    let failed = s.get_json("/runs?workflow=wf&status=failed").await;
+    assert_eq!(failed["runs"].as_array().unwrap().len(), 3);
+    assert!(failed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["fixed_by"].is_string()));
 }

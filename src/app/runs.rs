@@ -196,10 +196,18 @@ impl RunsParams {
     }
 }
 
-/// A page of run summaries for `params` (newest first).
+/// A page of run summaries for `params` (newest first), each failed run that a later run of
+/// its lineage fixed naming it in `fixed_by` ([`fixed_by`]).
 pub async fn list(state: &AppState, params: &RunsParams) -> AppResult<crate::store::RunPage> {
     let q = params.to_query()?;
-    state.store().list_runs(&q).await.map_err(AppError::store)
+    let mut page = state.store().list_runs(&q).await.map_err(AppError::store)?;
+    for s in &mut page.runs {
+        if !s.resumed_by.is_empty() || !s.replayed_by.is_empty() {
+            s.fixed_by =
+                fixed_by_links(state, s.status, s.mode, &s.resumed_by, &s.replayed_by).await?;
+        }
+    }
+    Ok(page)
 }
 
 /// A run by id, or `404 run_not_found`.

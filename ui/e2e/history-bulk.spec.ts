@@ -3,8 +3,7 @@
 // - "Select all failed matching" selects every failed run of the filters (more than the loaded
 //   page), previews what the action does, and the action recovers exactly those, dry runs
 //   excluded, with progress and links to the new runs;
-// - a failure that a later replay fixed reads "fixed by <run>" and loses its primary Replay;
-// - opening the Replay dialog (three times) stores no run.
+// - a failure that a later replay fixed reads "fixed by <run>" and loses its primary Replay.
 
 import { expect, test, type APIRequestContext } from '@playwright/test';
 import { api, filter, openRuns, row, setEnv, startMock, type Mock, type Run } from './history-helpers';
@@ -103,6 +102,7 @@ test.describe.serial('history that testers can trust', () => {
     // Loaded live rows show as selected, dry ones do not.
     await expect(row(page, failed[249]).getByTestId('run-select')).toBeChecked();
     expect(mock.requests.length, 'the preview sends nothing').toBe(before);
+    if (process.env.FLUXO_SCREENSHOT_DIR) await page.screenshot({ path: `${process.env.FLUXO_SCREENSHOT_DIR}/history-select-all-matching.png` });
 
     await page.getByTestId('bulk-matching-start').click();
     await expect(page.getByTestId('confirm-dialog')).toContainText('250 failed live runs: 250 will resume, 0 will replay; 3 dry runs excluded');
@@ -145,5 +145,43 @@ test.describe.serial('history that testers can trust', () => {
     await page.getByTestId('select-all-matching').click();
     await expect(page.getByTestId('bulk-preview-line')).toHaveText('250 failed live runs: 0 will resume, 0 will replay; 250 skipped (fixed or already resumed); 3 dry runs excluded');
     await expect(page.getByTestId('bulk-matching-start')).toBeDisabled();
+  });
+
+  test('a failure that a later replay fixed reads "fixed by" and loses its primary action; lineage entries carry status and time', async ({ page, request }) => {
+    const wf = `e2e-fixed-${uniq()}`;
+    await api(request, 'PUT', `/workflows/${wf}`, callFlow(wf));
+    mock.mode = 'fail';
+    const [failedId] = await failedRuns(request, wf, 1);
+    const [other] = await failedRuns(request, wf, 1);
+    mock.mode = 'ok';
+    const fix = await api<Run>(request, 'POST', `/runs/${failedId}/replay`, { mode: 'live' });
+    expect(fix.status).toBe('succeeded');
+
+    await openRuns(page);
+    await filter(page, 'workflow', wf);
+    const fixedRow = row(page, failedId);
+    await expect(fixedRow).toHaveAttribute('data-fixed-by', fix.id);
+    await expect(fixedRow.getByTestId('row-fixed-by')).toHaveText(`fixed by ${fix.id.slice(0, 8)}`);
+    await expect(fixedRow.getByTestId('row-resume')).toHaveCount(0);
+    await expect(fixedRow.getByTestId('row-replay')).toHaveCount(0);
+    // A failure nobody fixed keeps its primary Resume.
+    await expect(row(page, other).getByTestId('row-fixed-by')).toHaveCount(0);
+    await expect(row(page, other).getByTestId('row-resume')).toBeVisible();
+
+    await fixedRow.click();
+    await expect(page.getByTestId('run-detail')).toHaveAttribute('data-run-id', failedId);
+    await expect(page.getByTestId('detail-fixed-by')).toContainText('fixed by');
+    await expect(page.getByTestId('fixed-by-link')).toHaveAttribute('data-run-id', fix.id);
+    await expect(page.getByTestId('detail-resume')).toHaveCount(0);
+    await expect(page.getByTestId('detail-replay')).not.toHaveClass(/fx-btn-primary/);
+    // "Replayed by" names the run with its status and its time.
+    const link = page.locator(`[data-testid="replayed-by-link"][data-run-id="${fix.id}"]`);
+    await expect(link).toHaveAttribute('data-status', 'succeeded');
+    await expect(link.locator('.fx-pill')).toHaveText('succeeded');
+    await expect(link.getByTestId('run-ref-time')).not.toBeEmpty();
+    // With the detail open, the row still reads "fixed by".
+    await expect(fixedRow.getByTestId('row-fixed-by')).toBeVisible();
+    await expect(fixedRow.getByTestId('row-resume')).toHaveCount(0);
+    if (process.env.FLUXO_SCREENSHOT_DIR) await page.screenshot({ path: `${process.env.FLUXO_SCREENSHOT_DIR}/history-fixed-by.png` });
   });
 });

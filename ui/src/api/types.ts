@@ -202,6 +202,12 @@ export interface RunSummary {
   /** The run whose `fan_out` step started this one. */
   parent_run?: string;
   resume_of?: string;
+  /** Runs that resumed this one. */
+  resumed_by?: string[];
+  /** Runs that replayed this one (newest last). */
+  replayed_by?: string[];
+  /** A failed run that a later run of its lineage fixed: the first resume or replay (or theirs) that succeeded, live for a live run. */
+  fixed_by?: string;
   created_at: string;
   finished_at?: string;
   duration_ms?: number;

@@ -248,7 +248,8 @@ export const useHistory = create<HistoryState>()((set, get) => {
         const i = runs.findIndex((x) => x.id === r.id);
         if (i >= 0 && runs[i] !== r) {
           if (runs === s.runs) runs = runs.slice();
-          runs[i] = r;
+          // A summary made from a full record (the open run) knows no `fixed_by`: a fix is never undone, keep it.
+          runs[i] = runs[i].fixed_by && !r.fixed_by && runs[i].status === r.status ? { ...r, fixed_by: runs[i].fixed_by } : r;
         }
       } else if (matches(r, s.query)) {
         fresh.push(r);
@@ -605,6 +606,8 @@ export function summaryOf(r: import('../api').RunRecord): RunSummary {
     idempotency_key: r.idempotency_key,
     replay_of: r.replay_of,
     resume_of: r.resume_of,
+    resumed_by: r.resumed_by,
+    replayed_by: r.replayed_by,
     created_at: r.created_at ?? new Date().toISOString(),
     finished_at: r.finished_at,
     duration_ms: r.duration_ms,
