@@ -3,7 +3,8 @@
 // - "Select all failed matching" selects every failed run of the filters (more than the loaded
 //   page), previews what the action does, and the action recovers exactly those, dry runs
 //   excluded, with progress and links to the new runs;
-// - a failure that a later replay fixed reads "fixed by <run>" and loses its primary Replay.
+// - a failure that a later replay fixed reads "fixed by <run>" and loses its primary Replay;
+// - opening the Replay dialog (three times) stores no run.
 
 import { expect, test, type APIRequestContext } from '@playwright/test';
 import { api, filter, openRuns, row, setEnv, startMock, type Mock, type Run } from './history-helpers';
@@ -183,5 +184,42 @@ test.describe.serial('history that testers can trust', () => {
     await expect(fixedRow.getByTestId('row-fixed-by')).toBeVisible();
     await expect(fixedRow.getByTestId('row-resume')).toHaveCount(0);
     if (process.env.FLUXO_SCREENSHOT_DIR) await page.screenshot({ path: `${process.env.FLUXO_SCREENSHOT_DIR}/history-fixed-by.png` });
+  });
+
+  test('opening the Replay dialog three times adds no run to history', async ({ page, request }) => {
+    const wf = `e2e-preview-${uniq()}`;
+    await api(request, 'PUT', `/workflows/${wf}`, callFlow(wf));
+    mock.mode = 'fail';
+    const [failedId] = await failedRuns(request, wf, 1);
+    mock.mode = 'ok';
+    const count = async () => (await allRuns(request, wf)).length;
+    const totalBefore = (await allRuns(request, '')).length;
+    expect(await count()).toBe(1);
+    const sent = mock.requests.length;
+
+    await openRuns(page);
+    await filter(page, 'workflow', wf);
+    await expect(page.getByTestId('run-list')).toHaveAttribute('data-count', '1');
+    for (let i = 0; i < 3; i++) {
+      // From the row, then from the detail: the dialog predicts with a dry walk.
+      if (i < 2) await row(page, failedId).getByTestId('row-replay').click();
+      else {
+        await row(page, failedId).click();
+        await page.getByTestId('detail-replay').click();
+      }
+      await expect(page.getByTestId('replay-dialog')).toBeVisible();
+      await expect(page.getByTestId('replay-preview')).toHaveAttribute('data-state', 'ready');
+      await expect(page.getByTestId('replay-preview-headline')).toBeVisible();
+      await page.getByTestId('replay-cancel').click();
+      await expect(page.getByTestId('replay-dialog')).toHaveCount(0);
+    }
+    // Nothing stored, nothing sent, nothing new in the list.
+    expect(await count()).toBe(1);
+    expect((await allRuns(request, '')).length).toBe(totalBefore);
+    expect(mock.requests.length).toBe(sent);
+    await expect(page.getByTestId('run-list')).toHaveAttribute('data-count', '1');
+    await expect(page.locator('[data-testid=run-row][data-mode=dry]')).toHaveCount(0);
+    const orig = await api<Run>(request, 'GET', `/runs/${failedId}`);
+    expect(orig.replayed_by ?? []).toEqual([]);
   });
 });
