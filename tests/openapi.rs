@@ -42,6 +42,8 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/runs/{id}/replay/preview"),
     ("POST", "/api/v1/runs/{id}/resume"),
     ("POST", "/api/v1/runs/{id}/resume/preview"),
+    ("POST", "/api/v1/runs/bulk"),
+    ("POST", "/api/v1/runs/bulk/preview"),
     ("GET", "/api/v1/schedules"),
     ("GET", "/api/v1/schedules/preview"),
     ("GET", "/api/v1/memory"),

@@ -80,6 +80,8 @@ pub fn run() {
             commands::runs::preview_replay,
             commands::runs::resume_run,
             commands::runs::preview_resume,
+            commands::runs::preview_bulk,
+            commands::runs::start_bulk,
             commands::check::check_workflow,
             commands::schedules::list_schedules,
             commands::schedules::preview_schedule,

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 
 use super::{AppError, AppResult, AppState, ErrorKind};
 use crate::clock::parse_rfc3339;
@@ -196,10 +196,18 @@ impl RunsParams {
     }
 }
 
-/// A page of run summaries for `params` (newest first).
+/// A page of run summaries for `params` (newest first), each failed run that a later run of
+/// its lineage fixed naming it in `fixed_by` ([`fixed_by`]).
 pub async fn list(state: &AppState, params: &RunsParams) -> AppResult<crate::store::RunPage> {
     let q = params.to_query()?;
-    state.store().list_runs(&q).await.map_err(AppError::store)
+    let mut page = state.store().list_runs(&q).await.map_err(AppError::store)?;
+    for s in &mut page.runs {
+        if !s.resumed_by.is_empty() || !s.replayed_by.is_empty() {
+            s.fixed_by =
+                fixed_by_links(state, s.status, s.mode, &s.resumed_by, &s.replayed_by).await?;
+        }
+    }
+    Ok(page)
 }
 
 /// A run by id, or `404 run_not_found`.
@@ -425,4 +433,437 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
         "until": crate::clock::rfc3339(until),
         "buckets": buckets,
     }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lineage outcome
+// ---------------------------------------------------------------------------------------------
+
+/// Most runs of a lineage read to find what fixed a failure.
+const LINEAGE_READS: usize = 64;
+
+/// The run that fixed `run`, if any: the first descendant (over `resumed_by` and
+/// `replayed_by`, breadth first, oldest first) that succeeded. A dry run fixes only a dry
+/// failure: a live failure is fixed by a live run. `None` for a run that did not fail
+/// (`failed`, `timed_out`, `interrupted`), has no descendants, or none of which succeeded
+/// (at most 64 of them are read).
+pub async fn fixed_by(state: &AppState, run: &RunRecord) -> AppResult<Option<String>> {
+    fixed_by_links(
+        state,
+        run.status,
+        run.mode,
+        &run.resumed_by,
+        &run.replayed_by,
+    )
+    .await
+}
+
+async fn fixed_by_links(
+    state: &AppState,
+    status: RunStatus,
+    mode: Mode,
+    resumed_by: &[String],
+    replayed_by: &[String],
+) -> AppResult<Option<String>> {
+    if !crate::runtime::resume::is_resumable(status) {
+        return Ok(None);
+    }
+    let mut queue: std::collections::VecDeque<String> =
+        resumed_by.iter().chain(replayed_by).cloned().collect();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(id) = queue.pop_front() {
+        if seen.len() >= LINEAGE_READS || !seen.insert(id.clone()) {
+            continue;
+        }
+        let Some(r) = state.store().get_run(&id).await.map_err(AppError::store)? else {
+            continue;
+        };
+        if r.status == RunStatus::Succeeded && (r.mode == Mode::Live || mode == Mode::Dry) {
+            return Ok(Some(r.id));
+        }
+        queue.extend(r.resumed_by.iter().chain(&r.replayed_by).cloned());
+    }
+    Ok(None)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bulk resume and replay over a filter
+// ---------------------------------------------------------------------------------------------
+
+/// The most failed runs one bulk action covers; more is `422 too_many_runs`.
+pub const BULK_MAX_RUNS: usize = 10_000;
+
+/// Which runs a bulk action covers: the filters of `GET /runs` (every one optional; an empty
+/// value is no filter), without paging.
+#[derive(Debug, Clone, Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunFilter {
+    /// Only runs of this workflow id.
+    pub workflow: Option<String>,
+    /// Only runs with this status. A bulk action acts on failed runs only (`failed`,
+    /// `timed_out`, `interrupted`); without a status it takes all three.
+    #[schema(value_type = Option<crate::run::RunStatus>, inline)]
+    pub status: Option<String>,
+    /// Only `live` or only `dry` runs.
+    #[schema(value_type = Option<crate::run::Mode>, inline)]
+    pub mode: Option<String>,
+    /// Only runs with this trigger.
+    #[schema(value_type = Option<crate::run::Trigger>, inline)]
+    pub trigger: Option<String>,
+    /// Only runs with exactly this idempotency (or event) key.
+    pub key: Option<String>,
+    /// Created at or after: RFC 3339 text, or unix milliseconds (text or number).
+    #[schema(value_type = Option<String>)]
+    pub since: Option<Value>,
+    /// Created before: RFC 3339 text, or unix milliseconds (text or number).
+    #[schema(value_type = Option<String>)]
+    pub until: Option<Value>,
+    /// Free search: a run id or an idempotency key (exact or prefix).
+    pub q: Option<String>,
+}
+
+/// The request of a bulk action and of its preview.
+#[derive(Debug, Clone, Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkRequest {
+    /// The runs to act on (default: every run).
+    #[serde(default)]
+    pub filter: RunFilter,
+    /// The definition a replay runs: `current` (default) or `original` (the run's recorded
+    /// snapshot). Resumes always run the snapshot.
+    #[schema(value_type = Option<String>, pattern = "^(current|original)$")]
+    pub version: Option<String>,
+}
+
+/// What a bulk action does (or did) with one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BulkAction {
+    /// Resumed where it stopped (a new run with `resume_of`).
+    Resume,
+    /// Replayed live (a new run with `replay_of`).
+    Replay,
+    /// Left alone on purpose: `reason` says why.
+    Skip,
+    /// Could not be started: `reason` is the problem's code, `detail` its message.
+    Error,
+}
+
+/// One run of a bulk action.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BulkItem {
+    /// The failed run.
+    pub run_id: String,
+    pub action: BulkAction,
+    /// The run started for it (queued), on `resume` and `replay`; on a skip `fixed` or
+    /// `already_resumed`, the run that fixed or resumed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_run_id: Option<String>,
+    /// Why it was skipped (`fixed`, `already_resumed`, `not_runnable`, `gone`) or the code of
+    /// the error that stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A sentence for people, on a skip or an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// What a bulk action over a filter would do (`POST /runs/bulk/preview`) or did
+/// (`POST /runs/bulk`).
+#[derive(Debug, Clone, Serialize, Default, ToSchema)]
+pub struct BulkSummary {
+    /// Failed runs (`failed`, `timed_out`, `interrupted`) matching the filter, dry ones
+    /// included.
+    pub matched: usize,
+    /// Of those, live runs: the ones acted on.
+    pub live: usize,
+    /// Live runs resumed (or to resume): resumable, not resumed yet and not fixed.
+    pub resume: usize,
+    /// Live runs replayed live (or to replay): they cannot be resumed (e.g. their recorded
+    /// definition no longer validates).
+    pub replay: usize,
+    /// Live runs left alone: fixed by a later run, already resumed, or not runnable.
+    pub skipped: usize,
+    /// Runs that could not be started (execution only).
+    pub errors: usize,
+    /// Dry runs matched and excluded: a dry run is never replayed live.
+    pub dry_excluded: usize,
+    /// The most failed runs one action covers (10,000).
+    pub limit: usize,
+    /// The instant the matching runs were read at (RFC 3339): pass it as `filter.until` to
+    /// act on exactly the previewed set, not on runs that arrive later.
+    pub as_of: String,
+    /// Every live run with its action (in the preview, `new_run_id` is only set on a skip).
+    pub runs: Vec<BulkItem>,
+}
+
+/// An instant of a JSON body: RFC 3339 text or unix milliseconds (number or text).
+fn instant_value(name: &str, v: &Option<Value>) -> AppResult<Option<String>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(AppError::bad_request(
+            "invalid_parameter",
+            format!("`{name}`: {other} is neither RFC 3339 text nor unix milliseconds"),
+        )),
+    }
+}
+
+impl RunFilter {
+    /// The listing parameters of this filter (pages of 500).
+    pub fn to_params(&self) -> AppResult<RunsParams> {
+        Ok(RunsParams {
+            workflow: self.workflow.clone(),
+            status: self.status.clone(),
+            mode: self.mode.clone(),
+            trigger: self.trigger.clone(),
+            key: self.key.clone(),
+            since: instant_value("since", &self.since)?,
+            until: instant_value("until", &self.until)?,
+            q: self.q.clone(),
+            limit: Some(500),
+            cursor: None,
+        })
+    }
+}
+
+/// Every failed run matching `filter`, newest first, or `422 too_many_runs` past
+/// [`BULK_MAX_RUNS`].
+async fn failed_matching(
+    state: &AppState,
+    filter: &RunFilter,
+) -> AppResult<Vec<crate::store::RunSummary>> {
+    let base = filter.to_params()?.to_query()?;
+    let statuses: Vec<RunStatus> = match base.status {
+        Some(s) if crate::runtime::resume::is_resumable(s) => vec![s],
+        Some(_) => Vec::new(),
+        None => vec![
+            RunStatus::Failed,
+            RunStatus::TimedOut,
+            RunStatus::Interrupted,
+        ],
+    };
+    let mut out = Vec::new();
+    for status in statuses {
+        let mut q = RunQuery {
+            status: Some(status),
+            ..base.clone()
+        };
+        loop {
+            let page = state.store().list_runs(&q).await.map_err(AppError::store)?;
+            out.extend(page.runs);
+            if out.len() > BULK_MAX_RUNS {
+                return Err(AppError::new(
+                    ErrorKind::Unprocessable,
+                    "too_many_runs",
+                    format!(
+                        "more than {BULK_MAX_RUNS} failed runs match this filter; narrow it \
+                         (a workflow, a shorter time range) and act on each part"
+                    ),
+                )
+                .with_extra(json!({"limit": BULK_MAX_RUNS})));
+            }
+            match page.next_cursor {
+                Some(c) => q.cursor = Some(c),
+                None => break,
+            }
+        }
+    }
+    out.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+    Ok(out)
+}
+
+/// Check a bulk request's `version`.
+fn bulk_version(v: Option<&str>) -> AppResult<&'static str> {
+    match v {
+        None | Some("current") => Ok("current"),
+        Some("original") => Ok("original"),
+        Some(v) => Err(AppError::bad_request(
+            "invalid_body",
+            format!("`version`: `{v}` is not current or original"),
+        )),
+    }
+}
+
+/// Decides, run by run, whether to resume, replay or skip; compiles each definition once.
+struct Classifier<'a> {
+    state: &'a AppState,
+    version: &'static str,
+    snapshots: std::collections::HashMap<String, Option<Arc<Compiled>>>,
+    current: std::collections::HashMap<String, Result<(), String>>,
+}
+
+impl Classifier<'_> {
+    fn skip(run: &RunRecord, reason: &str, new: Option<String>, detail: String) -> BulkItem {
+        BulkItem {
+            run_id: run.id.clone(),
+            action: BulkAction::Skip,
+            new_run_id: new,
+            reason: Some(reason.to_string()),
+            detail: Some(detail),
+        }
+    }
+
+    async fn classify(&mut self, run: &RunRecord) -> AppResult<BulkItem> {
+        if let Some(by) = fixed_by(self.state, run).await? {
+            let detail = format!("fixed by run `{by}`");
+            return Ok(Self::skip(run, "fixed", Some(by), detail));
+        }
+        if let Some(by) = run.resumed_by.last() {
+            let detail = format!("already resumed by run `{by}`: act on that one");
+            return Ok(Self::skip(run, "already_resumed", Some(by.clone()), detail));
+        }
+        let snapshot = match self.snapshots.get(&run.definition_hash) {
+            Some(c) => c.clone(),
+            None => {
+                let c = self.state.engine().compile_snapshot(run).ok();
+                self.snapshots
+                    .insert(run.definition_hash.clone(), c.clone());
+                c
+            }
+        };
+        if let Some(wf) = &snapshot {
+            if crate::runtime::resume::plan(run, wf, None).is_ok() {
+                return Ok(BulkItem {
+                    run_id: run.id.clone(),
+                    action: BulkAction::Resume,
+                    new_run_id: None,
+                    reason: None,
+                    detail: None,
+                });
+            }
+        }
+        let replayable = if self.version == "original" {
+            snapshot
+                .map(|_| ())
+                .ok_or_else(|| "its recorded definition no longer validates".to_string())
+        } else {
+            self.current
+                .entry(run.workflow_id.clone())
+                .or_insert_with(|| {
+                    runnable(self.state, &run.workflow_id)
+                        .map(|_| ())
+                        .map_err(|e| e.message)
+                })
+                .clone()
+        };
+        Ok(match replayable {
+            Ok(()) => BulkItem {
+                run_id: run.id.clone(),
+                action: BulkAction::Replay,
+                new_run_id: None,
+                reason: None,
+                detail: None,
+            },
+            Err(why) => Self::skip(
+                run,
+                "not_runnable",
+                None,
+                format!("cannot be resumed nor replayed: {why}"),
+            ),
+        })
+    }
+}
+
+/// Classify every failed run matching the request: the summary (counts and one item per live
+/// run) and the live runs' records, in the same order.
+async fn bulk_plan(
+    state: &AppState,
+    req: &BulkRequest,
+) -> AppResult<(BulkSummary, Vec<RunRecord>)> {
+    let version = bulk_version(req.version.as_deref())?;
+    // Exclusive as `until` is: a run created in this very millisecond is in the set.
+    let as_of = state.clock().now_ms() + 1;
+    let matched = failed_matching(state, &req.filter).await?;
+    let mut out = BulkSummary {
+        matched: matched.len(),
+        limit: BULK_MAX_RUNS,
+        as_of: crate::clock::rfc3339(as_of),
+        ..Default::default()
+    };
+    let mut classifier = Classifier {
+        state,
+        version,
+        snapshots: Default::default(),
+        current: Default::default(),
+    };
+    let mut records = Vec::new();
+    for s in matched {
+        if s.mode == Mode::Dry {
+            out.dry_excluded += 1;
+            continue;
+        }
+        let Some(run) = state
+            .store()
+            .get_run(&s.id)
+            .await
+            .map_err(AppError::store)?
+        else {
+            continue;
+        };
+        out.live += 1;
+        let item = classifier.classify(&run).await?;
+        match item.action {
+            BulkAction::Resume => out.resume += 1,
+            BulkAction::Replay => out.replay += 1,
+            BulkAction::Skip | BulkAction::Error => out.skipped += 1,
+        }
+        out.runs.push(item);
+        records.push(run);
+    }
+    Ok((out, records))
+}
+
+/// What [`start_bulk`] would do with the failed runs matching `req.filter`, nothing written:
+/// counts (matched, live, to resume, to replay, skipped, dry excluded) and each live run's
+/// action. Errors: `400 invalid_parameter` (a bad filter value), `400 invalid_body` (a bad
+/// `version`), `422 too_many_runs` (more than [`BULK_MAX_RUNS`] failed runs match).
+pub async fn preview_bulk(state: &AppState, req: &BulkRequest) -> AppResult<BulkSummary> {
+    Ok(bulk_plan(state, req).await?.0)
+}
+
+/// Act on every failed live run matching `req.filter`: resume it where it can be resumed
+/// (SPEC §4 "Resume"), else replay it live with `req.version`; skip the ones a later run
+/// fixed or that were resumed already. Dry runs are never replayed live: they are excluded.
+/// The new runs are queued (the workers execute them; follow them by id or on the event
+/// stream) and named per original in `runs[].new_run_id`. A run that cannot be started
+/// counts in `errors`, with its problem code in `reason`. Errors as [`preview_bulk`].
+pub async fn start_bulk(state: &AppState, req: &BulkRequest) -> AppResult<BulkSummary> {
+    let (mut out, records) = bulk_plan(state, req).await?;
+    let version = bulk_version(req.version.as_deref())?;
+    for (item, original) in out.runs.iter_mut().zip(records) {
+        let started = match item.action {
+            BulkAction::Resume => match resume_run(state, &original.id, None).await {
+                Ok((_, run)) => queue_run(state, run).await,
+                Err(e) => Err(e),
+            },
+            BulkAction::Replay => {
+                match replay_plan(state, &original.id, Some("live"), Some(version)).await {
+                    Ok((mode, wf, original)) => {
+                        match replay_run(state, &wf, original, mode, None).await {
+                            Ok(run) => queue_run(state, run).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            BulkAction::Skip | BulkAction::Error => continue,
+        };
+        match started {
+            Ok(run) => item.new_run_id = Some(run.id),
+            Err(e) => {
+                match item.action {
+                    BulkAction::Resume => out.resume -= 1,
+                    _ => out.replay -= 1,
+                }
+                out.errors += 1;
+                item.action = BulkAction::Error;
+                item.reason = Some(e.code.to_string());
+                item.detail = Some(e.message);
+            }
+        }
+    }
+    Ok(out)
 }

@@ -20,9 +20,10 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::idempotency::{self, Begin};
 use super::openapi as doc;
 use crate::app::runs::{
-    execute_now, list, load_run, new_live_run, preview_replay as preview_replay_of,
-    preview_resume as preview_resume_of, queue_run, replay_plan, replay_run, resume_problem,
-    resume_run, runnable, stats_for, RunsParams, StatsParams,
+    execute_now, list, load_run, new_live_run, preview_bulk as preview_bulk_of,
+    preview_replay as preview_replay_of, preview_resume as preview_resume_of, queue_run,
+    replay_plan, replay_run, resume_problem, resume_run, runnable, start_bulk, stats_for,
+    BulkRequest, BulkSummary, RunsParams, StatsParams,
 };
 use crate::app::AppState;
 use crate::run::{RunRecord, Trigger};
@@ -40,6 +41,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(preview_replay))
         .routes(routes!(resume))
         .routes(routes!(preview_resume))
+        .routes(routes!(bulk))
+        .routes(routes!(preview_bulk))
 }
 
 /// The body of a run start.
@@ -593,4 +596,92 @@ async fn stats(
 ) -> ApiResult<Json<Value>> {
     let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
     Ok(Json(stats_for(&state, &p).await?))
+}
+
+fn parse_bulk_body(body: Value) -> ApiResult<BulkRequest> {
+    serde_json::from_value(body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!(
+                "expected {{\"filter\"?: {{\"workflow\", \"status\", \"mode\", \"trigger\", \
+                 \"key\", \"since\", \"until\", \"q\"}}, \"version\"?: \"current\"|\"original\"}}: {e}"
+            ),
+        )
+    })
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/bulk/preview",
+    tag = "runs",
+    summary = "Preview a bulk resume/replay of every failed run matching a filter (nothing is \
+        stored or sent)",
+    description = "Reads every failed run (`failed`, `timed_out`, `interrupted`) matching \
+        `filter` (the filters of `GET /runs`, without paging; at most 10,000) and says what \
+        `POST /runs/bulk` would do with each: `resume` (the run can be resumed: not resumed \
+        yet, its recorded definition validates), `replay` (live, with `version`: it cannot be \
+        resumed) or `skip` (`fixed`: a later run of its lineage succeeded; `already_resumed`; \
+        `not_runnable`). Dry runs are counted in `dry_excluded` and never acted on: a dry run \
+        is never replayed live. Pass `as_of` as `filter.until` to act on exactly this set.",
+    request_body(content = Option<BulkRequest>, content_type = "application/json",
+        description = "`{}`: every failed run."),
+    responses(
+        (status = 200, description = "The counts and each live run's action.", body = BulkSummary),
+        (status = 400, description = "`invalid_parameter` (a bad filter value), `invalid_body` \
+            (an unknown member, a bad `version`), `invalid_json`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 422, description = "`too_many_runs`: more than 10,000 failed runs match \
+            (`limit`); narrow the filter.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
+async fn preview_bulk(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<BulkSummary>> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let req = parse_bulk_body(body)?;
+    Ok(Json(preview_bulk_of(&state, &req).await?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/bulk",
+    tag = "runs",
+    summary = "Resume or replay every failed live run matching a filter",
+    description = "Acts on every failed run matching `filter` as `POST /runs/bulk/preview` \
+        describes: resumes the resumable ones (`POST /runs/{id}/resume`), replays the others \
+        live (`POST /runs/{id}/replay` with `version`), skips the fixed and already resumed \
+        ones, and excludes dry runs (never replayed live). The new runs are queued and \
+        answered at once: `runs[].new_run_id` per original; follow them by id or on \
+        `GET /events`. A run that could not be started has `action: error` with the \
+        problem's code in `reason`; the others still start.",
+    request_body(content = Option<BulkRequest>, content_type = "application/json",
+        description = "`{}`: every failed run."),
+    responses(
+        (status = 200, description = "What was done: counts, and each live run with its new run.",
+            body = BulkSummary),
+        (status = 400, description = "`invalid_parameter`, `invalid_body`, `invalid_json`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 422, description = "`too_many_runs`: more than 10,000 failed runs match; \
+            nothing was started.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
+async fn bulk(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<BulkSummary>> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let req = parse_bulk_body(body)?;
+    Ok(Json(start_bulk(&state, &req).await?))
 }

@@ -271,6 +271,15 @@ pub struct RunSummary {
     /// [`crate::runtime::resume::ResumeError::AlreadyResumed`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed_by: Vec<String>,
+    /// Runs that replayed this one (newest last). Summaries stored before this field existed
+    /// have none until their run is written again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replayed_by: Vec<String>,
+    /// The run that fixed this failed one: the first later run of its lineage (a resume or a
+    /// replay, or theirs) that succeeded, live for a live run. Computed when a listing is
+    /// answered (`app::runs::list`), never stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_by: Option<String>,
     /// The lineage's root run id ([`RunRecord::root`]).
     #[serde(default)]
     pub root_run_id: String,
@@ -304,6 +313,8 @@ impl From<&RunRecord> for RunSummary {
             replay_of: r.replay_of.clone(),
             resume_of: r.resume_of.clone(),
             resumed_by: r.resumed_by.clone(),
+            replayed_by: r.replayed_by.clone(),
+            fixed_by: None,
             root_run_id: r.root().to_string(),
             parent_run: r.parent_run.clone(),
             created_at: r.created_at,

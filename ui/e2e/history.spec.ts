@@ -269,7 +269,8 @@ test.describe.serial('run history, replay, memory and settings', () => {
     await expect(row(page, f1.id)).toBeVisible();
     await expect(row(page, f2.id)).toBeVisible();
     const n = await page.getByTestId('run-row').count();
-    await page.getByTestId('select-failed').click();
+    // Hand-picked rows: every loaded one.
+    for (const box of await page.getByTestId('run-select').all()) await box.check();
     await expect(page.getByTestId('selected-count')).toHaveText(`${n} run${n === 1 ? '' : 's'} selected`);
     await page.getByTestId('bulk-replay').click();
     await page.getByTestId('confirm-ok').click();

@@ -167,10 +167,12 @@ test.describe.serial('resume', () => {
     await expect(by).toHaveAttribute('data-status', 'succeeded');
     await expect(page.getByTestId('detail-resume')).toHaveCount(0);
     await expect(page.getByTestId('resume-from-here')).toHaveCount(0);
-    // The list knows too: the row links to the resume instead of offering one.
-    await expect(row(page, failed.id).getByTestId('row-resumed')).toHaveAttribute('data-run-id', resumedId);
+    // The resume succeeded: the original reads "fixed by" it.
+    await expect(page.getByTestId('fixed-by-link')).toHaveAttribute('data-run-id', resumedId);
+    // The list knows too: the row links to the resume that fixed it instead of offering one.
+    await expect(row(page, failed.id).getByTestId('row-fixed-by')).toHaveAttribute('data-run-id', resumedId);
     await expect(row(page, failed.id).getByTestId('row-resume')).toHaveCount(0);
-    await row(page, failed.id).getByTestId('row-resumed').click();
+    await row(page, failed.id).getByTestId('row-fixed-by').click();
     await expect(page.getByTestId('run-detail')).toHaveAttribute('data-run-id', resumedId);
 
     // What the server and the destination say.
@@ -307,7 +309,8 @@ test.describe.serial('resume', () => {
     const n = await page.getByTestId('run-row').count();
     // The first test's run, resumed already, is among them.
     expect(n).toBeGreaterThanOrEqual(4);
-    await page.getByTestId('select-failed').click();
+    // Hand-picked rows: every loaded one.
+    for (const box of await page.getByTestId('run-select').all()) await box.check();
     await page.getByTestId('bulk-resume').click();
     await expect(page.getByTestId('confirm-dialog')).toContainText(`Resume ${n} runs?`);
     await page.getByTestId('confirm-ok').click();

@@ -2,12 +2,14 @@
 //! answered at once), get a run, run history with filters, counts per time bucket, replay.
 //! Like `POST /api/v1/workflows/{id}/dry-run`, `POST /api/v1/workflows/{id}/runs` with
 //! `Prefer: respond-async`, `GET /api/v1/runs/{id}`, `GET /api/v1/runs`,
-//! `GET /api/v1/runs/stats`, `POST /api/v1/runs/{id}/replay`, `POST /api/v1/runs/{id}/resume`
-//! and their previews.
+//! `GET /api/v1/runs/stats`, `POST /api/v1/runs/{id}/replay`, `POST /api/v1/runs/{id}/resume`,
+//! `POST /api/v1/runs/bulk` and their previews.
 
 use std::sync::Arc;
 
-use fluxo::app::runs::{self, runnable, RunsParams, StatsParams};
+use fluxo::app::runs::{
+    self, runnable, BulkRequest, BulkSummary, RunFilter, RunsParams, StatsParams,
+};
 use fluxo::app::{workflows, AppState};
 use fluxo::run::{RunRecord, Trigger};
 use fluxo::runtime::preview::RunPreview;
@@ -174,6 +176,36 @@ pub async fn preview_resume(
     from_step: Option<String>,
 ) -> IpcResult<RunPreview> {
     Ok(runs::preview_resume(&state, &id, from_step.as_deref()).await?)
+}
+
+/// What a bulk resume/replay of the failed runs matching `filter` would do, nothing written
+/// (as `POST /runs/bulk/preview`).
+#[tauri::command]
+pub async fn preview_bulk(
+    state: State<'_, AppState>,
+    filter: Option<RunFilter>,
+    version: Option<String>,
+) -> IpcResult<BulkSummary> {
+    let req = BulkRequest {
+        filter: filter.unwrap_or_default(),
+        version,
+    };
+    Ok(runs::preview_bulk(&state, &req).await?)
+}
+
+/// Resume or replay live every failed live run matching `filter`; the new runs are queued
+/// (as `POST /runs/bulk`).
+#[tauri::command]
+pub async fn start_bulk(
+    state: State<'_, AppState>,
+    filter: Option<RunFilter>,
+    version: Option<String>,
+) -> IpcResult<BulkSummary> {
+    let req = BulkRequest {
+        filter: filter.unwrap_or_default(),
+        version,
+    };
+    Ok(runs::start_bulk(&state, &req).await?)
 }
 
 /// Execute now and answer the finished run (`wait`, default), or queue it.

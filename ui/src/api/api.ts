@@ -1,5 +1,7 @@
 import type {
   AppSettings,
+  BulkSummary,
+  RunFilter,
   CheckOptions,
   CheckReport,
   MemoryEntry,
@@ -102,6 +104,14 @@ export interface Api {
   resumeRun(id: string, options: ResumeOptions): Promise<RunRecord>;
   /** The dry walk of a resume (nothing stored or sent): reused steps, calls sent again with their keys, warnings. */
   previewResume(id: string, fromStep?: string): Promise<RunPreview>;
+  /**
+   * What a bulk resume/replay of every failed run matching `filter` would do (nothing written):
+   * counts (to resume, to replay live, skipped, dry runs excluded) and each live run's action.
+   * Error `too_many_runs` past 10,000 runs.
+   */
+  previewBulk(filter: RunFilter, version?: 'current' | 'original'): Promise<BulkSummary>;
+  /** Resume (else replay live) every failed live run matching `filter`, as previewed; the new runs are queued and named per original. */
+  startBulk(filter: RunFilter, version?: 'current' | 'original'): Promise<BulkSummary>;
 
   // Memory browser
   memoryNamespaces(): Promise<string[]>;

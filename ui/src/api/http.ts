@@ -4,6 +4,8 @@ import { parseJson, stringifyJson } from './json';
 import {
   ApiError,
   type AppSettings,
+  type BulkSummary,
+  type RunFilter,
   type CheckOptions,
   type CheckReport,
   type MemoryEntry,
@@ -161,6 +163,12 @@ export class HttpApi implements Api {
   previewResume(id: string, fromStep?: string): Promise<RunPreview> {
     return this.request('POST', `/runs/${encodeURIComponent(id)}/resume/preview`, fromStep ? { from_step: fromStep } : {}, {}, true);
   }
+  previewBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+    return this.request('POST', '/runs/bulk/preview', { filter: cleanFilter(filter), version }, {}, false);
+  }
+  startBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+    return this.request('POST', '/runs/bulk', { filter: cleanFilter(filter), version }, {}, false);
+  }
   async memoryNamespaces(): Promise<string[]> {
     return (await this.request<{ namespaces: string[] }>('GET', '/memory')).namespaces;
   }
@@ -228,4 +236,9 @@ export function queryString(q: object): string {
   }
   const s = p.toString();
   return s ? `?${s}` : '';
+}
+
+/** A filter without its empty members. */
+function cleanFilter(f: RunFilter): RunFilter {
+  return Object.fromEntries(Object.entries(f).filter(([, v]) => v !== undefined && v !== null && v !== '')) as RunFilter;
 }

@@ -5,6 +5,8 @@ import { canStringifyRaw, hasLosslessNumber } from './json';
 import {
   ApiError,
   type AppSettings,
+  type BulkSummary,
+  type RunFilter,
   type CheckOptions,
   type CheckReport,
   type MemoryEntry,
@@ -57,6 +59,7 @@ import {
  * | `preview_replay` | `{id, version, input}` | `RunPreview` (nothing stored or sent) |
  * | `resume_run` | `{id, fromStep, wait}` (`fromStep` may be null) | the new `RunRecord` (finished if `wait`, else queued) |
  * | `preview_resume` | `{id, fromStep}` | `RunPreview` (nothing stored or sent) |
+ * | `preview_bulk` / `start_bulk` | `{filter: RunFilter, version}` | `BulkSummary` (as `POST /runs/bulk/preview` / `POST /runs/bulk`) |
  * | `memory_namespaces` | – | `string[]` |
  * | `memory_list` | `{namespace, prefix, after, limit}` | `{entries, next_after}` |
  * | `memory_get` / `memory_delete` | `{namespace, key}` | `MemoryEntry` / – |
@@ -180,6 +183,12 @@ export class TauriApi implements Api {
   }
   previewResume(id: string, fromStep?: string): Promise<RunPreview> {
     return this.call('preview_resume', { id, fromStep: fromStep ?? null });
+  }
+  previewBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+    return this.call('preview_bulk', { filter: clean(filter), version });
+  }
+  startBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+    return this.call('start_bulk', { filter: clean(filter), version });
   }
   memoryNamespaces(): Promise<string[]> {
     return this.call('memory_namespaces');

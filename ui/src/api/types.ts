@@ -204,6 +204,12 @@ export interface RunSummary {
   /** The run whose `fan_out` step started this one. */
   parent_run?: string;
   resume_of?: string;
+  /** Runs that resumed this one. */
+  resumed_by?: string[];
+  /** Runs that replayed this one (newest last). */
+  replayed_by?: string[];
+  /** A failed run that a later run of its lineage fixed: the first resume or replay (or theirs) that succeeded, live for a live run. */
+  fixed_by?: string;
   created_at: string;
   finished_at?: string;
   duration_ms?: number;
@@ -232,6 +238,39 @@ export interface RunQuery {
 export interface RunPage {
   runs: RunSummary[];
   next_cursor?: string;
+}
+
+/** Which runs a bulk action covers: the filters of `GET /runs`, without paging. */
+export type RunFilter = Omit<RunQuery, 'limit' | 'cursor'>;
+
+/** What a bulk action does (or did) with one failed live run. */
+export interface BulkItem {
+  run_id: string;
+  /** `resume`, `replay` (live), `skip` (`reason`: `fixed`, `already_resumed`, `not_runnable`), `error` (not started: `reason` is the problem code). */
+  action: 'resume' | 'replay' | 'skip' | 'error';
+  /** The new (queued) run; on a `fixed`/`already_resumed` skip, the run that fixed or resumed it. */
+  new_run_id?: string;
+  reason?: string;
+  detail?: string;
+}
+
+/** `POST /runs/bulk/preview` and `POST /runs/bulk`: every failed run matching a filter, counted, with each live run's action. */
+export interface BulkSummary {
+  /** Failed, timed-out and interrupted runs matching the filter, dry ones included. */
+  matched: number;
+  live: number;
+  resume: number;
+  replay: number;
+  skipped: number;
+  /** Runs that could not be started (the action only). */
+  errors: number;
+  /** Dry runs matched and left out: a dry run is never replayed live. */
+  dry_excluded: number;
+  /** The most runs one action covers (10,000; more is `too_many_runs`). */
+  limit: number;
+  /** When the set was read (RFC 3339): passed as `filter.until` to act on exactly the previewed runs. */
+  as_of: string;
+  runs: BulkItem[];
 }
 
 export interface RunStatsQuery {

@@ -1,6 +1,6 @@
 import type { RunRecord, RunSummary } from '../api';
 import { useNav } from '../app/nav';
-import { shortId } from './format';
+import { formatTime, shortId } from './format';
 import { childRuns, useAncestors } from './lineage';
 import { rootOf } from './resume';
 
@@ -19,11 +19,16 @@ export function RunRef({ id, summary, rel, testId }: { id: string; summary?: Run
     >
       <span className="fx-link fx-mono">{shortId(id)}</span>
       {summary && <span className={`fx-pill run-${summary.status}`}>{summary.status.replace('_', ' ')}</span>}
+      {summary && (
+        <span className="fx-muted fx-run-ref-time" title={summary.finished_at ? `finished ${summary.finished_at}` : `created ${summary.created_at}`} data-testid="run-ref-time">
+          {formatTime(summary.finished_at ?? summary.created_at)}
+        </span>
+      )}
     </button>
   );
 }
 
-function ChainNode({ s, current }: { s: { id: string; trigger?: string; status: string; mode?: string }; current: boolean }) {
+function ChainNode({ s, current }: { s: { id: string; trigger?: string; status: string; mode?: string; created_at?: string; finished_at?: string }; current: boolean }) {
   const openRun = useNav((st) => st.openRun);
   return (
     <button
@@ -39,6 +44,7 @@ function ChainNode({ s, current }: { s: { id: string; trigger?: string; status: 
       <span className="fx-chain-trigger">{s.trigger ?? ''}</span>
       <span className={`fx-pill run-${s.status}`}>{s.status.replace('_', ' ')}</span>
       <span className="fx-mono">{shortId(s.id)}</span>
+      {s.created_at && <span className="fx-muted fx-run-ref-time">{formatTime(s.finished_at ?? s.created_at)}</span>}
     </button>
   );
 }
@@ -139,4 +145,19 @@ export function Lineage({ run, summaries }: { run: RunRecord; summaries: Record<
       )}
     </div>
   );
+}
+
+/**
+ * The run that fixed `run` (failed, timed out or interrupted), from its direct resumes and
+ * replays: one that succeeded (live for a live run), or the run the server says fixed one of them.
+ */
+export function fixedByOf(run: RunRecord, summaries: Record<string, RunSummary | null>): string | undefined {
+  if (!['failed', 'timed_out', 'interrupted'].includes(run.status)) return undefined;
+  for (const id of [...(run.resumed_by ?? []), ...(run.replayed_by ?? [])]) {
+    const s = summaries[id];
+    if (!s) continue;
+    if (s.status === 'succeeded' && (s.mode === 'live' || run.mode === 'dry')) return id;
+    if (s.fixed_by) return s.fixed_by;
+  }
+  return undefined;
 }

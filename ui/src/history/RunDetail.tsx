@@ -10,7 +10,7 @@ import { formatClock, formatTime } from './format';
 import { useReplayDialog } from './replay';
 import { isResumable, latestResume, resumableSteps, resumedByOf, resumePoint, useResumeDialog } from './resume';
 import { linkedIds, useSummaries } from './lineage';
-import { Lineage, RunRef } from './Lineage';
+import { fixedByOf, Lineage, RunRef } from './Lineage';
 import { RunCanvas } from './RunCanvas';
 import { summaryOf, useHistory } from './store';
 
@@ -218,7 +218,8 @@ function StepCard({
  * The primary action of a failed, timed-out or interrupted run: "Resume from <step>" (the step
  * from the resume preview), or, when a resume exists already, a link to it.
  */
-function ResumeAction({ run, summaries }: { run: RunRecord; summaries: Record<string, RunSummary | null> }) {
+/** The run's primary Resume, or the note naming its resume; nothing to offer when a later run fixed it (`fixed`). */
+function ResumeAction({ run, summaries, fixed }: { run: RunRecord; summaries: Record<string, RunSummary | null>; fixed: boolean }) {
   const openResume = useResumeDialog((s) => s.open);
   const resumable = isResumable(run.status);
   const latest = latestResume(run);
@@ -249,6 +250,7 @@ function ResumeAction({ run, summaries }: { run: RunRecord; summaries: Record<st
       </span>
     );
   }
+  if (fixed) return null;
   const from = state?.preview ? resumePoint(state.preview) : null;
   return (
     <button
@@ -279,6 +281,9 @@ export function RunDetail({ id }: { id: string }) {
   useEffect(() => setOpenSteps({}), [id]);
   const links = useMemo(() => (run ? linkedIds(run) : []), [run]);
   const summaries = useSummaries(links);
+  // The run that fixed this one may be further down the lineage than the linked runs.
+  const fixerId = run ? fixedByOf(run, summaries) : undefined;
+  const fixerSummary = useSummaries(fixerId && !links.includes(fixerId) ? [fixerId] : []);
   const resumeHere = useMemo(() => (run ? resumableSteps(run) : new Set<string>()), [run]);
 
   const { t0, total } = useMemo(() => {
@@ -313,6 +318,8 @@ export function RunDetail({ id }: { id: string }) {
     );
   }
   const snapshot = run.snapshot && (run.snapshot as Workflow).steps ? (run.snapshot as Workflow) : null;
+  const fixedBy = fixedByOf(run, summaries);
+  const fixer = fixedBy ? (summaries[fixedBy] ?? fixerSummary[fixedBy]) : undefined;
   const isOpen = (st: StepRecord) => openSteps[st.step_id] ?? st.status === 'failed';
   return (
     <section className="fx-detail" data-testid="run-detail" data-run-id={run.id} data-status={run.status}>
@@ -323,10 +330,15 @@ export function RunDetail({ id }: { id: string }) {
         <code className="fx-detail-id" title="Run id">
           {run.id}
         </code>
+        {fixedBy && (
+          <span className="fx-fixed-note" data-testid="detail-fixed-by" title="A later run of this run's lineage succeeded">
+            fixed by <RunRef id={fixedBy} summary={fixer} rel="fixed_by" testId="fixed-by-link" />
+          </span>
+        )}
         <span className="fx-spacer" />
-        <ResumeAction run={run} summaries={summaries} />
+        <ResumeAction run={run} summaries={summaries} fixed={!!fixedBy} />
         <button
-          className={`fx-btn fx-btn-small ${isResumable(run.status) ? '' : 'fx-btn-primary'}`}
+          className={`fx-btn fx-btn-small ${isResumable(run.status) || fixedBy ? '' : 'fx-btn-primary'}`}
           onClick={() => openReplay({ id: run.id, workflow_id: run.workflow_id, status: run.status, mode: run.mode })}
           title="Replay this run (live or dry, current or original version)"
           data-testid="detail-replay"

@@ -29,6 +29,7 @@ const Row = memo(function Row({
   resumedBy?: string;
 }) {
   const failed = isResumable(r.status);
+  const fixedBy = failed ? r.fixed_by : undefined;
   return (
     <div
       className={`fx-run-row ${active ? 'is-active' : ''} ${checked ? 'is-checked' : ''}`}
@@ -40,6 +41,7 @@ const Row = memo(function Row({
       data-key={r.idempotency_key ?? ''}
       data-mode={r.mode}
       data-trigger={r.trigger}
+      data-fixed-by={fixedBy ?? ''}
       onClick={() => useNav.getState().openRun(r.id)}
       title={r.error_message ? `${r.error_code}: ${r.error_message}` : undefined}
     >
@@ -85,7 +87,18 @@ const Row = memo(function Row({
       </span>
       <span className="fx-run-cell fx-run-dur">{r.duration_ms !== undefined ? formatMs(r.duration_ms) : ''}</span>
       <span className="fx-run-cell fx-run-actions" onClick={(e) => e.stopPropagation()}>
-        {failed && resumedBy && (
+        {fixedBy && (
+          <button
+            className="fx-btn fx-btn-small fx-btn-ghost fx-fixed-by"
+            onClick={() => useNav.getState().openRun(fixedBy)}
+            title={`This failure was fixed by run ${fixedBy}: open it`}
+            data-testid="row-fixed-by"
+            data-run-id={fixedBy}
+          >
+            fixed by <span className="fx-mono">{fixedBy.slice(0, 8)}</span>
+          </button>
+        )}
+        {failed && !fixedBy && resumedBy && (
           <button
             className="fx-btn fx-btn-small fx-btn-ghost"
             onClick={() => useNav.getState().openRun(resumedBy)}
@@ -96,7 +109,7 @@ const Row = memo(function Row({
             <Play size={12} aria-hidden /> resumed
           </button>
         )}
-        {failed && !resumedBy && (
+        {failed && !fixedBy && !resumedBy && (
           <button
             className="fx-btn fx-btn-small fx-btn-primary"
             onClick={() => useResumeDialog.getState().open({ id: r.id, mode: r.mode })}
@@ -106,6 +119,7 @@ const Row = memo(function Row({
             <Play size={12} aria-hidden /> Resume
           </button>
         )}
+        {!fixedBy && (
         <button
           className="fx-btn fx-btn-small"
           onClick={() => useReplayDialog.getState().open({ id: r.id, workflow_id: r.workflow_id, status: r.status, mode: r.mode })}
@@ -116,6 +130,7 @@ const Row = memo(function Row({
           <RotateCcw size={13} aria-hidden />
           {!failed && ' Replay'}
         </button>
+        )}
       </span>
     </div>
   );
@@ -127,6 +142,7 @@ export function RunList() {
   const error = useHistory((s) => s.error);
   const nextCursor = useHistory((s) => s.nextCursor);
   const selected = useHistory((s) => s.selected);
+  const matchingIds = useHistory((s) => s.matching?.ids);
   const resumedBy = useHistory((s) => s.resumedBy);
   const gen = useHistory((s) => s.gen);
   const activeId = useNav((s) => s.runId);
@@ -187,7 +203,7 @@ export function RunList() {
         <div style={{ height: v.getTotalSize(), position: 'relative' }}>
           {items.map((it) => {
             const r = runs[it.index];
-            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id)} resumedBy={resumedBy[r.id]} /> : null;
+            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id) || !!matchingIds?.has(r.id)} resumedBy={resumedBy[r.id]} /> : null;
           })}
         </div>
         {!runs.length && !loading && (

@@ -12,7 +12,7 @@ import { onRunEvent } from './events';
 import { download, exportName, fetchAll, toCsv } from './export';
 import { fromLocalInput, plural, shortId, toLocalInput } from './format';
 import { isResumable } from './resume';
-import { RANGES, STATUSES, TRIGGERS, useHistory, type BulkProgress, type RangePreset } from './store';
+import { previewLine, RANGES, STATUSES, TRIGGERS, useHistory, type BulkProgress, type RangePreset } from './store';
 
 /** A text filter applied after a pause in typing (or on Enter). */
 function SearchInput({
@@ -215,7 +215,8 @@ function BulkResults({ bulk }: { bulk: BulkProgress }) {
                   </button>
                 </>
               )}
-              <span className={`fx-pill run-${r.outcome === 'skipped' ? 'skipped' : r.outcome === 'error' ? 'failed' : r.outcome}`}>{r.outcome}</span>
+              {r.action && <span className="fx-muted">{r.action}</span>}
+              <span className={`fx-pill run-${r.outcome === 'error' ? 'failed' : r.outcome}`}>{r.outcome}</span>
               {r.mode === 'dry' && <span className="fx-mode fx-mode-dry">dry</span>}
               {r.note && <span className="fx-muted fx-bulk-note">{r.note}</span>}
             </div>
@@ -226,24 +227,82 @@ function BulkResults({ bulk }: { bulk: BulkProgress }) {
   );
 }
 
+/** "Select all matching": the server's count of every failed run of the filters and what the action would do. */
+function MatchingBar({ version, setVersion }: { version: 'current' | 'original'; setVersion(v: 'current' | 'original'): void }) {
+  const m = useHistory((s) => s.matching)!;
+  const bulk = useHistory((s) => s.bulk);
+  const clear = useHistory((s) => s.clearSelection);
+  const p = m.preview;
+  const n = p ? p.resume + p.replay : 0;
+  const go = async () => {
+    if (!p) return;
+    const ok = await useEditor.getState().ask({
+      title: `Resume or replay ${plural(n, 'failed run')}?`,
+      message:
+        `${previewLine(p)}. Resumes continue where each run stopped (steps that succeeded are reused); ` +
+        `replays run again live with the ${version} version. Dry runs are never replayed live. The new runs are queued and linked to the runs they recover.`,
+      confirmLabel: `Start ${n}`,
+    });
+    if (ok) await useHistory.getState().bulkMatching(version);
+  };
+  return (
+    <span className="fx-row fx-matching" data-testid="matching" data-loading={String(m.loading)}>
+      {m.loading && <span className="fx-muted">Counting the failed runs that match…</span>}
+      {m.error && (
+        <span className="fx-error-text" data-testid="matching-error">
+          {m.error}
+        </span>
+      )}
+      {p && (
+        <>
+          <span data-testid="matching-count" data-count={p.matched}>
+            All {plural(p.matched, 'failed run')} matching selected
+          </span>
+          <span className="fx-muted" data-testid="bulk-preview-line" data-resume={p.resume} data-replay={p.replay} data-skipped={p.skipped} data-dry={p.dry_excluded}>
+            {previewLine(p)}
+          </span>
+          {p.replay > 0 && (
+            <select className="fx-input fx-input-small" value={version} onChange={(e) => setVersion(e.target.value as 'current' | 'original')} aria-label="Version for the replays">
+              <option value="current">replay with the current version</option>
+              <option value="original">replay with the original version</option>
+            </select>
+          )}
+          <button className="fx-btn fx-btn-small fx-btn-primary" onClick={() => void go()} disabled={!n || !!bulk?.running} data-testid="bulk-matching-start">
+            <Play size={12} aria-hidden /> Resume / replay {n.toLocaleString('en-US')}
+          </button>
+        </>
+      )}
+      <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={clear} data-testid="matching-clear">
+        Clear
+      </button>
+    </span>
+  );
+}
+
 function SelectionBar() {
   const selected = useHistory((s) => s.selected);
   const bulk = useHistory((s) => s.bulk);
-  const selectFailed = useHistory((s) => s.selectFailed);
+  const matching = useHistory((s) => s.matching);
+  const selectAllMatching = useHistory((s) => s.selectAllMatching);
   const clear = useHistory((s) => s.clearSelection);
   const bulkReplay = useHistory((s) => s.bulkReplay);
   const bulkResume = useHistory((s) => s.bulkResume);
   const runs = useHistory((s) => s.runs);
   const [version, setVersion] = useState<'current' | 'original'>('current');
   const n = selected.size;
-  const resumable = runs.filter((r) => selected.has(r.id) && isResumable(r.status));
+  const picked = runs.filter((r) => selected.has(r.id));
+  const resumable = picked.filter((r) => isResumable(r.status));
   const dry = resumable.filter((r) => r.mode === 'dry').length;
+  const dryPicked = picked.filter((r) => r.mode === 'dry').length;
   const go = async () => {
     const ids = [...selected];
+    const live = n - dryPicked;
     const ok = await useEditor.getState().ask({
-      title: `Replay ${plural(n, 'run')}?`,
-      message: `Each selected run is replayed live with the ${version} version of its workflow, two at a time. Each replay is linked to the run it replays.`,
-      confirmLabel: `Replay ${n}`,
+      title: `Replay ${plural(live, 'run')}?`,
+      message:
+        `Each selected run is replayed live with the ${version} version of its workflow, two at a time. Each replay is linked to the run it replays.` +
+        (dryPicked ? ` ${plural(dryPicked, 'dry run')} ${dryPicked === 1 ? 'is' : 'are'} left out: a dry run is never replayed live.` : ''),
+      confirmLabel: `Replay ${live}`,
     });
     if (ok) await bulkReplay(ids, 'live', version);
   };
@@ -261,13 +320,33 @@ function SelectionBar() {
     });
     if (ok) await bulkResume(ids);
   };
-  const verb = bulk?.kind === 'resume' ? (bulk.running ? 'Resuming' : 'Resumed') : bulk?.running ? 'Replaying' : 'Replayed';
+  const verb =
+    bulk?.kind === 'matching'
+      ? bulk.running
+        ? 'Recovering'
+        : 'Recovered'
+      : bulk?.kind === 'resume'
+        ? bulk.running
+          ? 'Resuming'
+          : 'Resumed'
+        : bulk?.running
+          ? 'Replaying'
+          : 'Replayed';
   return (
     <div className="fx-selbar" data-testid="selection-bar">
-      <button className="fx-btn fx-btn-small" onClick={selectFailed} data-testid="select-failed" title="Select every loaded run that failed, timed out or was interrupted">
-        Select failed
-      </button>
-      {n > 0 && (
+      {!matching && (
+        <button
+          className="fx-btn fx-btn-small"
+          onClick={() => void selectAllMatching()}
+          disabled={!!bulk?.running}
+          data-testid="select-all-matching"
+          title="Select every failed, timed-out or interrupted run matching the filters: all of them, not only the loaded rows"
+        >
+          Select all failed matching
+        </button>
+      )}
+      {matching && <MatchingBar version={version} setVersion={setVersion} />}
+      {!matching && n > 0 && (
         <>
           <span data-testid="selected-count">{plural(n, 'run')} selected</span>
           <button
@@ -284,7 +363,7 @@ function SelectionBar() {
             <option value="current">current version</option>
             <option value="original">original version</option>
           </select>
-          <button className="fx-btn fx-btn-small" onClick={() => void go()} disabled={!!bulk?.running} data-testid="bulk-replay">
+          <button className="fx-btn fx-btn-small" onClick={() => void go()} disabled={!!bulk?.running || n === dryPicked} data-testid="bulk-replay">
             <RotateCcw size={13} aria-hidden /> Replay selected
           </button>
           <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={clear}>
@@ -295,11 +374,17 @@ function SelectionBar() {
       {bulk && (
         <span className="fx-bulk" data-testid="bulk-progress" data-kind={bulk.kind} data-done={bulk.done} data-total={bulk.total} data-running={String(bulk.running)}>
           <span className="fx-progress">
-            <span style={{ width: `${(bulk.done / bulk.total) * 100}%` }} />
+            <span style={{ width: `${bulk.total ? (bulk.done / bulk.total) * 100 : 100}%` }} />
           </span>
           <span>
             {verb} {bulk.done}/{bulk.total}
           </span>
+          {bulk.kind === 'matching' && (
+            <span className="fx-muted" data-testid="bulk-started" data-resumed={bulk.resumed ?? 0} data-replayed={bulk.replayed ?? 0} data-dry={bulk.dryExcluded ?? 0}>
+              {bulk.resumed ?? 0} resumed, {bulk.replayed ?? 0} replayed
+              {bulk.dryExcluded ? `; ${plural(bulk.dryExcluded, 'dry run')} excluded` : ''}
+            </span>
+          )}
           <span className="fx-ok-text" data-testid="bulk-succeeded">
             {bulk.succeeded} succeeded
           </span>
@@ -318,7 +403,7 @@ function SelectionBar() {
               {bulk.errors.length} not started
             </span>
           )}
-          {!bulk.running && <BulkResults bulk={bulk} />}
+          {bulk.results.length > 0 && <BulkResults bulk={bulk} />}
           {!bulk.running && (
             <button aria-label="Dismiss" className="fx-icon-btn" onClick={() => useHistory.setState({ bulk: null })} title="Dismiss">
               <X size={15} aria-hidden />

@@ -3,9 +3,11 @@
 // views read it through selectors.
 
 import { create } from 'zustand';
-import type { Api, ApiError, RunQuery, RunRecord, RunStats, RunStatus, RunSummary, RunTrigger } from '../api';
+import type { Api, ApiError, BulkSummary, RunFilter, RunQuery, RunRecord, RunStats, RunStatus, RunSummary, RunTrigger } from '../api';
+import { onRunEvent } from './events';
 import { useEditor } from '../store/editor';
 import { isResumable, resumedByOf } from './resume';
+import { plural } from './format';
 
 export type RangePreset = 'all' | '15m' | '1h' | '24h' | '7d' | '30d' | 'custom';
 
@@ -52,8 +54,10 @@ export const EMPTY_FILTERS: Filters = {
 /** What became of one run of a bulk replay or resume. */
 export interface BulkResult {
   id: string;
-  /** `succeeded`/`failed`: the new run's end; `skipped`: not resumable or already resumed; `error`: not started. */
-  outcome: 'succeeded' | 'failed' | 'skipped' | 'error';
+  /** `succeeded`/`failed`: the new run's end; `queued`: started, not finished yet; `skipped`: not resumable, already resumed, fixed or a dry run; `error`: not started. */
+  outcome: 'succeeded' | 'failed' | 'queued' | 'skipped' | 'error';
+  /** What was started for it (a bulk action over the matching set). */
+  action?: 'resume' | 'replay';
   /** The new run, or (skipped as already resumed) the existing resume. */
   newId?: string;
   /** The new run's mode (a dry run is resumed dry). */
@@ -62,7 +66,8 @@ export interface BulkResult {
 }
 
 export interface BulkProgress {
-  kind: 'replay' | 'resume';
+  /** `matching`: the server-side action over every failed run matching the filters. */
+  kind: 'replay' | 'resume' | 'matching';
   total: number;
   done: number;
   succeeded: number;
@@ -74,7 +79,37 @@ export interface BulkProgress {
   /** New runs, by replayed/resumed run id. */
   created: Record<string, string>;
   results: BulkResult[];
+  /** `matching`: runs resumed and replayed, and dry runs left out. */
+  resumed?: number;
+  replayed?: number;
+  dryExcluded?: number;
 }
+
+/** "Select all matching": every failed run of the filters, counted by the server, with what a bulk action would do. */
+export interface MatchingSelection {
+  filter: RunFilter;
+  loading: boolean;
+  preview: BulkSummary | null;
+  error: string | null;
+  /** Runs the action would start something for (resume or replay). */
+  ids: Set<string>;
+}
+
+/** The bulk filter of a resolved list query. */
+export function filterOf(q: RunQuery): RunFilter {
+  const { limit: _l, cursor: _c, ...f } = q;
+  return f;
+}
+
+/** "53 failed live runs: 41 will resume, 12 will replay; 3 dry runs excluded". */
+export function previewLine(p: BulkSummary): string {
+  const parts = [`${plural(p.live, 'failed live run')}: ${p.resume} will resume, ${p.replay} will replay`];
+  if (p.skipped) parts.push(`${p.skipped} skipped (fixed or already resumed)`);
+  if (p.dry_excluded) parts.push(`${plural(p.dry_excluded, 'dry run')} excluded`);
+  return parts.join('; ');
+}
+
+const FINAL_STATUSES = new Set(['succeeded', 'failed', 'timed_out', 'interrupted', 'skipped']);
 
 const FIRST_PAGE = 100;
 const NEXT_PAGE = 300;
@@ -144,6 +179,8 @@ export interface HistoryState {
   statsError: string | null;
   statsWindow: { since: number; until: number; bucket: 'minute' | 'hour' | 'day' } | null;
   bulk: BulkProgress | null;
+  /** "Select all matching" (server-side), or null. */
+  matching: MatchingSelection | null;
   /**
    * Runs known to have been resumed (original id → its newest resume), learnt from the summaries
    * seen (their `resume_of`) and from resumes started here: summaries carry no `resumed_by`.
@@ -158,8 +195,11 @@ export interface HistoryState {
   /** Merge what the event stream reported about these runs. */
   refreshRuns(ids: string[]): Promise<void>;
   toggleSelected(id: string, on?: boolean): void;
-  selectFailed(): void;
+  /** Select every failed run matching the filters (not only the loaded rows): the server counts them and previews the action. */
+  selectAllMatching(): Promise<void>;
   clearSelection(): void;
+  /** Resume (else replay live) every failed live run of the matching selection; progress follows the new runs. */
+  bulkMatching(version: 'current' | 'original'): Promise<void>;
   bulkReplay(ids: string[], mode: 'live' | 'dry', version: 'current' | 'original'): Promise<void>;
   /**
    * Resume each run of `ids` that failed, timed out or was interrupted (in its own mode: a dry
@@ -208,7 +248,8 @@ export const useHistory = create<HistoryState>()((set, get) => {
         const i = runs.findIndex((x) => x.id === r.id);
         if (i >= 0 && runs[i] !== r) {
           if (runs === s.runs) runs = runs.slice();
-          runs[i] = r;
+          // A summary made from a full record (the open run) knows no `fixed_by`: a fix is never undone, keep it.
+          runs[i] = runs[i].fixed_by && !r.fixed_by && runs[i].status === r.status ? { ...r, fixed_by: runs[i].fixed_by } : r;
         }
       } else if (matches(r, s.query)) {
         fresh.push(r);
@@ -299,6 +340,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
     statsError: null,
     statsWindow: null,
     bulk: null,
+    matching: null,
     resumedBy: {},
 
     setFilters(patch) {
@@ -316,7 +358,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
     async reload() {
       const gen = get().gen + 1;
       const query = toQuery(get().filters);
-      set({ gen, query, loading: true, error: null, liveCount: 0 });
+      set({ gen, query, loading: true, error: null, liveCount: 0, matching: null });
       try {
         const page = await api().listRuns({ ...query, limit: FIRST_PAGE });
         if (get().gen !== gen) return;
@@ -399,17 +441,128 @@ export const useHistory = create<HistoryState>()((set, get) => {
       set({ selected });
     },
 
-    selectFailed() {
-      const failed = get().runs.filter((r) => r.status === 'failed' || r.status === 'timed_out' || r.status === 'interrupted');
-      set({ selected: new Set(failed.map((r) => r.id)) });
+    async selectAllMatching() {
+      const filter = filterOf(get().query);
+      set({ selected: new Set(), matching: { filter, loading: true, preview: null, error: null, ids: new Set() } });
+      try {
+        const preview = await api().previewBulk(filter);
+        if (get().matching?.filter !== filter) return;
+        const ids = new Set(preview.runs.filter((r) => r.action === 'resume' || r.action === 'replay').map((r) => r.run_id));
+        set({ matching: { filter, loading: false, preview, error: null, ids } });
+      } catch (e) {
+        if (get().matching?.filter !== filter) return;
+        set({ matching: { filter, loading: false, preview: null, error: (e as Error).message, ids: new Set() } });
+      }
     },
 
     clearSelection() {
-      set({ selected: new Set() });
+      set({ selected: new Set(), matching: null });
+    },
+
+    async bulkMatching(version) {
+      const m = get().matching;
+      if (!m?.preview || get().bulk?.running) return;
+      // Exactly the previewed set: nothing that arrived after the preview.
+      const asOf = Date.parse(m.preview.as_of);
+      const until = typeof m.filter.until === 'number' ? Math.min(m.filter.until, asOf) : asOf;
+      const filter = { ...m.filter, until };
+      set({
+        bulk: { kind: 'matching', total: 0, done: 0, succeeded: 0, failed: 0, skipped: 0, errors: [], running: true, created: {}, results: [] },
+      });
+      let done: BulkSummary;
+      try {
+        done = await api().startBulk(filter, version);
+      } catch (e) {
+        set({ bulk: { kind: 'matching', total: 0, done: 0, succeeded: 0, failed: 0, skipped: 0, errors: [(e as Error).message], running: false, created: {}, results: [] } });
+        return;
+      }
+      const results: BulkResult[] = done.runs.map((r) =>
+        r.action === 'resume' || r.action === 'replay'
+          ? { id: r.run_id, outcome: 'queued', action: r.action, newId: r.new_run_id, mode: 'live' }
+          : { id: r.run_id, outcome: r.action === 'skip' ? 'skipped' : 'error', newId: r.new_run_id, note: r.detail ?? r.reason },
+      );
+      const pending = new Map(results.filter((r) => r.outcome === 'queued' && r.newId).map((r) => [r.newId!, r]));
+      const created = Object.fromEntries(results.filter((r) => r.outcome === 'queued' && r.newId).map((r) => [r.id, r.newId!]));
+      set({
+        matching: null,
+        selected: new Set(),
+        bulk: {
+          kind: 'matching',
+          total: pending.size,
+          done: 0,
+          succeeded: 0,
+          failed: 0,
+          skipped: done.skipped,
+          errors: done.runs.filter((r) => r.action === 'error').map((r) => `${r.run_id}: ${r.detail ?? r.reason}`),
+          running: pending.size > 0,
+          created,
+          results,
+          resumed: done.resume,
+          replayed: done.replay,
+          dryExcluded: done.dry_excluded,
+        },
+      });
+      noteResumes([], Object.fromEntries(results.filter((r) => r.action === 'resume' && r.newId).map((r) => [r.id, r.newId!])));
+      // Progress: each new run's end, from the event stream, and a catch-up listing for ends the stream told before we listened.
+      const finish = (runId: string, status: string) => {
+        const r = pending.get(runId);
+        if (!r || !FINAL_STATUSES.has(status)) return;
+        pending.delete(runId);
+        const ok = status === 'succeeded';
+        set((s) => {
+          const b = s.bulk;
+          if (!b || b.kind !== 'matching') return {};
+          return {
+            bulk: {
+              ...b,
+              done: b.done + 1,
+              succeeded: b.succeeded + (ok ? 1 : 0),
+              failed: b.failed + (ok ? 0 : 1),
+              running: pending.size > 0,
+              results: b.results.map((x) => (x === r || x.newId === runId ? { ...x, outcome: ok ? 'succeeded' : 'failed', note: ok ? undefined : status.replace('_', ' ') } : x)),
+            },
+          };
+        });
+      };
+      if (!pending.size) return;
+      const since = Date.parse(done.as_of) - 1;
+      await new Promise<void>((resolve) => {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const off = onRunEvent((e) => {
+          if (e.event === 'run_finished') finish(e.run_id, e.status);
+          if (!pending.size) end();
+        });
+        const end = () => {
+          off();
+          clearTimeout(timer);
+          resolve();
+        };
+        const catchUp = async () => {
+          try {
+            let cursor: string | undefined;
+            for (let i = 0; i < 25 && pending.size; i++) {
+              const page = await api().listRuns({ since, limit: 500, cursor });
+              for (const r of page.runs) finish(r.id, r.status);
+              if (!page.next_cursor) break;
+              cursor = page.next_cursor;
+            }
+          } catch {
+            /* the stream or the next catch-up */
+          }
+          if (!pending.size) end();
+          else timer = setTimeout(() => void catchUp(), 2000);
+        };
+        void catchUp();
+      });
+      void get().refreshRuns([...Object.keys(created), ...Object.values(created)]);
+      void get().loadStats();
     },
 
     async bulkReplay(ids, mode, version) {
+      const known = new Map(get().runs.map((r) => [r.id, r]));
       await runBulk('replay', ids, async (id) => {
+        // A dry run is never replayed live.
+        if (mode === 'live' && known.get(id)?.mode === 'dry') return { id, outcome: 'skipped', mode: 'dry', note: 'dry run: never replayed live' };
         const run = await api().replayRun(id, { mode, version });
         return outcomeOf(id, run);
       });
@@ -453,6 +606,8 @@ export function summaryOf(r: import('../api').RunRecord): RunSummary {
     idempotency_key: r.idempotency_key,
     replay_of: r.replay_of,
     resume_of: r.resume_of,
+    resumed_by: r.resumed_by,
+    replayed_by: r.replayed_by,
     created_at: r.created_at ?? new Date().toISOString(),
     finished_at: r.finished_at,
     duration_ms: r.duration_ms,
