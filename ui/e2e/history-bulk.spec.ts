@@ -13,8 +13,8 @@ const uniq = () => Math.random().toString(36).slice(2, 10);
 
 let mock: Mock;
 
-/** A manual trigger and one POST to the mock (`env.E2E_MOCK_URL`, or `urlVar`), no retries. */
-function callFlow(id: string, urlVar = 'E2E_MOCK_URL'): Record<string, unknown> {
+/** A manual trigger and one POST to the mock (`env.E2E_MOCK_URL`), no retries. */
+function callFlow(id: string): Record<string, unknown> {
   return {
     id,
     name: `Bulk call (e2e) ${id}`,
@@ -26,7 +26,7 @@ function callFlow(id: string, urlVar = 'E2E_MOCK_URL'): Record<string, unknown> 
         id: 'call',
         kind: 'http_request',
         position: { x: 280, y: 0 },
-        config: { method: 'POST', url: `{{ env.${urlVar} }}/bulk`, body: { n: '{{ input.n }}' }, retries: 0, timeout_s: 5 },
+        config: { method: 'POST', url: '{{ env.E2E_MOCK_URL }}/bulk', body: { n: '{{ input.n }}' }, retries: 0, timeout_s: 5 },
       },
     ],
     edges: [{ from: 'start', to: 'call' }],
@@ -78,8 +78,9 @@ test.describe.serial('history that testers can trust', () => {
     await api(request, 'PUT', `/workflows/${wf}`, callFlow(wf));
     mock.mode = 'fail';
     const failed = await failedRuns(request, wf, 250);
-    // Three failed dry runs: their definition reads an env variable that is not set.
-    const dryFlow = callFlow(wf, `E2E_UNSET_${uniq().toUpperCase()}`);
+    // Three failed dry runs: their definition simulates a 500 answer.
+    const dryFlow = callFlow(wf) as { steps: { id: string; config: Record<string, unknown> }[] };
+    dryFlow.steps.find((st) => st.id === 'call')!.config.dry_run = { status: 500, body: {} };
     const dry: string[] = [];
     for (let i = 0; i < 3; i++) {
       const d = await api<Run>(request, 'POST', `/workflows/${wf}/dry-run`, { input: { n: 1000 + i }, workflow: dryFlow });
