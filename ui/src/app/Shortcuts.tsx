@@ -7,7 +7,7 @@ export const SHORTCUTS: [string, string][] = [
   [`${MOD}+Enter`, 'Dry Run'],
   [`${MOD}+Z`, 'Undo'],
   [`${MOD}+Shift+Z / ${MOD}+Y`, 'Redo'],
-  [`${MOD}+C / ${MOD}+V`, 'Copy / paste steps'],
+  [`${MOD}+C / ${MOD}+X / ${MOD}+V`, 'Copy / cut / paste steps'],
   [`${MOD}+A`, 'Select all steps'],
   ['Delete / Backspace', 'Delete the selection'],
   ['Shift+drag', 'Box-select'],
@@ -78,6 +78,10 @@ export function useShortcuts() {
         if (window.getSelection()?.toString()) return;
         e.preventDefault();
         s.copySelection();
+      } else if (mod && key === 'x') {
+        if (window.getSelection()?.toString()) return;
+        e.preventDefault();
+        s.cutSelection();
       } else if (mod && key === 'v') {
         e.preventDefault();
         s.paste();

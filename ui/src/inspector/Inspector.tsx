@@ -361,6 +361,9 @@ export function Inspector() {
   const selected = useEditor((s) => s.selectedIds);
   const deleteSelection = useEditor((s) => s.deleteSelection);
   const copySelection = useEditor((s) => s.copySelection);
+  const cutSelection = useEditor((s) => s.cutSelection);
+  const paste = useEditor((s) => s.paste);
+  const canPaste = useEditor((s) => !!s.clipboard);
   return (
     <aside className="fx-inspector" id="fx-inspector-panel" aria-label="Inspector" data-testid="inspector">
       {selected.length === 1 ? (
@@ -371,8 +374,14 @@ export function Inspector() {
             <div className="fx-inspector-kind">{selected.length} steps selected</div>
           </header>
           <div className="fx-row">
-            <button className="fx-btn" onClick={copySelection}>
+            <button className="fx-btn" onClick={copySelection} data-testid="selection-copy">
               Copy
+            </button>
+            <button className="fx-btn" onClick={cutSelection} data-testid="selection-cut">
+              Cut
+            </button>
+            <button className="fx-btn" onClick={paste} disabled={!canPaste} data-testid="selection-paste">
+              Paste
             </button>
             <button className="fx-btn fx-btn-danger" onClick={deleteSelection}>
               Delete

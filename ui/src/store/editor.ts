@@ -146,7 +146,9 @@ export interface EditorState {
   past: Snapshot[];
   future: Snapshot[];
   coalesce: { key: string; at: number } | null;
-  clipboard: { nodes: StepNode[]; edges: PortEdge[] } | null;
+  /** Copied (or cut) steps and the edges among them; a cut also keeps the edges that joined
+   * them to the rest of the flow (`boundary`), re-attached when pasted with the same ids. */
+  clipboard: { nodes: StepNode[]; edges: PortEdge[]; boundary: PortEdge[] } | null;
   pasteCount: number;
   /** A request to the canvas to centre a node (the canvas owns the viewport). */
   focus: { id: string; n: number; keepZoom?: boolean } | null;
@@ -208,6 +210,10 @@ export interface EditorState {
   deleteSelection(): void;
   deleteEdge(id: string): void;
   copySelection(): void;
+  /** Copy the selection, then delete it (C14: a cut pasted back keeps its ids and edges). */
+  cutSelection(): void;
+  /** Paste the clipboard: copies get fresh ids (their `steps.<id>` templates follow); steps
+   * whose ids are free (after a cut) keep them, with their edges to the rest of the flow. */
   paste(): void;
   selectAll(): void;
   undo(): void;
@@ -739,10 +745,24 @@ export const useEditor = create<EditorState>()((set, get) => {
       if (!nodes.length) return;
       const ids = new Set(nodes.map((n) => n.id));
       const edges = s.edges.filter((e) => ids.has(e.source) && ids.has(e.target));
-      set({ clipboard: { nodes: structuredClone(nodes), edges: structuredClone(edges) }, pasteCount: 0 });
+      set({ clipboard: { nodes: structuredClone(nodes), edges: structuredClone(edges), boundary: [] }, pasteCount: 0 });
       const text = JSON.stringify(graphToWorkflow(s.meta, nodes, edges));
       void navigator.clipboard?.writeText(text).catch(() => {});
       s.notify('info', `Copied ${nodes.length} step${nodes.length > 1 ? 's' : ''}`);
+    },
+
+    cutSelection() {
+      const s = get();
+      const nodes = s.nodes.filter((n) => n.selected);
+      if (!nodes.length) return;
+      const ids = new Set(nodes.map((n) => n.id));
+      const edges = s.edges.filter((e) => ids.has(e.source) && ids.has(e.target));
+      const boundary = s.edges.filter((e) => ids.has(e.source) !== ids.has(e.target));
+      // A cut pastes back where it was (no offset on the first paste).
+      set({ clipboard: { nodes: structuredClone(nodes), edges: structuredClone(edges), boundary: structuredClone(boundary) }, pasteCount: -1 });
+      void navigator.clipboard?.writeText(JSON.stringify(graphToWorkflow(s.meta, nodes, edges))).catch(() => {});
+      get().deleteSelection();
+      s.notify('info', `Cut ${nodes.length} step${nodes.length > 1 ? 's' : ''}`);
     },
 
     paste() {
@@ -753,25 +773,37 @@ export const useEditor = create<EditorState>()((set, get) => {
       const taken = new Set(s.nodes.map((n) => n.id));
       const map = new Map<string, string>();
       const offset = 40 * (s.pasteCount + 1);
-      const fresh: StepNode[] = clip.nodes.map((n) => {
+      for (const n of clip.nodes) {
         const id = uniqueStepId(n.id, taken);
         taken.add(id);
         map.set(n.id, id);
+      }
+      const fresh: StepNode[] = clip.nodes.map((n) => {
+        // Templates in the copies that name a copied step name its copy.
+        let config = structuredClone(n.data.config) as unknown;
+        for (const [from, to] of map) if (from !== to) config = renameStepRefs(config, from, to);
         return {
-          id,
+          id: map.get(n.id)!,
           type: 'step',
           position: { x: n.position.x + offset, y: n.position.y + offset },
-          data: structuredClone(n.data),
+          data: { ...structuredClone(n.data), config: config as Record<string, unknown> },
           selected: true,
         };
       });
       const freshEdges = clip.edges.map((e) =>
         toEdge({ from: map.get(e.source)!, port: e.sourceHandle ?? 'out', to: map.get(e.target)! }),
       );
+      // A cut's edges to the rest of the flow come back when both ends are there again.
+      const present = new Set([...s.nodes.map((n) => n.id), ...fresh.map((n) => n.id)]);
+      const kept = (id: string) => (map.has(id) ? map.get(id) === id : true);
+      const reattached = clip.boundary
+        .filter((e) => kept(e.source) && kept(e.target) && present.has(e.source) && present.has(e.target))
+        .filter((e) => !s.edges.some((x) => x.id === e.id))
+        .map((e) => toEdge({ from: e.source, port: e.sourceHandle ?? 'out', to: e.target }));
       const nodes = [...s.nodes.map((n) => (n.selected ? { ...n, selected: false } : n)), ...fresh];
       set({
         nodes,
-        edges: [...s.edges, ...freshEdges],
+        edges: [...s.edges, ...freshEdges, ...reattached],
         selectedIds: fresh.map((n) => n.id),
         pasteCount: s.pasteCount + 1,
       });
