@@ -272,6 +272,67 @@ test('a wire dropped on empty canvas opens the step picker there; the chosen ste
   await expect(edge(page, 'start', 'error', 'http')).toHaveCount(1);
 });
 
+/** Drag a wire from `from`'s `port` and let go on empty canvas beside it; pick `kind` in the
+ * step picker. Answers the new step's id. */
+async function wireToNew(page: Page, from: string, port: string, kind: string): Promise<string> {
+  await viewportSettled(page);
+  const before = new Set(await page.locator('.react-flow__node').evaluateAll((els) => els.map((e) => e.getAttribute('data-id'))));
+  const h = (await node(page, from).getByTestId(`handle-${port}`).boundingBox())!;
+  const cb = (await page.getByTestId('canvas').boundingBox())!;
+  // The first spot beside the port that is empty canvas (the pane, not a node or a control).
+  const spots = [
+    [200, 0], [200, 110], [200, -110], [120, 160], [120, -160], [60, 220], [-200, 180],
+  ].map(([dx, dy]) => ({ x: h.x + h.width / 2 + dx, y: h.y + h.height / 2 + dy }));
+  let drop: { x: number; y: number } | undefined;
+  for (const p of spots) {
+    if (p.x < cb.x + 20 || p.x > cb.x + cb.width - 190 || p.y < cb.y + 20 || p.y > cb.y + cb.height - 60) continue;
+    const onPane = await page.evaluate(([x, y]) => !!document.elementFromPoint(x, y)?.classList.contains('react-flow__pane'), [p.x, p.y]);
+    if (onPane) {
+      drop = p;
+      break;
+    }
+  }
+  expect(drop, `an empty spot beside ${from}.${port}`).toBeTruthy();
+  await page.mouse.move(h.x + h.width / 2, h.y + h.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(drop!.x - 30, drop!.y, { steps: 8 });
+  await page.mouse.move(drop!.x, drop!.y, { steps: 4 });
+  await page.mouse.up();
+  const picker = page.getByTestId('step-picker');
+  await expect(picker).toBeVisible();
+  await picker.getByTestId(`picker-${kind}`).click();
+  await expect(picker).toHaveCount(0);
+  await expect(page.locator('.react-flow__node')).toHaveCount(before.size + 1);
+  const after = await page.locator('.react-flow__node').evaluateAll((els) => els.map((e) => e.getAttribute('data-id')));
+  const id = after.find((x) => !before.has(x))!;
+  await expect(edge(page, from, port, id)).toHaveCount(1);
+  return id;
+}
+
+test('a flow of 6 steps wired with the picker on drop only: trigger → claim → router → POST → handler → release', async ({ page }) => {
+  await openEditor(page);
+  await newBlank(page);
+  const claim = await wireToNew(page, 'start', 'out', 'memory');
+  const route = await wireToNew(page, claim, 'out', 'router');
+  const create = await wireToNew(page, route, 'default', 'http_request');
+  const handler = await wireToNew(page, create, 'error', 'error_handler');
+  const release = await wireToNew(page, handler, 'out', 'memory');
+  await expect(page.locator('.react-flow__node')).toHaveCount(6);
+  const ids = [claim, route, create, handler, release];
+  expect(new Set(ids).size).toBe(5);
+  // Five wires, each drawn by a drop: the chain is whole.
+  await expect(page.locator('[data-testid^="edge-"][data-testid*="->"]')).toHaveCount(5);
+  for (const [f, p, t] of [
+    ['start', 'out', claim],
+    [claim, 'out', route],
+    [route, 'default', create],
+    [create, 'error', handler],
+    [handler, 'out', release],
+  ]) {
+    await expect(edge(page, f, p, t)).toHaveAttribute('data-port', p);
+  }
+});
+
 test('keyboard focus on a node and a button shows a focus ring', async ({ page }) => {
   await openEditor(page);
   await newBlank(page);
