@@ -54,6 +54,7 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/templates"),
     ("GET", "/api/v1/sample-payloads"),
     ("GET", "/api/v1/events"),
+    ("POST", "/api/v1/templates/preview"),
     ("GET", "/api/v1/settings"),
     ("PUT", "/api/v1/settings"),
     ("GET", "/api/v1/settings/token"),

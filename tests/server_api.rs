@@ -526,3 +526,71 @@ async fn validation_names_unset_env_variables() {
             .starts_with("env.LEDGER_URL is not set"));
     }
 }
+
+/// `POST /templates/preview` renders one template as a step would: against the given input
+/// and earlier outputs, a condition as a boolean, an unset variable as its dry-run placeholder
+/// (named), and a missing path or a syntax error as an `error` (200: the editor shows it
+/// under the field); a body that is not a preview request is a 400 problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_preview_renders_like_a_step() {
+    let s = Setup::new().env("REGION", "eu").start().await;
+    let preview = |body: Value| {
+        let s = &s;
+        async move {
+            let a = s
+                .api(
+                    Method::POST,
+                    "/templates/preview",
+                    &[],
+                    Some(&body.to_string()),
+                )
+                .await;
+            assert!(a.status.is_success(), "{} {}", a.status, a.text);
+            a.json()
+        }
+    };
+    let v = preview(
+        json!({"template": "deal-{{ input.data.id }}-{{ env.REGION }}-{{ env.CRM_URL }}",
+        "input": {"data": {"id": "in_1"}}}),
+    )
+    .await;
+    assert_eq!(
+        v,
+        json!({"value": "deal-in_1-eu-https://crm-url.unset.invalid", "env_unset": ["CRM_URL"]})
+    );
+    let v = preview(json!({"template": "{{ steps.list.output.body.data }}",
+        "steps": {"list": {"body": {"data": [1, 2]}}}}))
+    .await;
+    assert_eq!(v["value"], json!([1, 2]));
+    let v = preview(
+        json!({"template": "steps.seen.output.written == false", "expression": true,
+        "steps": {"seen": {"written": false}}}),
+    )
+    .await;
+    assert_eq!(v["value"], true);
+    let v = preview(json!({"template": "{{ input.nope }}"})).await;
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing value `input.nope`"),
+        "{v}"
+    );
+    let v = preview(json!({"template": "{{ input. }}"})).await;
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("template syntax error"),
+        "{v}"
+    );
+    let a = s
+        .api(
+            Method::POST,
+            "/templates/preview",
+            &[],
+            Some(r#"{"tpl": "x"}"#),
+        )
+        .await;
+    a.problem(400, "bad_body");
+}

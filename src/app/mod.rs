@@ -43,6 +43,7 @@ pub mod runs;
 pub mod scheduler;
 pub mod schedules;
 pub mod settings;
+pub mod templates;
 pub mod worker;
 pub mod workflows;
 

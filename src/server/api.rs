@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use super::body::json_body;
 use super::error::{ApiError, ApiResult, Problem};
 use super::openapi as doc;
-use crate::app::{catalog, memory, workflows, AppState};
+use crate::app::{catalog, memory, templates, workflows, AppState};
 
 /// Routes under `/api/v1` (token required), each with its documentation (one `routes!` per
 /// path: the handlers of its methods).
@@ -37,6 +37,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(templates))
         .routes(routes!(sample_payloads))
         .routes(routes!(events))
+        .routes(routes!(preview_template))
 }
 
 /// `GET /healthz`: liveness, no auth.
@@ -496,4 +497,32 @@ async fn events(
         Some((Ok(event), rx))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// `POST /templates/preview`: one template rendered as a step would render it.
+#[utoipa::path(
+    post,
+    path = "/templates/preview",
+    tag = "workflows",
+    summary = "Preview a template against a sample input and earlier steps' outputs",
+    request_body(content = templates::TemplatePreview, content_type = "application/json"),
+    responses(
+        (status = 200, description = "`{value, env_unset}` (the rendered JSON value; unset \
+            variables rendered as their dry-run placeholder), or `{error, env_unset}` naming why \
+            it does not render (syntax, a missing value).", body = Value,
+            example = json!({"value": "deal-in_1Pgc6tB7WZ01zgkWu9fdqL6I", "env_unset": []})),
+        (status = 400, description = "`invalid_json`, `bad_body`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
+async fn preview_template(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    let req: templates::TemplatePreview = serde_json::from_value(body)
+        .map_err(|e| ApiError::bad_request("bad_body", format!("the preview request: {e}")))?;
+    Ok(Json(templates::preview(&state, &req)))
 }

@@ -24,3 +24,13 @@ pub async fn templates() -> IpcResult<Vec<Value>> {
 pub async fn sample_payloads() -> IpcResult<Vec<Value>> {
     Ok(catalog::sample_payloads())
 }
+
+/// One template rendered as a step would render it, like `POST /api/v1/templates/preview`:
+/// `{value, env_unset}` or `{error, env_unset}`.
+#[tauri::command]
+pub async fn preview_template(
+    state: State<'_, AppState>,
+    request: fluxo::app::templates::TemplatePreview,
+) -> IpcResult<Value> {
+    Ok(fluxo::app::templates::preview(&state, &request))
+}

@@ -1,4 +1,6 @@
 import type {
+  TemplatePreviewRequest,
+  TemplatePreviewResult,
   AppSettings,
   BulkSummary,
   RunFilter,
@@ -76,6 +78,8 @@ export interface Api {
   previewSchedule(cron: string, timezone?: string, count?: number): Promise<SchedulePreview>;
   templates(): Promise<Template[]>;
   samplePayloads(): Promise<SamplePayload[]>;
+  /** One template rendered as a step would render it, against a sample input and earlier outputs. */
+  previewTemplate(request: TemplatePreviewRequest): Promise<TemplatePreviewResult>;
   /**
    * Subscribe to run progress. Resolves once the subscription is live (so a run started after
    * it cannot be missed) with the function that ends it.

@@ -32,6 +32,8 @@ import {
   type ValidateResult,
   type Workflow,
   type WorkflowSummary,
+  type TemplatePreviewRequest,
+  type TemplatePreviewResult,
 } from './types';
 
 /** The API over HTTP against `fluxo serve` (same origin by default), with a bearer token. */
@@ -135,6 +137,9 @@ export class HttpApi implements Api {
   }
   async templates(): Promise<Template[]> {
     return (await this.request<{ templates: Template[] }>('GET', '/templates', undefined, {}, false)).templates;
+  }
+  previewTemplate(request: TemplatePreviewRequest): Promise<TemplatePreviewResult> {
+    return this.request('POST', '/templates/preview', request);
   }
   async samplePayloads(): Promise<SamplePayload[]> {
     return (await this.request<{ payloads: SamplePayload[] }>('GET', '/sample-payloads')).payloads;

@@ -33,6 +33,8 @@ import {
   type ValidateResult,
   type Workflow,
   type WorkflowSummary,
+  type TemplatePreviewRequest,
+  type TemplatePreviewResult,
 } from './types';
 
 /**
@@ -159,6 +161,9 @@ export class TauriApi implements Api {
   }
   samplePayloads(): Promise<SamplePayload[]> {
     return this.call('sample_payloads');
+  }
+  previewTemplate(request: TemplatePreviewRequest): Promise<TemplatePreviewResult> {
+    return this.call('preview_template', { request });
   }
   listRuns(query: RunQuery): Promise<RunPage> {
     return this.call('list_runs', { query: clean(query) });

@@ -474,3 +474,21 @@ export class ApiError extends Error {
     this.extra = extra;
   }
 }
+
+/** `POST /templates/preview`: one template rendered as a step would render it. */
+export interface TemplatePreviewRequest {
+  template: string;
+  /** A router condition (no braces): answered `true`/`false`. */
+  expression?: boolean;
+  /** The run input (the editor's sample). */
+  input?: unknown;
+  /** Earlier steps' outputs by step id (from the last run). */
+  steps?: Record<string, unknown>;
+}
+
+/** The rendered value, or why it does not render; `env_unset`: variables stood in for. */
+export interface TemplatePreviewResult {
+  value?: unknown;
+  error?: string;
+  env_unset: string[];
+}

@@ -1,4 +1,6 @@
 import { createContext, Fragment, useContext, useRef, useState, type ReactNode } from 'react';
+import { Braces } from 'lucide-react';
+import { DataTree, TemplatePreviewLine } from './DataHelp';
 
 // Whether a pointer is down anywhere: the insert hint sits in the flow under its field (it never
 // covers a button), so it must not vanish, and move what is below it, in the middle of a click.
@@ -88,6 +90,7 @@ export function TemplateInput(props: TemplateInputProps) {
   const { id, value, onChange, placeholder, multiline, expression, plain, disabled, invalid, testId } = props;
   const info = useContext(InspectorContext);
   const [focused, setFocused] = useState(false);
+  const [dataOpen, setDataOpen] = useState(false);
   const ref = useRef<HTMLTextAreaElement>(null);
 
   const names = [
@@ -155,7 +158,19 @@ export function TemplateInput(props: TemplateInputProps) {
               {n.label}
             </button>
           ))}
+          <button
+            type="button"
+            className={`fx-chip fx-chip-button ${dataOpen ? 'is-active' : ''}`}
+            aria-expanded={dataOpen}
+            onClick={() => setDataOpen(!dataOpen)}
+            data-testid="data-help"
+            title="The sample input and the last run's outputs: click a field to insert its path"
+          >
+            <Braces size={12} aria-hidden /> Data
+          </button>
           {!expression && <span className="fx-muted">· {'{{ x | default("") }}'} for optional values</span>}
+          {dataOpen && <DataTree upstream={info.upstream} onPick={insert} />}
+          <TemplatePreviewLine template={value} expression={expression} upstream={info.upstream} />
         </div>
       )}
     </div>

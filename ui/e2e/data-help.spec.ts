@@ -1,0 +1,48 @@
+import { expect, test } from '@playwright/test';
+import { node, openEditor, openWorkflow, select } from './helpers';
+
+test('a field inserted by click from the sample tree, with its live preview; outputs of the last run too', async ({ page }) => {
+  await openEditor(page);
+  await openWorkflow(page, 'invoice-paid-once');
+  await page.getByTestId('tab-input').click();
+  await page.getByTestId('sample-select').selectOption('stripe/invoice.paid.json');
+  await expect(page.getByTestId('run-input')).toHaveValue(/"type": "invoice.paid"/);
+
+  // The claim's key, emptied, then filled from the tree of the sample.
+  await select(page, 'seen');
+  const key = page.getByTestId('input-root_key');
+  await key.fill('');
+  await page.getByTestId('data-help').click();
+  const tree = page.getByTestId('data-tree');
+  await expect(tree).toBeVisible();
+  await tree.getByTestId('data-toggle-input.data').click();
+  await tree.getByTestId('data-toggle-input.data.object').click();
+  await tree.getByTestId('data-node-input.data.object.customer').click();
+  await expect(key).toHaveValue('{{ input.data.object.customer }}');
+  await expect(key).toBeFocused();
+  // The server renders it against the sample, as the step would.
+  const preview = page.getByTestId('tpl-preview');
+  await expect(preview).toHaveAttribute('data-state', 'ok');
+  await expect(page.getByTestId('tpl-preview-value')).toHaveText(/^cus_/);
+
+  // Typed text around it is previewed too; a path the sample lacks says so.
+  await key.press('End');
+  await key.pressSequentially('-x');
+  await expect(page.getByTestId('tpl-preview-value')).toHaveText(/^cus_\w+-x$/);
+  await key.fill('{{ input.data.object.nope }}');
+  await expect(preview).toHaveAttribute('data-state', 'error');
+  await expect(preview).toContainText('missing value `input.data.object.nope`');
+  await key.fill('{{ input.data.object.id }}');
+
+  // After a dry run, the outputs of upstream steps are in the tree of a later step's field.
+  await page.getByTestId('dry-run').click();
+  await expect(page.getByTestId('run-status')).toHaveText('succeeded');
+  await select(page, 'create');
+  const idem = page.getByTestId('map-headers-value-0').locator('textarea');
+  await idem.click();
+  await page.getByTestId('data-help').click();
+  await page.getByTestId('data-toggle-steps.seen.output').click().catch(() => {});
+  await expect(page.getByTestId('data-node-steps.seen.output.written')).toBeVisible();
+  await expect(page.getByTestId('tpl-preview-value')).toHaveText(/^deal-in_/);
+  await expect(node(page, 'create')).toBeVisible();
+});
