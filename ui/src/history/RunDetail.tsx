@@ -1,6 +1,6 @@
 import { ChevronDown, ChevronRight, Play, RotateCcw, X } from 'lucide-react';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import type { ApiError, Attempt, RunPreview, RunRecord, RunSummary, StepRecord, Workflow } from '../api';
+import { stringifyJson, type ApiError, type Attempt, type RunPreview, type RunRecord, type RunSummary, type StepRecord, type Workflow } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { formatMs } from '../app/format';
@@ -270,6 +270,21 @@ function ResumeAction({ run, summaries, fixed }: { run: RunRecord; summaries: Re
   );
 }
 
+/** The editor on the run's workflow with the run's input as the run input (lossless), like
+ * n8n's "debug in editor"; asks first when another workflow's unsaved changes would go. */
+async function debugInEditor(run: RunRecord): Promise<void> {
+  const ed = useEditor.getState();
+  // The same workflow on the canvas keeps its edits: only the run input changes.
+  if (ed.meta.id !== run.workflow_id) {
+    if (!(await ed.guardDirty('open this run in the editor'))) return;
+    await ed.openWorkflow(run.workflow_id);
+  }
+  if (useEditor.getState().meta.id !== run.workflow_id) return;
+  ed.setInputText(stringifyJson(run.input, 2));
+  ed.setBottomTab('input');
+  useNav.getState().go('editor');
+}
+
 export function RunDetail({ id }: { id: string }) {
   const { run, error } = useRunRecord(id);
   const openRun = useNav((s) => s.openRun);
@@ -344,6 +359,14 @@ export function RunDetail({ id }: { id: string }) {
           data-testid="detail-replay"
         >
           <RotateCcw size={13} aria-hidden /> Replay
+        </button>
+        <button
+          className="fx-btn fx-btn-small"
+          onClick={() => void debugInEditor(run)}
+          title="Open the workflow in the editor with this run's input as the run input"
+          data-testid="debug-in-editor"
+        >
+          Debug in editor
         </button>
         <button
           className="fx-btn fx-btn-small"

@@ -306,6 +306,7 @@ function WorkflowForm() {
         <section className="fx-inspector-section">
           <h4>Webhook</h4>
           <WebhookAddress id={meta.id} />
+          <ListenForTestEvent id={savedId} />
         </section>
       )}
       {hasSchedule && (
@@ -355,6 +356,52 @@ function WebhookAddress({ id }: { id: string }) {
     };
   }, [api]);
   return <code className="fx-pre">POST {base ?? '…/hooks'}/{id}</code>;
+}
+
+/** "Listen for a test event": the next delivery to this workflow's webhook (a real sender, or
+ * curl) becomes the run input, like n8n's test URL, without a second address. */
+function ListenForTestEvent({ id }: { id: string | null }) {
+  const api = useEditor((s) => s.api);
+  const setInputText = useEditor((s) => s.setInputText);
+  const notify = useEditor((s) => s.notify);
+  const openInput = useEditor((s) => s.setBottomTab);
+  const [listening, setListening] = useState(false);
+  useEffect(() => {
+    if (!listening || !api || !id) return;
+    let stop: (() => void) | undefined;
+    let done = false;
+    void api
+      .subscribeRunEvents((e) => {
+        if (done || e.event !== 'run_started' || e.workflow_id !== id || e.mode !== 'live') return;
+        void api.getRun(e.run_id).then((run) => {
+          if (done || run.trigger !== 'webhook') return;
+          done = true;
+          setInputText(stringifyJson(run.input, 2));
+          openInput('input');
+          notify('info', `Captured the delivery of run ${run.id.slice(0, 13)}… as the run input`);
+          setListening(false);
+        });
+      })
+      .then((s) => {
+        stop = s;
+        if (done) s();
+      });
+    return () => {
+      done = true;
+      stop?.();
+    };
+  }, [listening, api, id, setInputText, openInput, notify]);
+  if (!id) return <div className="fx-muted">Save the workflow to receive deliveries.</div>;
+  return (
+    <div className="fx-row" data-testid="listen-test-event" data-listening={listening ? 'true' : 'false'}>
+      <button className={`fx-btn fx-btn-small ${listening ? 'is-active' : ''}`} onClick={() => setListening(!listening)} data-testid="listen-toggle">
+        {listening ? 'Stop listening' : 'Listen for a test event'}
+      </button>
+      <span className="fx-muted">
+        {listening ? 'Waiting for the next delivery to the address above (it runs as usual)…' : 'The next delivery becomes the run input.'}
+      </span>
+    </div>
+  );
 }
 
 export function Inspector() {
