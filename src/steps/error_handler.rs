@@ -39,9 +39,11 @@ pub enum HandlerMode {
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// `log`, `retry_once`, `fallback` or `rethrow`.
+    #[schemars(title = "On error")]
     pub mode: HandlerMode,
     /// The failed step's output in `fallback` mode (templates allowed).
     #[serde(default)]
+    #[schemars(title = "Fallback output")]
     pub fallback_value: Option<Value>,
 }
 

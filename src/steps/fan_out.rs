@@ -31,20 +31,25 @@ pub const DEFAULT_MAX_ITEMS: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// A whole-value template that renders a JSON array, e.g. `{{ steps.list.output.body.data }}`.
+    #[schemars(title = "Items")]
     pub items: Value,
     /// Template over `item` (and the usual `input`, `steps`, `env`): the item's stable id, e.g.
     /// `{{ item.id }}`. Claimed in the target workflow's scope: an item whose key is claimed
     /// (by an earlier item, an overlapping poll or a webhook delivery) starts nothing.
+    #[schemars(title = "Item key")]
     pub key: String,
     /// The id of the workflow to start per item; its trigger must be `manual_trigger`.
+    #[schemars(title = "Workflow to start")]
     pub workflow: String,
     /// How long an item's key is remembered, in **seconds** from its first claim (default
     /// 2592000 = 30 days).
     #[serde(default = "default_window")]
+    #[schemars(title = "Remember keys for (seconds)")]
     pub window_s: u64,
     /// Most items one execution accepts (default 1000); a longer list fails the step, naming
     /// the count, before anything is started.
     #[serde(default = "default_max_items")]
+    #[schemars(title = "Most items per run")]
     pub max_items: usize,
 }
 

@@ -55,43 +55,55 @@ pub const PORT_CREATED: &str = "created";
 pub struct Config {
     /// Collection URL to search, e.g. `{{ env.CRM_URL }}/contacts`; called as
     /// `GET find_url?<match_field>=<match_value>`.
+    #[schemars(title = "Find URL")]
     pub find_url: String,
     /// The stable field records are found by, e.g. `external_id` or `email`.
+    #[schemars(title = "Match field")]
     pub match_field: String,
     /// Its value, a template over business data, e.g. `{{ input.data.object.customer }}`.
     /// Rendering to empty is an `empty_key` error.
     #[schemars(with = "String")]
+    #[schemars(title = "Match value")]
     pub match_value: Value,
     /// Where to create (POST); default `find_url`.
     #[serde(default)]
+    #[schemars(title = "Create URL")]
     pub create_url: Option<String>,
     /// JSON body of the create; templates allowed at any depth. `match_field: match_value` is
     /// added when it is an object without that field. Default `{match_field: match_value}`.
     #[serde(default)]
+    #[schemars(title = "Create body")]
     pub create_body: Option<Value>,
     /// Header templates sent on both calls (an `Idempotency-Key` here is ignored: see
     /// `idempotency_key`).
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(title = "Headers")]
     pub headers: BTreeMap<String, Value>,
     /// Idempotency key of the create, from business data; default `<step_id>-<match_value>`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
+    #[schemars(title = "Idempotency key")]
     pub idempotency_key: Option<Value>,
     /// Timeout of one attempt in **seconds** (default 10).
     #[serde(default = "default_timeout")]
+    #[schemars(title = "Timeout per attempt (seconds)")]
     pub timeout_s: f64,
     /// Retries after the first attempt, per call (default 2).
     #[serde(default = "default_retries")]
+    #[schemars(title = "Retries")]
     pub retries: u32,
     /// `exponential` (default, full jitter), `fixed` or `none`.
     #[serde(default)]
+    #[schemars(title = "Backoff")]
     pub retry_strategy: RetryStrategy,
     /// Backoff base in **milliseconds** (default 500).
     #[serde(default = "default_base")]
+    #[schemars(title = "First retry delay (ms)")]
     pub retry_base_delay_ms: u64,
     /// Cap of any single wait in **seconds** (default 30).
     #[serde(default = "default_max_delay")]
+    #[schemars(title = "Longest retry delay (seconds)")]
     pub max_retry_delay_s: f64,
     /// Let the hosts of `find_url` and `create_url` come from run data: the trigger input or a step's output
     /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
@@ -103,15 +115,18 @@ pub struct Config {
     /// (`url_not_allowed`) unless listed in settings `outbound_allow`. Hosts written here or
     /// taken from `env.*` are the author's choice and are never checked.
     #[serde(default)]
+    #[schemars(title = "Let run data choose the host")]
     pub allow_input_host: bool,
     /// The largest response body read, in **bytes** (default 10485760 = 10 MiB, at most
     /// 104857600). A larger answer (to either call) fails the step with `response_too_large`; reading stops at
     /// the cap.
     #[serde(default = "default_max_response_bytes")]
+    #[schemars(title = "Largest response (bytes)")]
     pub max_response_bytes: u64,
     /// Simulated answers for dry runs: `{"find": {"status": 200, "body": {"data": [...]}},
     /// "create": {"status": 201, "body": {...}}}`. Default: not found, then created.
     #[serde(default)]
+    #[schemars(title = "Dry-run answer")]
     pub dry_run: Option<DrySamples>,
 }
 

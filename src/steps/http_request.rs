@@ -67,34 +67,44 @@ impl Method {
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE` or `HEAD`.
+    #[schemars(title = "Method")]
     pub method: Method,
     /// URL template, e.g. `{{ env.CRM_URL }}/deals`. http or https.
+    #[schemars(title = "URL")]
     pub url: String,
     /// Header templates. Put the outbound `Idempotency-Key` here for POST/PATCH.
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(title = "Headers")]
     pub headers: BTreeMap<String, Value>,
     /// Query parameter templates.
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(title = "Query parameters")]
     pub query: BTreeMap<String, Value>,
     /// JSON body; templates allowed at any depth.
     #[serde(default)]
+    #[schemars(title = "Body")]
     pub body: Option<Value>,
     /// Timeout of one attempt in **seconds** (default 10).
     #[serde(default = "default_timeout")]
+    #[schemars(title = "Timeout per attempt (seconds)")]
     pub timeout_s: f64,
     /// Retries after the first attempt (default 2).
     #[serde(default = "default_retries")]
+    #[schemars(title = "Retries")]
     pub retries: u32,
     /// `exponential` (default, full jitter), `fixed` or `none`.
     #[serde(default)]
+    #[schemars(title = "Backoff")]
     pub retry_strategy: RetryStrategy,
     /// Backoff base in **milliseconds** (default 500).
     #[serde(default = "default_base")]
+    #[schemars(title = "First retry delay (ms)")]
     pub retry_base_delay_ms: u64,
     /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30).
     #[serde(default = "default_max_delay")]
+    #[schemars(title = "Longest retry delay (seconds)")]
     pub max_retry_delay_s: f64,
     /// Let the URL's host come from run data: the trigger input or a step's output
     /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
@@ -106,14 +116,17 @@ pub struct Config {
     /// (`url_not_allowed`) unless listed in settings `outbound_allow`. Hosts written here or
     /// taken from `env.*` are the author's choice and are never checked.
     #[serde(default)]
+    #[schemars(title = "Let run data choose the host")]
     pub allow_input_host: bool,
     /// The largest response body read, in **bytes** (default 10485760 = 10 MiB, at most
     /// 104857600). A larger answer fails the step with `response_too_large`; reading stops at
     /// the cap.
     #[serde(default = "default_max_response_bytes")]
+    #[schemars(title = "Largest response (bytes)")]
     pub max_response_bytes: u64,
     /// Simulated answer for dry runs: `{"status": 200, "body": {...}}` (default 200 `{}`).
     #[serde(default)]
+    #[schemars(title = "Dry-run answer")]
     pub dry_run: Option<Value>,
 }
 

@@ -17,6 +17,7 @@ use super::{
 pub struct Config {
     /// Example input offered in the editor's Dry Run panel.
     #[serde(default)]
+    #[schemars(title = "Sample input")]
     pub sample_input: Option<Value>,
 }
 

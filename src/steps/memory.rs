@@ -58,25 +58,32 @@ pub enum Scope {
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// `write`, `read` or `delete`.
+    #[schemars(title = "Operation")]
     pub operation: Operation,
     /// Namespace, e.g. `processed-invoices`: 1–128 bytes, no control characters (checked
     /// again once rendered: `invalid_namespace`).
+    #[schemars(title = "Namespace")]
     pub namespace: String,
     /// Key template, e.g. `{{ input.id }}`: the rendered key is 1–1024 bytes. Rendering to
     /// empty is an `empty_key` error; longer than 1024 bytes, `key_too_long`.
     #[schemars(with = "String")]
+    #[schemars(title = "Key")]
     pub key: Value,
     /// Value to store (write only); any JSON, templates allowed. Default `true`.
     #[serde(default)]
+    #[schemars(title = "Value")]
     pub value: Option<Value>,
     /// `false` = write only if the key is absent (the atomic claim). Default `true`.
     #[serde(default = "yes")]
+    #[schemars(title = "Overwrite an existing key")]
     pub allow_overwrite: bool,
     /// Time to live in **seconds** from the write; absent = no expiry.
     #[serde(default)]
+    #[schemars(title = "Expires after (seconds)")]
     pub ttl_s: Option<u64>,
     /// `persistent` (default) or `run`.
     #[serde(default)]
+    #[schemars(title = "Scope")]
     pub scope: Scope,
 }
 

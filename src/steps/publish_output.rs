@@ -31,32 +31,41 @@ use crate::steps::retry::{send_with_retries, RetryStrategy};
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Endpoint URL template.
+    #[schemars(title = "URL")]
     pub url: String,
     /// Extra header templates (the `Idempotency-Key` header is set from `idempotency_key`).
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(title = "Headers")]
     pub headers: BTreeMap<String, Value>,
     /// JSON body; default `{run_id, workflow_id, outputs}` with every step's output so far.
     #[serde(default)]
+    #[schemars(title = "Body")]
     pub body: Option<Value>,
     /// Outbound idempotency key template; empty = one key per run.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
+    #[schemars(title = "Idempotency key")]
     pub idempotency_key: Option<Value>,
     /// Timeout of one attempt in **seconds** (default 10).
     #[serde(default = "default_timeout")]
+    #[schemars(title = "Timeout per attempt (seconds)")]
     pub timeout_s: f64,
     /// Retries after the first attempt (default 2).
     #[serde(default = "default_retries")]
+    #[schemars(title = "Retries")]
     pub retries: u32,
     /// `exponential` (default, full jitter), `fixed` or `none`.
     #[serde(default)]
+    #[schemars(title = "Backoff")]
     pub retry_strategy: RetryStrategy,
     /// Backoff base in **milliseconds** (default 500).
     #[serde(default = "default_base")]
+    #[schemars(title = "First retry delay (ms)")]
     pub retry_base_delay_ms: u64,
     /// Cap of any single wait in **seconds** (default 30).
     #[serde(default = "default_max_delay")]
+    #[schemars(title = "Longest retry delay (seconds)")]
     pub max_retry_delay_s: f64,
     /// Let the URL's host come from run data: the trigger input or a step's output
     /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
@@ -68,14 +77,17 @@ pub struct Config {
     /// (`url_not_allowed`) unless listed in settings `outbound_allow`. Hosts written here or
     /// taken from `env.*` are the author's choice and are never checked.
     #[serde(default)]
+    #[schemars(title = "Let run data choose the host")]
     pub allow_input_host: bool,
     /// The largest response body read, in **bytes** (default 10485760 = 10 MiB, at most
     /// 104857600). A larger answer fails the step with `response_too_large`; reading stops at
     /// the cap (the body is read, not kept: the output has the status only).
     #[serde(default = "default_max_response_bytes")]
+    #[schemars(title = "Largest response (bytes)")]
     pub max_response_bytes: u64,
     /// Simulated answer for dry runs (default 200 `{}`).
     #[serde(default)]
+    #[schemars(title = "Dry-run answer")]
     pub dry_run: Option<Value>,
 }
 

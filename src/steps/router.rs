@@ -42,9 +42,11 @@ pub enum RouteMode {
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Ordered routes.
+    #[schemars(title = "Routes")]
     pub routes: Vec<Route>,
     /// `first` (default) or `all`.
     #[serde(default)]
+    #[schemars(title = "Match")]
     pub mode: RouteMode,
 }
 

@@ -68,18 +68,22 @@ pub struct Config {
     /// 6 with seconds first (`*/10 * * * * *` = every 10 seconds). Ranges `1-5`, lists `1,15`,
     /// steps `*/5`, names `MON`/`JAN`; when day-of-month and day-of-week are both restricted, a
     /// day matching either fires (Vixie cron).
+    #[schemars(title = "Cron expression")]
     pub cron: String,
     /// IANA time zone the expression is read in, e.g. `Europe/Berlin` (default `UTC`).
     #[serde(default = "default_timezone")]
+    #[schemars(title = "Time zone (IANA)")]
     pub timezone: String,
     /// A tick while an earlier run of this workflow is queued or running: `skip` (default;
     /// recorded in history as a `skipped` run), `queue` (start after it ends) or `allow`.
     #[serde(default)]
+    #[schemars(title = "If the previous run is still going")]
     pub overlap: Overlap,
     /// Ticks missed while the scheduler was not running (counted from the workflow's newest
     /// scheduled run in history): `none` (default), `last` (one run) or `all` (one per tick,
     /// at most 100).
     #[serde(default)]
+    #[schemars(title = "Ticks missed while stopped")]
     pub catch_up: CatchUp,
 }
 

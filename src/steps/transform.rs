@@ -15,6 +15,7 @@ use super::{
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// `name -> template`; a whole-value template keeps its JSON type.
+    #[schemars(title = "Fields")]
     pub fields: Map<String, Value>,
 }
 

@@ -26,17 +26,20 @@ pub struct Config {
     /// Dedupe window in **seconds**, measured from the first delivery of a key and never
     /// extended by repeats (default 86400 = 24 h).
     #[serde(default = "default_window")]
+    #[schemars(title = "Dedupe window (seconds)")]
     pub dedupe_window_s: u64,
     /// Template over the body used as the key when no `Idempotency-Key` or `X-Fluxo-Event-Id`
     /// header comes, e.g. `{{ input.id }}`. With a `signing_secret` it is always the key
     /// (default `{{ input.id }}`; key headers are ignored), since only the body is signed.
     #[serde(default)]
+    #[schemars(title = "Dedupe key")]
     pub dedupe_key: Option<String>,
     /// HMAC-SHA256 secret for `X-Fluxo-Signature: t=<unix s>,v1=<hex HMAC of "<t>.<body>">`
     /// (5-minute tolerance); an `{{ env.NAME }}` template is allowed. When set, unsigned
     /// deliveries are refused (401) and the dedupe key comes from the signed body (see
     /// `dedupe_key`), never from `Idempotency-Key` or `X-Fluxo-Event-Id`.
     #[serde(default)]
+    #[schemars(title = "Signing secret")]
     pub signing_secret: Option<String>,
     /// Web origins whose pages may deliver to this webhook from a browser, e.g.
     /// `https://app.example.com` (scheme, host and port as a browser's `Origin` header writes
@@ -46,9 +49,11 @@ pub struct Config {
     /// without it, whose `Origin` (RFC 6454) is not this server's own. Servers that send
     /// webhooks (Stripe, GitHub, curl) send neither header and are not affected.
     #[serde(default)]
+    #[schemars(title = "Allowed origins")]
     pub allowed_origins: Vec<String>,
     /// Example payload offered in the editor's Dry Run panel.
     #[serde(default)]
+    #[schemars(title = "Sample input")]
     pub sample_input: Option<Value>,
 }
 

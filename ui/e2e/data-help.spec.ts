@@ -46,3 +46,17 @@ test('a field inserted by click from the sample tree, with its live preview; out
   await expect(page.getByTestId('tpl-preview-value')).toHaveText(/^deal-in_/);
   await expect(node(page, 'create')).toBeVisible();
 });
+
+test('field labels come from the config types\' titles, not from field names', async ({ page }) => {
+  await openEditor(page);
+  await openWorkflow(page, 'invoice-paid-once');
+  await select(page, 'seen');
+  const inspector = page.getByTestId('inspector');
+  await expect(inspector).toContainText('Expires after (seconds)');
+  await expect(inspector).toContainText('Overwrite an existing key');
+  await expect(inspector).not.toContainText('Ttl (s)');
+  await select(page, 'create');
+  for (const label of ['URL', 'Timeout per attempt (seconds)', 'Backoff', 'Longest retry delay (seconds)', 'Dry-run answer']) {
+    await expect(inspector.locator('label, .control-label, legend').filter({ hasText: new RegExp(`^${label.replace(/[()]/g, '\\$&')}\\*?$`) }).first()).toBeVisible();
+  }
+});

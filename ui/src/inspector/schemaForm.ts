@@ -22,7 +22,10 @@ const PLAIN_FIELDS = new Set(['name', 'namespace']);
 function uiFor(name: string, raw: JsonSchema, root: JsonSchema, required = false): UiSchema {
   const s = deref(raw, root) ?? {};
   const types = typesOf(s);
-  const ui: UiSchema = { 'ui:title': humanize(name) };
+  // The label: the field's `title` from its Rust config type (`#[schemars(title = …)]`), else
+  // one made from its name.
+  const title = typeof raw.title === 'string' && raw.title ? raw.title : humanize(name);
+  const ui: UiSchema = { 'ui:title': title };
   const hasChoices = Array.isArray(s.enum) || Array.isArray(s.oneOf) || Array.isArray(s.anyOf);
   if (!types.length && !hasChoices && !s.properties) {
     // Any JSON (a body, a stored value, a dry-run sample): edited as JSON text.
