@@ -35,4 +35,6 @@ test('on a fresh data dir with no env variables, the first screen\'s Dry Run suc
   await expect(unset.first()).toContainText('Settings → Environment variables');
   await unset.first().getByTestId('problem-open-settings').click();
   await expect(page).toHaveURL(/#settings$/);
+  // Settings says where webhooks reach this server now.
+  await expect(page.getByTestId('settings-listening-now')).toContainText(`Listening now on ${fluxo.url}`);
 });

@@ -208,6 +208,7 @@ export function SettingsView() {
             data-testid="settings-listener"
             data-error-key="listener"
           />
+          <ListeningNow />
           {listenerErr || serverErr('listener') ? (
             <div className="fx-field-errors">{listenerErr ?? serverErr('listener')}</div>
           ) : (
@@ -531,5 +532,28 @@ function ListCard(props: {
         {props.addLabel}
       </button>
     </section>
+  );
+}
+
+/** Where webhooks reach this app or server now (which may differ from the saved address: the
+ * desktop's FLUXO_DESKTOP_PORT, or `fluxo serve --addr`). */
+function ListeningNow() {
+  const api = useEditor((s) => s.api);
+  const [now, setNow] = useState<string | null>(null);
+  useEffect(() => {
+    let live = true;
+    api?.webhookBase().then(
+      (b) => live && setNow(b.replace(/\/hooks$/, '')),
+      () => live && setNow(null),
+    );
+    return () => {
+      live = false;
+    };
+  }, [api]);
+  if (!now) return null;
+  return (
+    <p className="fx-help" data-testid="settings-listening-now">
+      Listening now on <code>{now}</code> (webhooks: <code>POST {now}/hooks/&lt;workflow id&gt;</code>).
+    </p>
   );
 }
