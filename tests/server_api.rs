@@ -594,3 +594,30 @@ async fn template_preview_renders_like_a_step() {
         .await;
     a.problem(400, "bad_body");
 }
+
+/// A run started by a person (the editor's Run button) says so: `{"trigger": "manual"}`
+/// records trigger `manual`; without it the trigger is `api`; anything else is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_started_from_the_editor_is_manual() {
+    let s = two_workflows().await;
+    let a = start_run(
+        &s,
+        "wf1",
+        None,
+        r#"{"input": {"n": 1}, "trigger": "manual"}"#,
+    )
+    .await;
+    assert_eq!(a.status.as_u16(), 200, "{}", a.text);
+    assert_eq!(a.json()["trigger"], "manual");
+    let b = start_run(&s, "wf1", None, r#"{"input": {"n": 2}}"#).await;
+    assert_eq!(b.json()["trigger"], "api");
+    let bad = start_run(&s, "wf1", None, r#"{"input": {}, "trigger": "webhook"}"#).await;
+    let doc = bad.problem(400, "invalid_body");
+    assert!(
+        doc["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`webhook` is not `api` or `manual`"),
+        "{doc}"
+    );
+}

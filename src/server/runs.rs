@@ -53,6 +53,11 @@ struct StartBody {
     /// The run's input (default `{}`).
     #[serde(default)]
     input: Option<Value>,
+    /// Who starts it: `api` (default, a program) or `manual` (a person, from the editor's Run
+    /// button, as the desktop app labels it). Recorded as the run's `trigger`.
+    #[serde(default)]
+    #[schema(pattern = "^(api|manual)$")]
+    trigger: Option<String>,
 }
 
 fn prefers_async(headers: &HeaderMap) -> bool {
@@ -142,7 +147,8 @@ async fn finish(
     path = "/workflows/{id}/runs",
     tag = "runs",
     summary = "Start a run (idempotent with Idempotency-Key)",
-    description = "Starts a live run with trigger `api`. Waits for it to finish (up to its \
+    description = "Starts a live run with trigger `api` (or `manual` when the body says so: \
+        the editor's Run button). Waits for it to finish (up to its \
         time limit, `run_timeout_s`, default 50 s) and answers `200` with the run; with \
         `Prefer: respond-async` answers `202` with the queued run at once. With \
         `Idempotency-Key` (kept 24 h, scoped to the API token): a repeat with the same key and \
@@ -212,6 +218,16 @@ async fn start_run(
             format!("expected {{\"input\": {{...}}}}: {e}"),
         )
     })?;
+    let trigger = match parsed.trigger.as_deref() {
+        None | Some("api") => Trigger::Api,
+        Some("manual") => Trigger::Manual,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                format!("trigger: `{other}` is not `api` or `manual`"),
+            ))
+        }
+    };
     let wf = runnable(&state, &id)?;
     let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
     let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
@@ -221,7 +237,7 @@ async fn start_run(
         Begin::NoKey => None,
     };
     let key = guard.as_ref().map(|g| g.key().to_string());
-    let run = new_live_run(&state, &wf, parsed.input, Trigger::Api, key);
+    let run = new_live_run(&state, &wf, parsed.input, trigger, key);
     Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 

@@ -114,7 +114,8 @@ export class HttpApi implements Api {
     return this.request('POST', `/workflows/${encodeURIComponent(id)}/dry-run`, workflow ? { input, workflow } : { input });
   }
   startRun(id: string, input: unknown): Promise<RunRecord> {
-    return this.request('POST', `/workflows/${encodeURIComponent(id)}/runs`, { input }, { Prefer: 'respond-async' });
+    // A person pressed Run: `manual`, as the desktop app records it.
+    return this.request('POST', `/workflows/${encodeURIComponent(id)}/runs`, { input, trigger: 'manual' }, { Prefer: 'respond-async' });
   }
   getRun(id: string): Promise<RunRecord> {
     // The input may be shown, edited and sent back (replay with edited input): lossless.
