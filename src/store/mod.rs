@@ -339,7 +339,8 @@ pub struct RunQuery {
     pub since: Option<i64>,
     /// Created before (UTC unix ms).
     pub until: Option<i64>,
-    /// Free search: a run id (exact or prefix) or a key (exact or prefix).
+    /// Free search: a run id, a key, or a value inside the run's input or step outputs, each
+    /// exact or by prefix (the values searched: [`SEARCH_VALUES_MAX`]).
     pub q: Option<String>,
     /// Page size; callers clamp it (API: 1..=500).
     pub limit: usize,
@@ -378,6 +379,21 @@ pub fn check_cursor(cursor: &str) -> Result<(), String> {
         }
     }
 }
+
+/// Most values of one run that the free search (`q`) finds, through a value index every
+/// backend writes with the run's summary (sled: `runs_by_value`; PostgreSQL: `run_values`;
+/// in memory: a map). The values are the scalar **strings** of the run's input, then of each
+/// step's output in step order (depth first, document order), kept when they are
+/// [`SEARCH_VALUE_MIN_BYTES`]-[`SEARCH_VALUE_MAX_BYTES`] bytes long and hold no whitespace or
+/// control character (ids such as `cus_QXg…`, `in_1Nv…`, emails, not prose), distinct, the
+/// first 64. Numbers, booleans and keys are not indexed. A search matches a value exactly or
+/// by prefix, case-sensitively, like ids and keys. The index follows the run: rewritten when
+/// its summary is, removed with it (retention, released claims).
+pub const SEARCH_VALUES_MAX: usize = 64;
+/// Shortest indexed value, in bytes: 4.
+pub const SEARCH_VALUE_MIN_BYTES: usize = 4;
+/// Longest indexed value, in bytes: 128.
+pub const SEARCH_VALUE_MAX_BYTES: usize = 128;
 
 /// Most run summaries one [`RunStore::list_runs`] call examines when its filters are not
 /// covered by an index (e.g. `mode` + `trigger`): past it the page is returned short (possibly
