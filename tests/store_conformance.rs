@@ -125,6 +125,7 @@ conformance!(
     runs_free_search_with_many_candidates,
     runs_search_finds_values_inside_runs,
     runs_value_search_with_many_matches_and_retention,
+    runs_filter_by_failure_reason,
     runs_scan_budget_pages_short_but_complete,
     runs_stats_by_bucket,
     retention_by_count_keeps_newest_finished_per_workflow,
@@ -1529,6 +1530,59 @@ mod cases {
             .await
             .unwrap());
         assert!(all_pages(store, &qr, 10).await.is_empty());
+    }
+
+    /// `error` lists the runs that failed for one reason (`HTTP 500 at create`, `<code> at
+    /// <step>`), alone, with other filters and with a free search.
+    pub async fn runs_filter_by_failure_reason(f: &Fixture) {
+        let store = &*f.store;
+        let err = |code: &str, step: &str, http: Option<u16>| fluxo::run::ErrorInfo {
+            code: code.into(),
+            message: "m".into(),
+            step: step.into(),
+            attempts: 1,
+            http_status: http,
+        };
+        let mut runs = Vec::new();
+        for i in 0..12i64 {
+            let mut r = run(&format!("run-{i:03}"), "wf", RunStatus::Failed, T0 + i);
+            r.error = Some(match i % 3 {
+                0 => err("http_status", "create", Some(500)),
+                1 => err("http_status", "create", Some(429)),
+                _ => err("template_error", "boom", None),
+            });
+            r.idempotency_key = Some(format!("evt_{i:03}"));
+            runs.push(r);
+        }
+        runs.push(run("run-ok", "wf", RunStatus::Succeeded, T0 + 100));
+        for r in &runs {
+            store.put_run(r).await.unwrap();
+        }
+        let by = |e: &str| RunQuery {
+            error: Some(e.into()),
+            ..Default::default()
+        };
+        let got = all_pages(store, &by("HTTP 500 at create"), 2).await;
+        assert_eq!(ids(&got), ["run-009", "run-006", "run-003", "run-000"]);
+        assert_eq!(got[0].error_http_status, Some(500));
+        assert_eq!(
+            got[0].failure_reason().as_deref(),
+            Some("HTTP 500 at create")
+        );
+        assert_eq!(
+            all_pages(store, &by("template_error at boom"), 10)
+                .await
+                .len(),
+            4
+        );
+        assert!(all_pages(store, &by("HTTP 500"), 10).await.is_empty());
+        let mut q = by("HTTP 429 at create");
+        q.status = Some(RunStatus::Failed);
+        q.q = Some("evt_00".into());
+        assert_eq!(
+            ids(&all_pages(store, &q, 10).await),
+            ["run-007", "run-004", "run-001"]
+        );
     }
 
     /// Filters no index covers stop a page after [`LIST_SCAN_BUDGET`] examined runs (the

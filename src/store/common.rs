@@ -125,6 +125,11 @@ pub(crate) fn summary_matches(s: &RunSummary, values: &[String], query: &RunQuer
             return false;
         }
     }
+    if let Some(e) = query.error.as_deref() {
+        if s.failure_reason().as_deref() != Some(e) {
+            return false;
+        }
+    }
     true
 }
 
@@ -142,14 +147,13 @@ pub(crate) fn search_values(run: &RunRecord) -> Vec<String> {
             return;
         }
         match v {
-            serde_json::Value::String(s) => {
+            serde_json::Value::String(s)
                 if (super::SEARCH_VALUE_MIN_BYTES..=super::SEARCH_VALUE_MAX_BYTES)
                     .contains(&s.len())
                     && !s.chars().any(|c| c.is_whitespace() || c.is_control())
-                    && seen.insert(s.clone())
-                {
-                    out.push(s.clone());
-                }
+                    && seen.insert(s.clone()) =>
+            {
+                out.push(s.clone());
             }
             serde_json::Value::Array(items) => {
                 for i in items {

@@ -298,6 +298,29 @@ pub struct RunSummary {
     /// The final error's message, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// The step the final error came from, if it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_step: Option<String>,
+    /// The final error's HTTP status, when the failure was an HTTP answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_http_status: Option<u16>,
+}
+
+impl RunSummary {
+    /// Why the run failed, as failures are grouped (`GET /runs/stats`) and filtered
+    /// ([`RunQuery::error`]): `HTTP 500 at create` when the error was an HTTP answer, else
+    /// `<code> at <step>` (`template_error at boom`); `None` without an error.
+    pub fn failure_reason(&self) -> Option<String> {
+        let code = self.error_code.as_deref()?;
+        let what = match self.error_http_status {
+            Some(h) => format!("HTTP {h}"),
+            None => code.to_string(),
+        };
+        Some(match self.error_step.as_deref().filter(|s| !s.is_empty()) {
+            Some(step) => format!("{what} at {step}"),
+            None => what,
+        })
+    }
 }
 
 impl From<&RunRecord> for RunSummary {
@@ -322,6 +345,8 @@ impl From<&RunRecord> for RunSummary {
             duration_ms: r.duration_ms,
             error_code: r.error.as_ref().map(|e| e.code.clone()),
             error_message: r.error.as_ref().map(|e| e.message.clone()),
+            error_step: r.error.as_ref().map(|e| e.step.clone()),
+            error_http_status: r.error.as_ref().and_then(|e| e.http_status),
         }
     }
 }
@@ -342,6 +367,8 @@ pub struct RunQuery {
     /// Free search: a run id, a key, or a value inside the run's input or step outputs, each
     /// exact or by prefix (the values searched: [`SEARCH_VALUES_MAX`]).
     pub q: Option<String>,
+    /// Exact failure reason ([`RunSummary::failure_reason`], e.g. `HTTP 500 at create`).
+    pub error: Option<String>,
     /// Page size; callers clamp it (API: 1..=500).
     pub limit: usize,
     /// Opaque cursor from the previous page's `next_cursor` (a bare run id is accepted too;

@@ -459,7 +459,7 @@ impl RunStore for PgStore {
             return Ok(empty());
         }
         // Text a PostgreSQL `text` column cannot hold matches no stored run.
-        let texts = [&query.workflow, &query.key, &query.q];
+        let texts = [&query.workflow, &query.key, &query.q, &query.error];
         if texts
             .iter()
             .any(|t| t.as_deref().is_some_and(|s| s.contains('\0')))
@@ -1263,7 +1263,8 @@ impl Filter {
     const UNTIL: u16 = 1 << 6;
     const Q: u16 = 1 << 7;
     const CURSOR: u16 = 1 << 8;
-    const ALL: u16 = (1 << 9) - 1;
+    const ERROR: u16 = 1 << 9;
+    const ALL: u16 = (1 << 10) - 1;
 }
 
 /// A listing's filters, pushed into SQL as ` AND …` clauses.
@@ -1288,6 +1289,7 @@ impl Filters<'_> {
             (q.until.is_some(), Filter::UNTIL),
             (self.q.is_some(), Filter::Q),
             (self.upper.is_some(), Filter::CURSOR),
+            (q.error.is_some(), Filter::ERROR),
         ] {
             if on {
                 bits |= bit;
@@ -1324,6 +1326,15 @@ impl Filters<'_> {
         if let Some(text) = self.q.filter(|_| on(Filter::Q)) {
             b.push(" AND ");
             push_q(b, text);
+        }
+        if let Some(e) = q.error.as_ref().filter(|_| on(Filter::ERROR)) {
+            // RunSummary::failure_reason, from the stored summary.
+            b.push(
+                " AND (CASE WHEN summary->>'error_http_status' IS NOT NULL \
+                 THEN 'HTTP ' || (summary->>'error_http_status') ELSE summary->>'error_code' END) \
+                 || COALESCE(' at ' || NULLIF(summary->>'error_step', ''), '') = ",
+            )
+            .push_bind(e.clone());
         }
         if let Some((created, id)) = self.upper.filter(|_| on(Filter::CURSOR)) {
             b.push(" AND (created_at, id) < (")
