@@ -40,7 +40,10 @@ fn make_run(i: usize, created: i64) -> RunRecord {
         resumed_by: vec![],
         root_run_id: String::new(),
         input_edited: false,
-        input: json!({"id": i}),
+        // A Stripe-like event: 20 runs per customer, one invoice each (the free search's
+        // value index).
+        input: json!({"id": i, "data": {"object": {
+            "id": format!("in_{i:08}"), "customer": format!("cus_{:06}", i % 50_000)}}}),
         status,
         created_at: Timestamp(created),
         started_at: Some(Timestamp(created + 1)),
@@ -150,6 +153,33 @@ async fn main() {
         "q = key prefix (broad)",
         RunQuery {
             q: Some("evt_".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    time_first_page(
+        &store,
+        "q = customer id in the input (20 runs)",
+        RunQuery {
+            q: Some("cus_012345".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    time_first_page(
+        &store,
+        "q = invoice id in the input (exact)",
+        RunQuery {
+            q: Some(format!("in_{:08}", total / 3)),
+            ..Default::default()
+        },
+    )
+    .await;
+    time_first_page(
+        &store,
+        "q = value prefix (broad: cus_)",
+        RunQuery {
+            q: Some("cus_".into()),
             ..Default::default()
         },
     )

@@ -385,8 +385,8 @@ async fn openapi_documents_headers_statuses_and_security() {
 
     // Query parameters: exactly what the handlers accept, and each of them accepted.
     for (path, sample) in [
-        ("/runs", "workflow=wf1&status=succeeded&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&limit=10&cursor="),
-        ("/runs/stats", "bucket=hour&since=1767225600000&until=1767312000000&workflow=wf1"),
+        ("/runs", "workflow=wf1&status=succeeded&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&error=e&limit=10&cursor="),
+        ("/runs/stats", "bucket=hour&since=1767225600000&until=1767312000000&workflow=wf1&status=failed&mode=live&trigger=api&key=k&q=x&error=HTTP%20500%20at%20create"),
         ("/memory/ns", "prefix=a&after=a&limit=10"),
     ] {
         let documented = query_params(&op("GET", &format!("/api/v1{}", path.replace("/ns", "/{namespace}"))));

@@ -552,6 +552,48 @@ async fn run_stats() {
     s.api(Method::GET, "/runs/stats?bucket=week", &[], None)
         .await
         .problem(400, "invalid_parameter");
+
+    // The list's filters, the total, the range from the oldest matching run, percentiles and
+    // failure groups.
+    let all = s.get_json("/runs/stats").await;
+    assert_eq!(all["total"], 5, "{all}");
+    assert_eq!(all["complete"], true);
+    assert_eq!(all["counts"], json!({"succeeded": 4, "failed": 1}));
+    assert!(all["buckets"].as_array().unwrap().len() <= 60);
+    assert!(
+        all["bucket_ms"].as_i64().unwrap() <= 3_600_000,
+        "2 hours of runs: {all}"
+    );
+    let oldest = s.get_json("/runs?limit=10").await["runs"][4]["created_at"].clone();
+    assert_eq!(all["since"], oldest, "all time starts at the oldest run");
+    assert_eq!(all["duration"]["count"], 5);
+    assert!(all["duration"]["p50_ms"].is_u64() && all["duration"]["p99_ms"].is_u64());
+    assert_eq!(all["durations"][0]["workflow_id"], "wf1");
+    assert_eq!(all["durations"][0]["count"], 4);
+    assert_eq!(
+        all["failures"],
+        json!([{"reason": "template_error at boom", "count": 1}])
+    );
+    let failed = s.get_json("/runs/stats?status=failed&mode=live").await;
+    assert_eq!(failed["total"], 1);
+    assert_eq!(failed["buckets"][0]["counts"], json!({"failed": 1}));
+    let wf1 = s.get_json("/runs/stats?workflow=wf1&trigger=api").await;
+    assert_eq!(wf1["total"], 4);
+    assert_eq!(wf1["failures"], json!([]));
+    let by_q = s
+        .get_json(&format!(
+            "/runs/stats?q={}",
+            &f.json()["id"].as_str().unwrap()[..30]
+        ))
+        .await;
+    assert_eq!(by_q["total"], 1);
+    let listed = s.get_json("/runs?error=template_error%20at%20boom").await;
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["runs"][0]["error_step"], "boom");
+    let by_error = s
+        .get_json("/runs/stats?error=template_error%20at%20boom")
+        .await;
+    assert_eq!(by_error["total"], 1);
 }
 
 /// Memory browser: namespaces, list with prefix and paging, get, delete; expired keys are gone

@@ -11,13 +11,15 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use fluxo::run::{new_run_id, Mode, RunRecord, RunStatus, Timestamp, Trigger};
+use fluxo::run::{
+    new_run_id, Mode, RunRecord, RunStatus, StepRecord, StepStatus, Timestamp, Trigger,
+};
 use fluxo::store::{
     sweep_once, ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome,
     ClaimOwner, GroupCommit, IdempotencyStore, InMemoryStore, MemoryEntry, MemoryStore, PgConfig,
     PgStore, Retention, RunQuery, RunStore, RunSummary, SledConfig, SledStore, StatsBucket, Store,
     StoreError, StoreResult, SweepReport, WebhookClaim, WriteOptions, WriteResult,
-    LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES,
+    LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES, SEARCH_VALUES_MAX,
 };
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -121,6 +123,9 @@ conformance!(
     runs_paging_is_stable_while_new_runs_arrive,
     runs_search_by_exact_key_and_prefix,
     runs_free_search_with_many_candidates,
+    runs_search_finds_values_inside_runs,
+    runs_value_search_with_many_matches_and_retention,
+    runs_filter_by_failure_reason,
     runs_scan_budget_pages_short_but_complete,
     runs_stats_by_bucket,
     retention_by_count_keeps_newest_finished_per_workflow,
@@ -1353,6 +1358,231 @@ mod cases {
                 assert_eq!(ids(&all_pages(store, &q, page).await), want, "{q:?}");
             }
         }
+    }
+
+    /// The free search finds a run by a value inside it (SPEC §5 `q`): a customer or invoice
+    /// id in the input (a Stripe event) or in a step's output, exactly or by prefix, never by
+    /// a middle part; short strings, prose, numbers and values past the 64th are not indexed;
+    /// a rewritten run is found by its new values only; `q` combines with the other filters.
+    pub async fn runs_search_finds_values_inside_runs(f: &Fixture) {
+        let store = &*f.store;
+        let stripe = |cus: &str, inv: &str| {
+            json!({
+                "id": "evt_1Q", "type": "invoice.payment_failed",
+                "data": {"object": {"id": inv, "customer": cus, "amount_due": 123_456,
+                                    "description": "Monthly plan for ACME", "currency": "eur"}}
+            })
+        };
+        let mut a = run("run-a", "billing", RunStatus::Failed, T0);
+        a.input = stripe("cus_QXg7aa", "in_load_0100");
+        let mut b = run("run-b", "billing", RunStatus::Succeeded, T0 + 1_000);
+        b.input = json!({"n": 1});
+        b.steps = vec![StepRecord {
+            step_id: "lookup".into(),
+            kind: "http".into(),
+            status: StepStatus::Succeeded,
+            started_at: Timestamp(T0 + 1_000),
+            finished_at: Some(Timestamp(T0 + 1_050)),
+            duration_ms: 50,
+            resolved_config: json!({"url": "https://api.example/cus_hidden"}),
+            output: Some(json!({"status": 200, "body": {"customers": [{"id": "cus_QXg7bb"}]}})),
+            error: None,
+            attempts: vec![],
+            ports: vec!["out".into()],
+            reused_from: None,
+        }];
+        let mut c = run("run-c", "other", RunStatus::Succeeded, T0 + 2_000);
+        c.input = stripe("cus_Zzz9", "in_load_0200");
+        // 100 distinct values: the first 64 are indexed.
+        let mut many = run("run-many", "other", RunStatus::Succeeded, T0 + 3_000);
+        many.input = Value::Array((0..100).map(|i| json!(format!("val_{i:03}"))).collect());
+        for r in [&a, &b, &c, &many] {
+            store.put_run(r).await.unwrap();
+        }
+        let find = |q: &str| RunQuery {
+            q: Some(q.into()),
+            limit: 50,
+            ..Default::default()
+        };
+        let hits = |q: RunQuery| async move { ids(&store.list_runs(&q).await.unwrap().runs) };
+        assert_eq!(
+            hits(find("cus_QXg7aa")).await,
+            ["run-a"],
+            "exact, in the input"
+        );
+        assert_eq!(hits(find("in_load_0100")).await, ["run-a"], "an invoice id");
+        assert_eq!(
+            hits(find("cus_QXg7bb")).await,
+            ["run-b"],
+            "in a step's output"
+        );
+        assert_eq!(
+            hits(find("cus_QXg")).await,
+            ["run-b", "run-a"],
+            "prefix, newest first"
+        );
+        assert_eq!(hits(find("in_load_0")).await, ["run-c", "run-a"]);
+        assert_eq!(hits(find("invoice.payment")).await, ["run-c", "run-a"]);
+        for none in [
+            "QXg7aa",
+            "cus_hidden",
+            "eur",
+            "123456",
+            "Monthly plan",
+            "cus_QXg7aaX",
+        ] {
+            assert!(hits(find(none)).await.is_empty(), "{none} is not indexed");
+        }
+        let last = SEARCH_VALUES_MAX - 1;
+        assert_eq!(hits(find(&format!("val_{last:03}"))).await, ["run-many"]);
+        assert!(
+            hits(find(&format!("val_{SEARCH_VALUES_MAX:03}")))
+                .await
+                .is_empty(),
+            "past the cap"
+        );
+        // With other filters.
+        let mut q = find("cus_QXg");
+        q.status = Some(RunStatus::Failed);
+        assert_eq!(hits(q).await, ["run-a"]);
+        let mut q = find("in_load");
+        q.workflow = Some("other".into());
+        assert_eq!(hits(q).await, ["run-c"]);
+        // Paging through value matches.
+        let mut q = find("cus_");
+        q.limit = 1;
+        let p1 = store.list_runs(&q).await.unwrap();
+        assert_eq!(ids(&p1.runs), ["run-c"]);
+        q.cursor = p1.next_cursor;
+        assert_eq!(ids(&store.list_runs(&q).await.unwrap().runs), ["run-b"]);
+        // A rewrite replaces the values (the old customer no longer finds it).
+        a.input = stripe("cus_NEW01", "in_load_0100");
+        a.status = RunStatus::Succeeded;
+        store.put_run(&a).await.unwrap();
+        assert!(hits(find("cus_QXg7aa")).await.is_empty());
+        assert_eq!(hits(find("cus_NEW01")).await, ["run-a"]);
+        assert_eq!(hits(find("cus_QXg")).await, ["run-b"]);
+        // Rewritten with the same summary and new step outputs (a running run's progress).
+        let mut r = run("run-r", "billing", RunStatus::Running, T0 + 4_000);
+        store.put_run(&r).await.unwrap();
+        r.steps = b.steps.clone();
+        r.steps[0].output = Some(json!({"charge": "ch_progress1"}));
+        store.put_run(&r).await.unwrap();
+        assert_eq!(hits(find("ch_progress1")).await, ["run-r"]);
+    }
+
+    /// A value shared by more runs than the free search reads as candidates (600) is still
+    /// found in every one of them, page after page; retention and released claims take a
+    /// run's values with it.
+    pub async fn runs_value_search_with_many_matches_and_retention(f: &Fixture) {
+        let store = &*f.store;
+        let runs: Vec<RunRecord> = (0..600i64)
+            .map(|i| {
+                let mut r = run(&format!("run-{i:05}"), "wf", RunStatus::Succeeded, T0 + i);
+                r.input = json!({"customer": "cus_shared", "invoice": format!("in_{i:05}")});
+                r
+            })
+            .collect();
+        for chunk in runs.chunks(200) {
+            let writes: Vec<BatchWrite> = chunk.iter().cloned().map(BatchWrite::PutRun).collect();
+            for o in batch(store, writes).await {
+                assert_eq!(o.unwrap(), BatchOutcome::Put);
+            }
+        }
+        let q = RunQuery {
+            q: Some("cus_shared".into()),
+            ..Default::default()
+        };
+        let mut want: Vec<String> = runs.iter().rev().map(|r| r.id.clone()).collect();
+        assert_eq!(ids(&all_pages(store, &q, 250).await), want);
+        let q5 = RunQuery {
+            q: Some("in_0005".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&all_pages(store, &q5, 4).await).len(), 10);
+        // Keep the newest 100: the others are no longer found by their values.
+        let policy = Retention {
+            max_runs_per_workflow: Some(100),
+            max_age_ms: None,
+        };
+        assert_eq!(store.prune_runs(&policy, T0 + DAY).await.unwrap(), 500);
+        want.truncate(100);
+        assert_eq!(ids(&all_pages(store, &q, 30).await), want);
+        assert!(all_pages(store, &q5, 10).await.is_empty());
+        // A released claim takes its queued run's values.
+        let mut queued = run("run-q", "wf", RunStatus::Queued, T0 + 5_000);
+        queued.input = json!({"customer": "cus_released"});
+        let c = claim("wf", "evt_released", "run-q", T0 + 5_000, DAY);
+        assert_eq!(
+            store
+                .claim_and_enqueue(&c, &queued, T0 + 5_000)
+                .await
+                .unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let qr = RunQuery {
+            q: Some("cus_released".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&all_pages(store, &qr, 10).await), ["run-q"]);
+        assert!(store
+            .release_claim("wf", "evt_released", "run-q")
+            .await
+            .unwrap());
+        assert!(all_pages(store, &qr, 10).await.is_empty());
+    }
+
+    /// `error` lists the runs that failed for one reason (`HTTP 500 at create`, `<code> at
+    /// <step>`), alone, with other filters and with a free search.
+    pub async fn runs_filter_by_failure_reason(f: &Fixture) {
+        let store = &*f.store;
+        let err = |code: &str, step: &str, http: Option<u16>| fluxo::run::ErrorInfo {
+            code: code.into(),
+            message: "m".into(),
+            step: step.into(),
+            attempts: 1,
+            http_status: http,
+        };
+        let mut runs = Vec::new();
+        for i in 0..12i64 {
+            let mut r = run(&format!("run-{i:03}"), "wf", RunStatus::Failed, T0 + i);
+            r.error = Some(match i % 3 {
+                0 => err("http_status", "create", Some(500)),
+                1 => err("http_status", "create", Some(429)),
+                _ => err("template_error", "boom", None),
+            });
+            r.idempotency_key = Some(format!("evt_{i:03}"));
+            runs.push(r);
+        }
+        runs.push(run("run-ok", "wf", RunStatus::Succeeded, T0 + 100));
+        for r in &runs {
+            store.put_run(r).await.unwrap();
+        }
+        let by = |e: &str| RunQuery {
+            error: Some(e.into()),
+            ..Default::default()
+        };
+        let got = all_pages(store, &by("HTTP 500 at create"), 2).await;
+        assert_eq!(ids(&got), ["run-009", "run-006", "run-003", "run-000"]);
+        assert_eq!(got[0].error_http_status, Some(500));
+        assert_eq!(
+            got[0].failure_reason().as_deref(),
+            Some("HTTP 500 at create")
+        );
+        assert_eq!(
+            all_pages(store, &by("template_error at boom"), 10)
+                .await
+                .len(),
+            4
+        );
+        assert!(all_pages(store, &by("HTTP 500"), 10).await.is_empty());
+        let mut q = by("HTTP 429 at create");
+        q.status = Some(RunStatus::Failed);
+        q.q = Some("evt_00".into());
+        assert_eq!(
+            ids(&all_pages(store, &q, 10).await),
+            ["run-007", "run-004", "run-001"]
+        );
     }
 
     /// Filters no index covers stop a page after [`LIST_SCAN_BUDGET`] examined runs (the

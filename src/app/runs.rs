@@ -80,8 +80,12 @@ pub struct RunsParams {
     pub since: Option<String>,
     /// Only runs created before this instant: RFC 3339, or unix milliseconds.
     pub until: Option<String>,
-    /// Free search: a run id or an idempotency key (exact or prefix).
+    /// Free search: a run id, an idempotency key, or a value inside the run (a string of its
+    /// input or step outputs, e.g. a customer id), exact or prefix.
     pub q: Option<String>,
+    /// Only runs that failed for this reason, as `GET /runs/stats` groups them
+    /// (`HTTP 500 at create`, `template_error at boom`).
+    pub error: Option<String>,
     /// Runs per page: 1..=500, default 50.
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<usize>,
@@ -175,6 +179,7 @@ impl RunsParams {
                 .map(|v| parse_instant("until", v))
                 .transpose()?,
             q: self.q.clone().filter(|s| !s.is_empty()),
+            error: self.error.clone().filter(|s| !s.is_empty()),
             limit,
             cursor: match self.cursor.as_deref().filter(|s| !s.is_empty()) {
                 None => None,
@@ -367,71 +372,223 @@ pub async fn preview_resume(
         .map_err(resume_problem)
 }
 
-/// Query of `GET /runs/stats`.
+/// Query of `GET /runs/stats`: the list's filters (an empty value is no filter), the range
+/// and the bucket.
 #[derive(Debug, Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct StatsParams {
-    /// Bucket width: `minute`, `hour` (default) or `day`; at most 10,000 buckets.
-    #[param(pattern = "^(minute|hour|day)$")]
+    /// Bucket width: `auto` (default: the smallest of 1, 5, 15 min, 1, 3, 6, 12 h, 1, 7,
+    /// 30 days that draws the range in at most 60 bars), `minute`, `hour` or `day` (at most
+    /// 10,000 buckets).
+    #[param(pattern = "^(auto|minute|hour|day)$")]
     pub bucket: Option<String>,
-    /// RFC 3339 or unix ms; default `until` − 24 h.
+    /// RFC 3339 or unix ms; default: the oldest matching run (all time).
     pub since: Option<String>,
     /// RFC 3339 or unix ms; default now.
     pub until: Option<String>,
     /// Only runs of this workflow id.
     pub workflow: Option<String>,
+    /// Only runs with this status.
+    #[param(value_type = Option<crate::run::RunStatus>, inline)]
+    pub status: Option<String>,
+    /// Only `live` or only `dry` runs.
+    #[param(value_type = Option<crate::run::Mode>, inline)]
+    pub mode: Option<String>,
+    /// Only runs started by this trigger.
+    #[param(value_type = Option<crate::run::Trigger>, inline)]
+    pub trigger: Option<String>,
+    /// Only runs with exactly this idempotency (or event) key.
+    pub key: Option<String>,
+    /// Free search, as in the list: a run id, a key or a value inside the run, exact or prefix.
+    pub q: Option<String>,
+    /// Only runs that failed for this reason (a `failures[].reason`).
+    pub error: Option<String>,
 }
 
-/// Counts of runs by status per bucket: `{bucket_ms, since, until, buckets}`.
+/// Most runs one `GET /runs/stats` reads; past it the answer says `complete: false`.
+pub const STATS_MAX_RUNS: usize = 200_000;
+
+/// The widths `bucket=auto` chooses from, smallest first.
+const AUTO_BUCKETS: [i64; 10] = [
+    60_000,
+    5 * 60_000,
+    15 * 60_000,
+    3_600_000,
+    3 * 3_600_000,
+    6 * 3_600_000,
+    12 * 3_600_000,
+    86_400_000,
+    7 * 86_400_000,
+    30 * 86_400_000,
+];
+
+/// Most bars `bucket=auto` draws.
+const AUTO_MAX_BARS: i64 = 60;
+
+/// Nearest-rank percentiles of sorted durations: `{count, p50_ms, p95_ms, p99_ms}`.
+fn percentiles(sorted: &[u64]) -> Value {
+    let at = |p: f64| {
+        let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+        sorted[rank.clamp(1, sorted.len()) - 1]
+    };
+    if sorted.is_empty() {
+        return json!({"count": 0});
+    }
+    json!({"count": sorted.len(), "p50_ms": at(50.0), "p95_ms": at(95.0), "p99_ms": at(99.0)})
+}
+
+/// What `GET /runs/stats` answers for the list's filters: `{bucket_ms, since, until, buckets,
+/// total, counts, complete, duration, durations, failures}`. `total` counts every matching run
+/// in the range; `duration` and `durations` (per workflow, most runs first) are nearest-rank
+/// p50/p95/p99 of finished runs' `duration_ms`; `failures` groups failed runs by
+/// [`crate::store::RunSummary::failure_reason`], most first (at most 20). Without `since` the
+/// range starts at the oldest matching run ("all time"). Reads the matching summaries through
+/// the list's indexes, at most [`STATS_MAX_RUNS`] (`complete: false` past it).
 pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
-    let bucket_ms: i64 = match p.bucket.as_deref().unwrap_or("hour") {
-        "minute" => 60_000,
-        "hour" => 3_600_000,
-        "day" => 86_400_000,
-        b => {
+    let fixed_bucket: Option<i64> = match p.bucket.as_deref().filter(|b| !b.is_empty()) {
+        None | Some("auto") => None,
+        Some("minute") => Some(60_000),
+        Some("hour") => Some(3_600_000),
+        Some("day") => Some(86_400_000),
+        Some(b) => {
             return Err(AppError::bad_request(
                 "invalid_parameter",
-                format!("`bucket`: `{b}` is not minute, hour or day"),
+                format!("`bucket`: `{b}` is not auto, minute, hour or day"),
             ))
         }
     };
+    let list = RunsParams {
+        workflow: p.workflow.clone(),
+        status: p.status.clone(),
+        mode: p.mode.clone(),
+        trigger: p.trigger.clone(),
+        key: p.key.clone(),
+        since: p.since.clone(),
+        until: p.until.clone(),
+        q: p.q.clone(),
+        error: p.error.clone(),
+        limit: Some(500),
+        cursor: None,
+    };
+    let mut query = list.to_query()?;
     let now = state.clock().now_ms();
-    let until = p
-        .until
-        .as_deref()
-        .map(|v| parse_instant("until", v))
-        .transpose()?
-        .unwrap_or(now + 1);
-    let since = p
-        .since
-        .as_deref()
-        .map(|v| parse_instant("since", v))
-        .transpose()?
-        .unwrap_or(until - 24 * 3_600_000);
-    if since >= until {
-        return Err(AppError::bad_request(
-            "invalid_parameter",
-            "`since` must be before `until`",
-        ));
+    let until = query.until.unwrap_or(now + 1);
+    query.until = Some(until);
+    if let Some(since) = query.since {
+        if since >= until {
+            return Err(AppError::bad_request(
+                "invalid_parameter",
+                "`since` must be before `until`",
+            ));
+        }
+        if let Some(b) = fixed_bucket {
+            if (until - since) / b > 10_000 {
+                return Err(AppError::bad_request(
+                    "invalid_parameter",
+                    "more than 10,000 buckets: use a larger bucket or a shorter range",
+                ));
+            }
+        }
     }
-    if (until - since) / bucket_ms > 10_000 {
-        return Err(AppError::bad_request(
-            "invalid_parameter",
-            "more than 10,000 buckets: use a larger bucket or a shorter range",
-        ));
+
+    // One pass over the matching runs, newest first.
+    let mut seen: Vec<(i64, RunStatus)> = Vec::new();
+    let mut durations: std::collections::HashMap<String, Vec<u64>> = Default::default();
+    let mut failures: std::collections::HashMap<String, u64> = Default::default();
+    let mut complete = true;
+    loop {
+        let page = state
+            .store()
+            .list_runs(&query)
+            .await
+            .map_err(AppError::store)?;
+        for s in &page.runs {
+            seen.push((s.created_at.0, s.status));
+            if let (true, Some(d)) = (s.status.is_final(), s.duration_ms) {
+                durations.entry(s.workflow_id.clone()).or_default().push(d);
+            }
+            if let Some(r) = s.failure_reason() {
+                *failures.entry(r).or_default() += 1;
+            }
+        }
+        match page.next_cursor {
+            Some(c) if seen.len() < STATS_MAX_RUNS => query.cursor = Some(c),
+            Some(_) => {
+                complete = false;
+                break;
+            }
+            None => break,
+        }
     }
-    let wf = p.workflow.as_deref().filter(|w| !w.is_empty());
-    let buckets = state
-        .store()
-        .run_stats(wf, since, until, bucket_ms)
-        .await
-        .map_err(AppError::store)?;
+
+    // The range: as asked, else from the oldest matching run (a day when there is none).
+    let since = query.since.unwrap_or_else(|| {
+        seen.last()
+            .map(|(t, _)| *t)
+            .unwrap_or(until - 86_400_000)
+            .min(until - 1)
+    });
+    let bucket_ms = fixed_bucket.unwrap_or_else(|| {
+        let span = until - since;
+        AUTO_BUCKETS
+            .into_iter()
+            .find(|b| (span + b - 1) / b <= AUTO_MAX_BARS)
+            .unwrap_or(AUTO_BUCKETS[AUTO_BUCKETS.len() - 1])
+    });
+    // An explicit bucket over all time draws at most 10,000 bars (the newest).
+    let since = since.max(until - bucket_ms.saturating_mul(10_000));
+    let mut buckets: std::collections::BTreeMap<i64, std::collections::BTreeMap<String, u64>> =
+        Default::default();
+    let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
+    for (t, st) in &seen {
+        *counts.entry(st.as_str().to_string()).or_default() += 1;
+        if *t < since {
+            continue;
+        }
+        *buckets
+            .entry(t - t.rem_euclid(bucket_ms))
+            .or_default()
+            .entry(st.as_str().to_string())
+            .or_default() += 1;
+    }
+    let buckets: Vec<crate::store::StatsBucket> = buckets
+        .into_iter()
+        .map(|(start, counts)| crate::store::StatsBucket {
+            start: crate::run::Timestamp(start),
+            counts,
+        })
+        .collect();
+    let mut all: Vec<u64> = durations.values().flatten().copied().collect();
+    all.sort_unstable();
+    let mut per_wf: Vec<(String, Vec<u64>)> = durations.into_iter().collect();
+    per_wf.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+    let per_wf: Vec<Value> = per_wf
+        .into_iter()
+        .map(|(wf, mut d)| {
+            d.sort_unstable();
+            let mut v = percentiles(&d);
+            v["workflow_id"] = json!(wf);
+            v
+        })
+        .collect();
+    let mut failures: Vec<(String, u64)> = failures.into_iter().collect();
+    failures.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    failures.truncate(20);
     Ok(json!({
         "bucket_ms": bucket_ms,
         "since": crate::clock::rfc3339(since),
         "until": crate::clock::rfc3339(until),
         "buckets": buckets,
+        "total": seen.len(),
+        "counts": counts,
+        "complete": complete,
+        "duration": percentiles(&all),
+        "durations": per_wf,
+        "failures": failures
+            .into_iter()
+            .map(|(reason, count)| json!({"reason": reason, "count": count}))
+            .collect::<Vec<_>>(),
     }))
 }
 
@@ -518,8 +675,10 @@ pub struct RunFilter {
     /// Created before: RFC 3339 text, or unix milliseconds (text or number).
     #[schema(value_type = Option<String>)]
     pub until: Option<Value>,
-    /// Free search: a run id or an idempotency key (exact or prefix).
+    /// Free search: a run id, an idempotency key or a value inside the run (exact or prefix).
     pub q: Option<String>,
+    /// Only runs that failed for this reason (`HTTP 500 at create`, see `GET /runs/stats`).
+    pub error: Option<String>,
 }
 
 /// The request of a bulk action and of its preview.
@@ -622,6 +781,7 @@ impl RunFilter {
             since: instant_value("since", &self.since)?,
             until: instant_value("until", &self.until)?,
             q: self.q.clone(),
+            error: self.error.clone(),
             limit: Some(500),
             cursor: None,
         })

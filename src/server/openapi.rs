@@ -365,14 +365,47 @@ pub struct Validation {
 /// `GET /api/v1/runs/stats`.
 #[derive(ToSchema)]
 pub struct RunStats {
-    /// Bucket width in milliseconds (60000, 3600000 or 86400000).
+    /// Bucket width in milliseconds (`auto`: 1, 5 or 15 minutes, 1, 3, 6 or 12 hours, 1, 7
+    /// or 30 days, the smallest that draws the range in at most 60 bars).
     pub bucket_ms: i64,
-    /// Start of the range (inclusive).
+    /// Start of the range (inclusive): `since`, else the oldest matching run.
     pub since: Timestamp,
     /// End of the range (exclusive).
     pub until: Timestamp,
     /// Buckets that have runs, oldest first.
     pub buckets: Vec<crate::store::StatsBucket>,
+    /// Runs matching the filters in the range.
+    pub total: u64,
+    /// `status -> count` over the matching runs.
+    pub counts: std::collections::BTreeMap<String, u64>,
+    /// `false` when more than 200,000 runs match: the figures cover the newest 200,000.
+    pub complete: bool,
+    /// Durations of the finished matching runs.
+    pub duration: DurationPercentiles,
+    /// The same per workflow, most runs first.
+    pub durations: Vec<DurationPercentiles>,
+    /// Failed runs grouped by reason, most first (at most 20).
+    pub failures: Vec<FailureGroup>,
+}
+
+/// Nearest-rank percentiles of run durations (absent when `count` is 0).
+#[derive(ToSchema)]
+pub struct DurationPercentiles {
+    /// The workflow (in `durations`).
+    pub workflow_id: Option<String>,
+    /// Finished runs measured.
+    pub count: u64,
+    pub p50_ms: Option<u64>,
+    pub p95_ms: Option<u64>,
+    pub p99_ms: Option<u64>,
+}
+
+/// Failed runs sharing a reason.
+#[derive(ToSchema)]
+pub struct FailureGroup {
+    /// `HTTP 500 at create`, or `<error code> at <step>`: pass as `error=` to list them.
+    pub reason: String,
+    pub count: u64,
 }
 
 /// `GET /api/v1/memory`.

@@ -80,16 +80,19 @@ pub(crate) fn decode_cursor(c: &str) -> Cursor {
     Cursor::RunId(c.to_string())
 }
 
-/// True if `q` (a free search) matches the run: id prefix or idempotency-key prefix.
-fn q_matches(s: &RunSummary, q: &str) -> bool {
+/// True if `q` (a free search) matches the run: id prefix, idempotency-key prefix, or a prefix
+/// of one of its indexed values ([`search_values`]).
+fn q_matches(s: &RunSummary, values: &[String], q: &str) -> bool {
     s.id.starts_with(q)
         || s.idempotency_key
             .as_deref()
             .is_some_and(|k| k.starts_with(q))
+        || values.iter().any(|v| v.starts_with(q))
 }
 
-/// True if the summary satisfies every filter of `query` (cursor and limit aside).
-pub(crate) fn summary_matches(s: &RunSummary, query: &RunQuery) -> bool {
+/// True if the summary satisfies every filter of `query` (cursor and limit aside); `values`
+/// are the run's indexed values ([`search_values`]), which the free search `q` also matches.
+pub(crate) fn summary_matches(s: &RunSummary, values: &[String], query: &RunQuery) -> bool {
     if query
         .workflow
         .as_deref()
@@ -118,11 +121,62 @@ pub(crate) fn summary_matches(s: &RunSummary, query: &RunQuery) -> bool {
         return false;
     }
     if let Some(q) = query.q.as_deref().filter(|q| !q.is_empty()) {
-        if !q_matches(s, q) {
+        if !q_matches(s, values, q) {
+            return false;
+        }
+    }
+    if let Some(e) = query.error.as_deref() {
+        if s.failure_reason().as_deref() != Some(e) {
             return false;
         }
     }
     true
+}
+
+/// The values of a run that the free search finds ([`super::SEARCH_VALUES_MAX`] and the rule
+/// there): the scalar strings of its input, then of each step's output in step order, walked
+/// depth first in document order; kept when 4-128 bytes long without whitespace or control
+/// characters (ids, not prose); distinct; at most [`super::SEARCH_VALUES_MAX`].
+pub(crate) fn search_values(run: &RunRecord) -> Vec<String> {
+    fn walk(
+        v: &serde_json::Value,
+        out: &mut Vec<String>,
+        seen: &mut std::collections::HashSet<String>,
+    ) {
+        if out.len() >= super::SEARCH_VALUES_MAX {
+            return;
+        }
+        match v {
+            serde_json::Value::String(s)
+                if (super::SEARCH_VALUE_MIN_BYTES..=super::SEARCH_VALUE_MAX_BYTES)
+                    .contains(&s.len())
+                    && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+                    && seen.insert(s.clone()) =>
+            {
+                out.push(s.clone());
+            }
+            serde_json::Value::Array(items) => {
+                for i in items {
+                    walk(i, out, seen);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for i in map.values() {
+                    walk(i, out, seen);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    walk(&run.input, &mut out, &mut seen);
+    for step in &run.steps {
+        if let Some(o) = &step.output {
+            walk(o, &mut out, &mut seen);
+        }
+    }
+    out
 }
 
 /// Start of the stats bucket holding `created_ms`: buckets are aligned on multiples of

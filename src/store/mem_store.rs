@@ -36,6 +36,8 @@ struct Inner {
     runs: BTreeMap<String, RunRecord>,
     /// `(created_at ms, id)`: listing order.
     runs_by_created: BTreeSet<Position>,
+    /// `id -> the values the free search finds` ([`super::SEARCH_VALUES_MAX`]).
+    run_values: HashMap<String, Vec<String>>,
     /// `(workflow id, key) -> claim`.
     claims: BTreeMap<(String, String), WebhookClaim>,
     /// `(scope, key) -> record`.
@@ -75,12 +77,15 @@ impl Inner {
         }
         self.runs_by_created
             .insert((run.created_at.0, run.id.clone()));
+        self.run_values
+            .insert(run.id.clone(), common::search_values(run));
     }
 
     fn remove_run(&mut self, id: &str) -> bool {
         match self.runs.remove(id) {
             Some(old) => {
                 self.runs_by_created.remove(&(old.created_at.0, old.id));
+                self.run_values.remove(id);
                 true
             }
             None => false,
@@ -252,7 +257,8 @@ impl RunStore for InMemoryStore {
                 continue;
             };
             let s = RunSummary::from(run);
-            if common::summary_matches(&s, query) {
+            let values = inner.run_values.get(id).map(Vec::as_slice).unwrap_or(&[]);
+            if common::summary_matches(&s, values, query) {
                 runs.push(s);
                 if runs.len() > query.limit {
                     break;

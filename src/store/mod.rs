@@ -298,6 +298,29 @@ pub struct RunSummary {
     /// The final error's message, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// The step the final error came from, if it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_step: Option<String>,
+    /// The final error's HTTP status, when the failure was an HTTP answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_http_status: Option<u16>,
+}
+
+impl RunSummary {
+    /// Why the run failed, as failures are grouped (`GET /runs/stats`) and filtered
+    /// ([`RunQuery::error`]): `HTTP 500 at create` when the error was an HTTP answer, else
+    /// `<code> at <step>` (`template_error at boom`); `None` without an error.
+    pub fn failure_reason(&self) -> Option<String> {
+        let code = self.error_code.as_deref()?;
+        let what = match self.error_http_status {
+            Some(h) => format!("HTTP {h}"),
+            None => code.to_string(),
+        };
+        Some(match self.error_step.as_deref().filter(|s| !s.is_empty()) {
+            Some(step) => format!("{what} at {step}"),
+            None => what,
+        })
+    }
 }
 
 impl From<&RunRecord> for RunSummary {
@@ -322,6 +345,8 @@ impl From<&RunRecord> for RunSummary {
             duration_ms: r.duration_ms,
             error_code: r.error.as_ref().map(|e| e.code.clone()),
             error_message: r.error.as_ref().map(|e| e.message.clone()),
+            error_step: r.error.as_ref().map(|e| e.step.clone()),
+            error_http_status: r.error.as_ref().and_then(|e| e.http_status),
         }
     }
 }
@@ -339,8 +364,11 @@ pub struct RunQuery {
     pub since: Option<i64>,
     /// Created before (UTC unix ms).
     pub until: Option<i64>,
-    /// Free search: a run id (exact or prefix) or a key (exact or prefix).
+    /// Free search: a run id, a key, or a value inside the run's input or step outputs, each
+    /// exact or by prefix (the values searched: [`SEARCH_VALUES_MAX`]).
     pub q: Option<String>,
+    /// Exact failure reason ([`RunSummary::failure_reason`], e.g. `HTTP 500 at create`).
+    pub error: Option<String>,
     /// Page size; callers clamp it (API: 1..=500).
     pub limit: usize,
     /// Opaque cursor from the previous page's `next_cursor` (a bare run id is accepted too;
@@ -378,6 +406,21 @@ pub fn check_cursor(cursor: &str) -> Result<(), String> {
         }
     }
 }
+
+/// Most values of one run that the free search (`q`) finds, through a value index every
+/// backend writes with the run's summary (sled: `runs_by_value`; PostgreSQL: `run_values`;
+/// in memory: a map). The values are the scalar **strings** of the run's input, then of each
+/// step's output in step order (depth first, document order), kept when they are
+/// [`SEARCH_VALUE_MIN_BYTES`]-[`SEARCH_VALUE_MAX_BYTES`] bytes long and hold no whitespace or
+/// control character (ids such as `cus_QXg…`, `in_1Nv…`, emails, not prose), distinct, the
+/// first 64. Numbers, booleans and keys are not indexed. A search matches a value exactly or
+/// by prefix, case-sensitively, like ids and keys. The index follows the run: rewritten when
+/// its summary is, removed with it (retention, released claims).
+pub const SEARCH_VALUES_MAX: usize = 64;
+/// Shortest indexed value, in bytes: 4.
+pub const SEARCH_VALUE_MIN_BYTES: usize = 4;
+/// Longest indexed value, in bytes: 128.
+pub const SEARCH_VALUE_MAX_BYTES: usize = 128;
 
 /// Most run summaries one [`RunStore::list_runs`] call examines when its filters are not
 /// covered by an index (e.g. `mode` + `trigger`): past it the page is returned short (possibly

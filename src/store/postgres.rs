@@ -459,7 +459,7 @@ impl RunStore for PgStore {
             return Ok(empty());
         }
         // Text a PostgreSQL `text` column cannot hold matches no stored run.
-        let texts = [&query.workflow, &query.key, &query.q];
+        let texts = [&query.workflow, &query.key, &query.q, &query.error];
         if texts
             .iter()
             .any(|t| t.as_deref().is_some_and(|s| s.contains('\0')))
@@ -474,14 +474,18 @@ impl RunStore for PgStore {
             q,
         };
 
-        // A free search with few candidates: read them (two prefix ranges) and sort.
+        // A free search with few candidates: read them (three prefix ranges) and sort. The
+        // rows of the three ranges are counted apart, each up to the limit (a run may be in
+        // several, or have several matching values): few rows means few candidates.
         if let (None, Some(q)) = (&query.key, q) {
-            let mut b =
-                QueryBuilder::<Postgres>::new("SELECT count(*) FROM (SELECT 1 FROM runs WHERE ");
-            push_q(&mut b, q);
-            b.push(" LIMIT ")
-                .push_bind(Q_CANDIDATES_MAX + 1)
-                .push(") c");
+            let mut b = QueryBuilder::<Postgres>::new("SELECT 0::bigint");
+            for (select, col) in Q_SOURCES {
+                b.push(" + (SELECT count(*) FROM (").push(select);
+                push_prefix(&mut b, col, q);
+                b.push(" LIMIT ")
+                    .push_bind(Q_CANDIDATES_MAX + 1)
+                    .push(") c)");
+            }
             let n: i64 = b
                 .build()
                 .fetch_one(&self.pool)
@@ -494,10 +498,17 @@ impl RunStore for PgStore {
                 // (a bitmap OR) and sorts the few candidates, rather than walking the whole
                 // listing order looking for them.
                 let mut b = QueryBuilder::<Postgres>::new(
-                    "WITH c AS MATERIALIZED (SELECT created_at, id, summary FROM runs WHERE ",
+                    "WITH c AS MATERIALIZED (SELECT created_at, id, summary FROM runs WHERE id IN (",
                 );
-                push_q(&mut b, q);
-                filters.push(&mut b, Filter::ALL);
+                for (i, (select, col)) in Q_SOURCES.into_iter().enumerate() {
+                    if i > 0 {
+                        b.push(" UNION ");
+                    }
+                    b.push(select);
+                    push_prefix(&mut b, col, q);
+                }
+                b.push(")");
+                filters.push(&mut b, Filter::ALL & !Filter::Q);
                 b.push(
                     ") SELECT summary::text AS summary FROM c \
                      ORDER BY created_at DESC, id DESC LIMIT ",
@@ -1059,6 +1070,8 @@ struct PreparedRun {
     parent_run: Option<String>,
     summary: String,
     record: String,
+    /// The free search's values ([`super::SEARCH_VALUES_MAX`]), kept in `run_values`.
+    values: Vec<String>,
 }
 
 impl PreparedRun {
@@ -1084,12 +1097,16 @@ impl PreparedRun {
             parent_run: run.parent_run.clone(),
             summary: to_json("run summary", &summary)?,
             record: to_json("run record", run)?,
+            values: common::search_values(run),
         })
     }
 
+    /// One statement: the run's row, then its value rows brought in step (rows of values it no
+    /// longer has go, new ones are added; the run row's foreign key is checked at the end of
+    /// the statement, after the upsert).
     fn upsert(&self) -> sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments> {
         sqlx::query(
-            "INSERT INTO runs (id, workflow_id, status, mode, trigger, idempotency_key, \
+            "WITH r AS (INSERT INTO runs (id, workflow_id, status, mode, trigger, idempotency_key, \
                created_at, finished_at, retain_at, root_run_id, parent_run, summary, record) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::json, $13::json) \
              ON CONFLICT (id) DO UPDATE SET workflow_id = EXCLUDED.workflow_id, \
@@ -1097,7 +1114,12 @@ impl PreparedRun {
                idempotency_key = EXCLUDED.idempotency_key, created_at = EXCLUDED.created_at, \
                finished_at = EXCLUDED.finished_at, retain_at = EXCLUDED.retain_at, \
                root_run_id = EXCLUDED.root_run_id, parent_run = EXCLUDED.parent_run, \
-               summary = EXCLUDED.summary, record = EXCLUDED.record",
+               summary = EXCLUDED.summary, record = EXCLUDED.record RETURNING 1), \
+             d AS (DELETE FROM run_values WHERE run_id = $1 \
+               AND (created_at <> $7 OR NOT (value = ANY($14::text[])))) \
+             INSERT INTO run_values (value, created_at, run_id) \
+               SELECT DISTINCT v, $7::bigint, $1 FROM unnest($14::text[]) AS v \
+             ON CONFLICT DO NOTHING",
         )
         .bind(&self.id)
         .bind(&self.workflow_id)
@@ -1112,6 +1134,7 @@ impl PreparedRun {
         .bind(&self.parent_run)
         .bind(&self.summary)
         .bind(&self.record)
+        .bind(&self.values)
     }
 }
 
@@ -1240,7 +1263,8 @@ impl Filter {
     const UNTIL: u16 = 1 << 6;
     const Q: u16 = 1 << 7;
     const CURSOR: u16 = 1 << 8;
-    const ALL: u16 = (1 << 9) - 1;
+    const ERROR: u16 = 1 << 9;
+    const ALL: u16 = (1 << 10) - 1;
 }
 
 /// A listing's filters, pushed into SQL as ` AND …` clauses.
@@ -1265,6 +1289,7 @@ impl Filters<'_> {
             (q.until.is_some(), Filter::UNTIL),
             (self.q.is_some(), Filter::Q),
             (self.upper.is_some(), Filter::CURSOR),
+            (q.error.is_some(), Filter::ERROR),
         ] {
             if on {
                 bits |= bit;
@@ -1302,6 +1327,15 @@ impl Filters<'_> {
             b.push(" AND ");
             push_q(b, text);
         }
+        if let Some(e) = q.error.as_ref().filter(|_| on(Filter::ERROR)) {
+            // RunSummary::failure_reason, from the stored summary.
+            b.push(
+                " AND (CASE WHEN summary->>'error_http_status' IS NOT NULL \
+                 THEN 'HTTP ' || (summary->>'error_http_status') ELSE summary->>'error_code' END) \
+                 || COALESCE(' at ' || NULLIF(summary->>'error_step', ''), '') = ",
+            )
+            .push_bind(e.clone());
+        }
         if let Some((created, id)) = self.upper.filter(|_| on(Filter::CURSOR)) {
             b.push(" AND (created_at, id) < (")
                 .push_bind(*created)
@@ -1312,32 +1346,45 @@ impl Filters<'_> {
     }
 }
 
-/// The free search, parenthesised: the id or the idempotency key starts with `q`, as two
-/// index ranges (`>= q` and below its successor) that a generic plan can use too.
-fn push_q(b: &mut QueryBuilder<'_, Postgres>, q: &str) {
-    let hi = str_successor(q);
-    b.push("(");
-    for (i, col) in ["id", "idempotency_key"].into_iter().enumerate() {
-        if i > 0 {
-            b.push(" OR ");
+/// `(col >= q AND col < successor(q))`: a prefix as an index range that a generic plan can
+/// use too.
+fn push_prefix(b: &mut QueryBuilder<'_, Postgres>, col: &str, q: &str) {
+    b.push("(").push(col).push(" >= ").push_bind(q.to_string());
+    match str_successor(q) {
+        Some(hi) => {
+            b.push(" AND ").push(col).push(" < ").push_bind(hi);
         }
-        b.push("(").push(col).push(" >= ").push_bind(q.to_string());
-        match &hi {
-            Some(hi) => {
-                b.push(" AND ").push(col).push(" < ").push_bind(hi.clone());
-            }
-            None => {
-                b.push(" AND starts_with(")
-                    .push(col)
-                    .push(", ")
-                    .push_bind(q.to_string())
-                    .push(")");
-            }
+        None => {
+            b.push(" AND starts_with(")
+                .push(col)
+                .push(", ")
+                .push_bind(q.to_string())
+                .push(")");
         }
-        b.push(")");
     }
     b.push(")");
 }
+
+/// The free search as a row filter of `runs`, parenthesised: the id, the idempotency key or
+/// one of the run's indexed values (`run_values`, looked up by the run's id) starts with `q`.
+fn push_q(b: &mut QueryBuilder<'_, Postgres>, q: &str) {
+    b.push("(");
+    push_prefix(b, "id", q);
+    b.push(" OR ");
+    push_prefix(b, "idempotency_key", q);
+    b.push(" OR EXISTS (SELECT 1 FROM run_values v WHERE v.run_id = runs.id AND ");
+    push_prefix(b, "v.value", q);
+    b.push("))");
+}
+
+/// The three candidate sources of a free search (`SELECT <run id> … WHERE` and the column
+/// whose prefix is searched): runs whose id, idempotency key or an indexed value starts with
+/// `q`, three index ranges.
+const Q_SOURCES: [(&str, &str); 3] = [
+    ("SELECT id FROM runs WHERE ", "id"),
+    ("SELECT id FROM runs WHERE ", "idempotency_key"),
+    ("SELECT run_id FROM run_values WHERE ", "value"),
+];
 
 /// The least string greater than every string that starts with `s` (in code point order,
 /// which is UTF-8 byte order and the "C" collation's): the last character that can be

@@ -19,6 +19,8 @@
 //! | `runs_by_workflow_status` | workflow 0x00 status 0x00 ts(created_at) id | empty |
 //! | `runs_by_key` | idempotency key 0x00 ts(created_at) id | empty |
 //! | `runs_by_finish` | workflow 0x00 ts(finished_at) id (finished runs only) | empty |
+//! | `runs_by_value` | value 0x00 ts(created_at) id (the free search's values, [`super::SEARCH_VALUES_MAX`]) | empty |
+//! | `run_values` | run id | the run's indexed values, a JSON array (absent when none) |
 //! | `webhook_claims` | workflow 0x00 key | [`WebhookClaim`] |
 //! | `webhook_claims_expiry` | ts(expires_at) workflow 0x00 key | empty |
 //! | `api_records` | scope 0x00 key | [`ApiRecord`] |
@@ -99,12 +101,14 @@ const BY_STATUS: usize = 6;
 const BY_WORKFLOW_STATUS: usize = 7;
 const BY_KEY: usize = 8;
 const BY_FINISH: usize = 9;
-const CLAIMS: usize = 10;
-const CLAIMS_EXPIRY: usize = 11;
-const API: usize = 12;
-const API_EXPIRY: usize = 13;
+const BY_VALUE: usize = 10;
+const RUN_VALUES: usize = 11;
+const CLAIMS: usize = 12;
+const CLAIMS_EXPIRY: usize = 13;
+const API: usize = 14;
+const API_EXPIRY: usize = 15;
 
-const TREE_NAMES: [&str; 14] = [
+const TREE_NAMES: [&str; 16] = [
     "memory",
     "memory_expiry",
     "runs",
@@ -115,6 +119,8 @@ const TREE_NAMES: [&str; 14] = [
     "runs_by_workflow_status",
     "runs_by_key",
     "runs_by_finish",
+    "runs_by_value",
+    "run_values",
     "webhook_claims",
     "webhook_claims_expiry",
     "api_records",
@@ -154,7 +160,7 @@ type Tx<A> = ConflictableTransactionResult<A, StoreError>;
 /// Trees of the Memory store.
 const MEMORY_TREES: Range<usize> = MEMORY..MEMORY_EXPIRY + 1;
 /// Trees of a run and its indexes.
-const RUN_TREES: Range<usize> = RUNS..BY_FINISH + 1;
+const RUN_TREES: Range<usize> = RUNS..RUN_VALUES + 1;
 /// Trees of a webhook claim together with its run.
 const CLAIM_TREES: Range<usize> = RUNS..CLAIMS_EXPIRY + 1;
 /// Trees of the API idempotency records.
@@ -349,8 +355,16 @@ impl SledCore {
         Ok(removed)
     }
 
-    /// Ids of the runs whose position is in the candidate set of a free search, or `None` if
-    /// there are too many candidates to be worth it.
+    /// The indexed values of run `id` (the free search's, [`super::SEARCH_VALUES_MAX`]).
+    fn values(&self, id: &str) -> StoreResult<Vec<String>> {
+        match self.tree(RUN_VALUES).get(id).map_err(backend)? {
+            Some(b) => decode("run values", &b),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Ids of the runs whose position is in the candidate set of a free search (id, key or
+    /// value prefix), or `None` if there are too many candidates to be worth it.
     fn q_candidates(&self, q: &str) -> StoreResult<Option<BTreeSet<String>>> {
         let mut ids = BTreeSet::new();
         for item in self.tree(RUNS).scan_prefix(q) {
@@ -361,6 +375,14 @@ impl SledCore {
             }
         }
         for item in self.tree(BY_KEY).scan_prefix(q) {
+            let (k, _) = item.map_err(backend)?;
+            let (_, rest) = split_nul(&k)?;
+            ids.insert(utf8(id_after_ts(rest)?)?.to_string());
+            if ids.len() > Q_CANDIDATES_MAX {
+                return Ok(None);
+            }
+        }
+        for item in self.tree(BY_VALUE).scan_prefix(q) {
             let (k, _) = item.map_err(backend)?;
             let (_, rest) = split_nul(&k)?;
             ids.insert(utf8(id_after_ts(rest)?)?.to_string());
@@ -576,7 +598,14 @@ impl SledCore {
         let unchanged = |stored: Option<sled::IVec>| {
             stored.is_some_and(|b| b.as_ref() == prepared.summary_json.as_slice())
         };
-        if unchanged(summaries.get(&prepared.id).map_err(backend)?) {
+        // Same values indexed (a step's output may add some while the summary stays).
+        let stored_values = self.tree(RUN_VALUES).get(&prepared.id).map_err(backend)?;
+        let values_unchanged = match (&stored_values, &prepared.values_json) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.as_ref() == b.as_slice(),
+            _ => false,
+        };
+        if values_unchanged && unchanged(summaries.get(&prepared.id).map_err(backend)?) {
             self.tree(RUNS)
                 .insert(prepared.id.as_bytes(), prepared.json.as_slice())
                 .map_err(backend)?;
@@ -619,7 +648,8 @@ impl SledCore {
                 let mut runs = Vec::new();
                 for id in ids {
                     if let Some(s) = self.summary(&id)? {
-                        if common::summary_matches(&s, query) && before_cursor(&s) {
+                        let values = self.values(&id)?;
+                        if common::summary_matches(&s, &values, query) && before_cursor(&s) {
                             runs.push(s);
                         }
                     }
@@ -674,7 +704,12 @@ impl SledCore {
                 StoreError::Corrupt(format!("index row names run `{id}`, which has no summary"))
             })?;
             examined += 1;
-            if common::summary_matches(&s, query) {
+            let values = if query.q.as_deref().is_some_and(|q| !q.is_empty()) {
+                self.values(id)?
+            } else {
+                Vec::new()
+            };
+            if common::summary_matches(&s, &values, query) {
                 runs.push(s);
                 if runs.len() > query.limit {
                     break;
@@ -1143,6 +1178,8 @@ struct PreparedRun {
     id: String,
     json: Vec<u8>,
     summary_json: Vec<u8>,
+    /// The indexed values as stored in `run_values`; `None` when there are none.
+    values_json: Option<Vec<u8>>,
     index: Vec<IndexRow>,
 }
 
@@ -1150,11 +1187,17 @@ impl PreparedRun {
     fn new(run: &RunRecord) -> StoreResult<Self> {
         common::check_run(run)?;
         let summary = RunSummary::from(run);
+        let values = common::search_values(run);
         Ok(PreparedRun {
             id: run.id.clone(),
             json: encode_run(run)?,
             summary_json: encode(&summary)?,
-            index: index_rows(&summary),
+            values_json: if values.is_empty() {
+                None
+            } else {
+                Some(encode(&values)?)
+            },
+            index: index_rows(&summary, &values),
         })
     }
 }
@@ -1200,8 +1243,8 @@ fn claim_tx(v: &View, c: &PreparedClaim, now_ms: i64) -> Tx<ClaimOutcome> {
 /// One row of a run index: `(tree, key, value)`.
 type IndexRow = (usize, Vec<u8>, Vec<u8>);
 
-/// Every index row of a run.
-fn index_rows(s: &RunSummary) -> Vec<IndexRow> {
+/// Every index row of a run (`values`: its indexed values).
+fn index_rows(s: &RunSummary, values: &[String]) -> Vec<IndexRow> {
     let at = ts(s.created_at.0);
     let id = s.id.as_bytes();
     let status = s.status.as_str();
@@ -1223,6 +1266,9 @@ fn index_rows(s: &RunSummary) -> Vec<IndexRow> {
     if let Some(k) = &s.idempotency_key {
         rows.push((BY_KEY, after(pair(k, "")), vec![]));
     }
+    for v in values {
+        rows.push((BY_VALUE, after(pair(v, "")), vec![]));
+    }
     let finished = common::retention_instant(s.status, s.created_at.0, s.finished_at.map(|t| t.0));
     if let Some(f) = finished {
         rows.push((
@@ -1234,15 +1280,35 @@ fn index_rows(s: &RunSummary) -> Vec<IndexRow> {
     rows
 }
 
+/// The indexed values of the stored version of run `id`.
+fn stored_values(v: &View, id: &str) -> Tx<Vec<String>> {
+    match v[RUN_VALUES].get(id)? {
+        None => Ok(Vec::new()),
+        Some(b) => decode("run values", &b).map_err(abort),
+    }
+}
+
 /// The index rows of the stored version of run `id`, if any.
 fn stored_rows(v: &View, id: &str) -> Tx<Option<Vec<IndexRow>>> {
     match v[SUMMARIES].get(id)? {
         None => Ok(None),
         Some(b) => {
             let old: RunSummary = decode("run summary", &b).map_err(abort)?;
-            Ok(Some(index_rows(&old)))
+            Ok(Some(index_rows(&old, &stored_values(v, id)?)))
         }
     }
+}
+
+/// Removes a run, its summary, its values and every index row of `s` (its stored summary).
+fn delete_run_tx(v: &View, s: &RunSummary) -> Tx<()> {
+    let id = s.id.as_str();
+    for (tree, key, _) in index_rows(s, &stored_values(v, id)?) {
+        v[tree].remove(key)?;
+    }
+    v[RUNS].remove(id.as_bytes())?;
+    v[SUMMARIES].remove(id.as_bytes())?;
+    v[RUN_VALUES].remove(id.as_bytes())?;
+    Ok(())
 }
 
 /// Writes a run and brings its index rows in step: rows of the old version that no longer
@@ -1261,6 +1327,10 @@ fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
     }
     v[RUNS].insert(run.id.as_bytes(), run.json.as_slice())?;
     v[SUMMARIES].insert(run.id.as_bytes(), run.summary_json.as_slice())?;
+    match &run.values_json {
+        Some(j) => v[RUN_VALUES].insert(run.id.as_bytes(), j.as_slice())?,
+        None => v[RUN_VALUES].remove(run.id.as_bytes())?,
+    };
     Ok(())
 }
 
@@ -1273,11 +1343,7 @@ fn delete_queued_run_tx(v: &View, id: &str) -> Tx<bool> {
     if s.status != RunStatus::Queued {
         return Ok(false);
     }
-    for (tree, key, _) in index_rows(&s) {
-        v[tree].remove(key)?;
-    }
-    v[RUNS].remove(id.as_bytes())?;
-    v[SUMMARIES].remove(id.as_bytes())?;
+    delete_run_tx(v, &s)?;
     Ok(true)
 }
 
@@ -1290,11 +1356,7 @@ fn delete_final_run_tx(v: &View, id: &str) -> Tx<bool> {
     if !s.status.is_final() {
         return Ok(false);
     }
-    for (tree, key, _) in index_rows(&s) {
-        v[tree].remove(key)?;
-    }
-    v[RUNS].remove(id.as_bytes())?;
-    v[SUMMARIES].remove(id.as_bytes())?;
+    delete_run_tx(v, &s)?;
     Ok(true)
 }
 
@@ -1425,5 +1487,46 @@ fn successor(prefix: &[u8]) -> Bound<Vec<u8>> {
             Bound::Excluded(p)
         }
         None => Bound::Unbounded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{Mode, Timestamp, Trigger};
+
+    fn run(id: &str, created: i64, customer: &str) -> RunRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "workflow_id": "wf", "workflow_version": 1, "definition_hash": "h",
+            "trigger": Trigger::Webhook, "mode": Mode::Live, "status": RunStatus::Succeeded,
+            "input": {"customer": customer}, "created_at": Timestamp(created),
+            "finished_at": Timestamp(created + 1),
+        }))
+        .expect("a run record")
+    }
+
+    /// The value index holds exactly the rows of the stored runs: a rewrite replaces a run's
+    /// rows, retention removes them with the run.
+    #[test]
+    fn value_rows_follow_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = SledCore::open(&SledConfig::new(dir.path())).unwrap();
+        for i in 0..10 {
+            let r = run(&format!("run-{i}"), 1_000 + i, &format!("cus_{i:04}"));
+            core.put_prepared(&PreparedRun::new(&r).unwrap()).unwrap();
+        }
+        assert_eq!(core.tree(BY_VALUE).len(), 10);
+        assert_eq!(core.tree(RUN_VALUES).len(), 10);
+        let r = run("run-0", 1_000, "cus_changed");
+        core.put_prepared(&PreparedRun::new(&r).unwrap()).unwrap();
+        assert_eq!(core.tree(BY_VALUE).len(), 10);
+        assert!(core.tree(BY_VALUE).scan_prefix("cus_0000").next().is_none());
+        let policy = Retention {
+            max_runs_per_workflow: Some(3),
+            max_age_ms: None,
+        };
+        assert_eq!(core.prune_runs(&policy, 10_000).unwrap(), 7);
+        assert_eq!(core.tree(BY_VALUE).len(), 3);
+        assert_eq!(core.tree(RUN_VALUES).len(), 3);
     }
 }

@@ -100,14 +100,21 @@ pub async fn list_runs(
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunStatsArgs {
-    /// `minute`, `hour` (default) or `day`.
+    /// `auto` (default), `minute`, `hour` or `day`.
     bucket: Option<String>,
     since: Option<Value>,
     until: Option<Value>,
     workflow: Option<String>,
+    status: Option<String>,
+    mode: Option<String>,
+    trigger: Option<String>,
+    key: Option<String>,
+    q: Option<String>,
+    error: Option<String>,
 }
 
-/// Counts of runs by status per time bucket (default: the last 24 hours by hour).
+/// Counts of runs by status per time bucket for the list's filters, with the total, duration
+/// percentiles and failure groups (default: all time, `auto` bucket).
 #[tauri::command]
 pub async fn run_stats(
     state: State<'_, AppState>,
@@ -119,6 +126,12 @@ pub async fn run_stats(
         since: instant_text(a.since),
         until: instant_text(a.until),
         workflow: a.workflow,
+        status: a.status,
+        mode: a.mode,
+        trigger: a.trigger,
+        key: a.key,
+        q: a.q,
+        error: a.error,
     };
     Ok(runs::stats_for(&state, &params).await?)
 }

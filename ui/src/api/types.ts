@@ -215,6 +215,10 @@ export interface RunSummary {
   duration_ms?: number;
   error_code?: string;
   error_message?: string;
+  /** The step the final error came from. */
+  error_step?: string;
+  /** The final error's HTTP status, when it was an HTTP answer. */
+  error_http_status?: number;
 }
 
 /** Filters of `GET /runs` (all optional; empty strings are ignored). `since`/`until`: RFC 3339 or unix ms. */
@@ -225,8 +229,10 @@ export interface RunQuery {
   trigger?: RunTrigger | '';
   /** Exact idempotency/event key. */
   key?: string;
-  /** A run id or key, exact or prefix. */
+  /** A run id, a key or a value inside the run (a customer id…), exact or prefix. */
   q?: string;
+  /** Failure reason, as `GET /runs/stats` groups them (`HTTP 500 at create`). */
+  error?: string;
   since?: string | number;
   until?: string | number;
   /** 1..=500, default 50. */
@@ -273,19 +279,35 @@ export interface BulkSummary {
   runs: BulkItem[];
 }
 
-export interface RunStatsQuery {
-  bucket?: 'minute' | 'hour' | 'day';
-  since?: string | number;
-  until?: string | number;
-  workflow?: string;
+/** The list's filters, the range (default: all time, from the oldest matching run) and the bucket (`auto`: ≤ 60 bars). */
+export interface RunStatsQuery extends Omit<RunQuery, 'limit' | 'cursor'> {
+  bucket?: 'auto' | 'minute' | 'hour' | 'day';
 }
 
-/** `GET /runs/stats`: counts by status per time bucket (empty buckets left out). */
+/** Nearest-rank duration percentiles of finished runs. */
+export interface DurationPercentiles {
+  workflow_id?: string;
+  count: number;
+  p50_ms?: number;
+  p95_ms?: number;
+  p99_ms?: number;
+}
+
+/** `GET /runs/stats`: counts by status per time bucket (empty buckets left out), for the list's filters. */
 export interface RunStats {
   bucket_ms: number;
   since?: string;
   until?: string;
   buckets: { start: string; counts: Partial<Record<RunStatus, number>> }[];
+  /** Runs matching the filters in the range. */
+  total?: number;
+  counts?: Partial<Record<RunStatus, number>>;
+  /** False past 200,000 matching runs (the figures cover the newest). */
+  complete?: boolean;
+  duration?: DurationPercentiles;
+  durations?: DurationPercentiles[];
+  /** Failed runs grouped by reason (`HTTP 500 at create`), most first. */
+  failures?: { reason: string; count: number }[];
 }
 
 export interface ReplayOptions {

@@ -60,7 +60,11 @@ const Row = memo(function Row({
       <span className="fx-run-cell fx-run-wf">
         <span className="fx-run-wf-id">{r.workflow_id}</span>
         <span className="fx-muted fx-mono">v{r.workflow_version}</span>
-        {r.error_code && <span className="fx-code-tag fx-error-code">{r.error_code}</span>}
+        {r.error_code && (
+          <span className="fx-code-tag fx-error-code" data-testid="row-error" title={r.error_step ? `at ${r.error_step}` : undefined}>
+            {r.error_http_status ? `HTTP ${r.error_http_status}` : r.error_code}
+          </span>
+        )}
         {r.replay_of && (
           <span className="fx-muted" title={`Replay of ${r.replay_of}`}>
             <RotateCcw size={12} aria-hidden />

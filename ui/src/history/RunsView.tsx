@@ -58,7 +58,7 @@ function Filters() {
   const workflows = useEditor((s) => s.workflows);
   const commitQ = useRef((v: string) => useHistory.getState().setFilters({ q: v })).current;
   const commitKey = useRef((v: string) => useHistory.getState().setFilters({ key: v })).current;
-  const any = f.workflow || f.status || f.mode || f.trigger || f.key || f.q || f.range !== 'all';
+  const any = f.workflow || f.status || f.mode || f.trigger || f.key || f.q || f.error || f.range !== 'all';
   return (
     <div className="fx-filters" data-testid="run-filters">
       <select className="fx-input" value={f.workflow} onChange={(e) => setFilters({ workflow: e.target.value })} data-testid="filter-workflow" aria-label="Workflow">
@@ -129,7 +129,18 @@ function Filters() {
           />
         </>
       )}
-      <SearchInput value={f.q} onCommit={commitQ} placeholder="Run id or key (prefix)…" testId="filter-q" title="A run id or an idempotency/event key: exact or its beginning" />
+      <SearchInput
+        value={f.q}
+        onCommit={commitQ}
+        placeholder="Run id, key or a value (cus_…)…"
+        testId="filter-q"
+        title="A run id, an idempotency/event key, or a value inside the run (a customer or invoice id in its input or a step's output): exact or its beginning"
+      />
+      {f.error && (
+        <button className="fx-filter-chip" onClick={() => setFilters({ error: '' })} title="Show every run" data-testid="filter-error">
+          Failed with {f.error} ×
+        </button>
+      )}
       <SearchInput value={f.key} onCommit={commitKey} placeholder="Exact event key…" testId="filter-key" title="An idempotency/event key, exactly" />
       {any && (
         <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={reset} data-testid="filter-reset">

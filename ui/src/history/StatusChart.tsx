@@ -32,6 +32,7 @@ function buildSeries(): Series | null {
   const { stats, statsWindow } = useHistory.getState();
   if (!stats || !statsWindow) return null;
   const b = stats.bucket_ms;
+  if (!Number.isFinite(statsWindow.since) || !Number.isFinite(statsWindow.until)) return null;
   const first = Math.floor(statsWindow.since / b) * b;
   const n = Math.max(1, Math.ceil((statsWindow.until - first) / b));
   const xs = Array.from({ length: n }, (_, i) => first + i * b);
@@ -47,6 +48,73 @@ function buildSeries(): Series | null {
     }
   }
   return { xs, counts, totals, bucketMs: b };
+}
+
+/** `5 min`, `3 h`, `day`, `7 days`: a bucket width. */
+function bucketLabel(ms: number): string {
+  if (ms % 86_400_000 === 0) return ms === 86_400_000 ? 'day' : `${ms / 86_400_000} days`;
+  if (ms % 3_600_000 === 0) return ms === 3_600_000 ? 'hour' : `${ms / 3_600_000} h`;
+  return ms === 60_000 ? 'minute' : `${Math.round(ms / 60_000)} min`;
+}
+
+/** `850 ms`, `1.2 s`, `3.4 min`. */
+export function formatMs(ms: number | undefined): string {
+  if (ms === undefined) return '–';
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+  return `${(ms / 60_000).toFixed(1)} min`;
+}
+
+/** Durations (p50/p95/p99, overall and per workflow) and failures grouped by reason; a group filters the list. */
+function ChartFacts() {
+  const stats = useHistory((s) => s.stats);
+  const error = useHistory((s) => s.filters.error);
+  const setFilters = useHistory((s) => s.setFilters);
+  if (!stats) return null;
+  const d = stats.duration;
+  const per = (stats.durations ?? []).filter((w) => w.count > 0);
+  const failures = stats.failures ?? [];
+  return (
+    <div className="fx-chart-facts">
+      <span className="fx-chart-pcts" data-testid="chart-percentiles" title={per.map((w) => `${w.workflow_id}: p50 ${formatMs(w.p50_ms)} · p95 ${formatMs(w.p95_ms)} · p99 ${formatMs(w.p99_ms)} (${w.count})`).join('\n')}>
+        {d && d.count > 0 ? (
+          <>
+            Duration <b>p50</b> <span data-testid="chart-p50">{formatMs(d.p50_ms)}</span> · <b>p95</b> <span data-testid="chart-p95">{formatMs(d.p95_ms)}</span> · <b>p99</b>{' '}
+            <span data-testid="chart-p99">{formatMs(d.p99_ms)}</span>
+            {per.length > 1 && <span className="fx-muted"> · {per.length} workflows (hover)</span>}
+          </>
+        ) : (
+          <span className="fx-muted">No finished runs to time</span>
+        )}
+      </span>
+      {per.length > 1 && (
+        <span className="fx-chart-wf-pcts" data-testid="chart-workflow-percentiles">
+          {per.slice(0, 4).map((w) => (
+            <span key={w.workflow_id} className="fx-muted" data-testid="chart-workflow-pct" data-workflow={w.workflow_id}>
+              {w.workflow_id} p50 {formatMs(w.p50_ms)} · p95 {formatMs(w.p95_ms)} · p99 {formatMs(w.p99_ms)}
+            </span>
+          ))}
+        </span>
+      )}
+      {failures.length > 0 && (
+        <span className="fx-chart-failures" data-testid="chart-failures">
+          <span className="fx-muted">Failures:</span>
+          {failures.slice(0, 6).map((g) => (
+            <button
+              key={g.reason}
+              className={`fx-failure-group ${error === g.reason ? 'is-active' : ''}`}
+              onClick={() => setFilters({ error: error === g.reason ? '' : g.reason })}
+              title={error === g.reason ? 'Show every run' : `Show the runs that failed with ${g.reason}`}
+              data-testid="chart-failure"
+              data-reason={g.reason}
+            >
+              {g.reason}: <b>{g.count.toLocaleString('en-US')}</b>
+            </button>
+          ))}
+        </span>
+      )}
+    </div>
+  );
 }
 
 export function StatusChart() {
@@ -133,7 +201,7 @@ export function StatusChart() {
     };
   }, [series]);
 
-  const total = series ? STACK.reduce((a, s) => a + series.totals[s], 0) : 0;
+  const total = stats?.total ?? (series ? STACK.reduce((a, s) => a + series.totals[s], 0) : 0);
   const hoverText =
     series && hover !== null && series.xs[hover] !== undefined
       ? `${formatTime(new Date(series.xs[hover]).toISOString())} · ${
@@ -144,14 +212,24 @@ export function StatusChart() {
       : null;
 
   return (
-    <div className="fx-chart" data-testid="status-chart" data-total={total} data-buckets={stats?.buckets.length ?? 0}>
+    <div
+      className="fx-chart"
+      data-testid="status-chart"
+      data-total={total}
+      data-buckets={stats?.buckets.length ?? 0}
+      data-since={stats?.since ?? ''}
+      data-until={stats?.until ?? ''}
+      data-bucket-ms={stats?.bucket_ms ?? 0}
+    >
       <div className="fx-chart-head">
         <span className="fx-chart-title">Runs over time</span>
-        {series && (
-          <span className="fx-muted">
-            per {series.bucketMs === 60_000 ? 'minute' : series.bucketMs === 3_600_000 ? 'hour' : 'day'} · {plural(total, 'run')}
+        {stats && (
+          <span className="fx-chart-total" data-testid="chart-match-total">
+            <b>{plural(total, 'run')}</b> {total === 1 ? 'matches' : 'match'}
+            {stats.complete === false ? ' (figures of the newest 200,000)' : ''}
           </span>
         )}
+        {series && <span className="fx-muted">per {bucketLabel(series.bucketMs)}{stats?.since ? ` · since ${formatTime(stats.since)}` : ''}</span>}
         <span className="fx-chart-legend">
           {STACK.map((st) => (
             <button
@@ -170,6 +248,7 @@ export function StatusChart() {
         <span className="fx-muted fx-chart-hover">{hoverText ?? 'Click a bar to filter to its time (and status)'}</span>
       </div>
       {statsError ? <div className="fx-empty fx-error-text">Cannot load the chart: {statsError}</div> : <div ref={box} className="fx-chart-plot" data-testid="chart-plot" />}
+      <ChartFacts />
     </div>
   );
 }

@@ -31,8 +31,10 @@ export interface Filters {
   trigger: RunTrigger | '';
   /** Exact idempotency/event key. */
   key: string;
-  /** Run id or key, exact or prefix. */
+  /** Run id, key or a value inside the run (a customer id…), exact or prefix. */
   q: string;
+  /** Failure reason (a group of the chart: `HTTP 500 at create`). */
+  error: string;
   range: RangePreset;
   /** Custom range bounds, unix ms (inclusive since, exclusive until). */
   since: number | null;
@@ -46,6 +48,7 @@ export const EMPTY_FILTERS: Filters = {
   trigger: '',
   key: '',
   q: '',
+  error: '',
   range: 'all',
   since: null,
   until: null,
@@ -123,6 +126,7 @@ export function toQuery(f: Filters, now = Date.now()): RunQuery {
     trigger: f.trigger,
     key: f.key.trim(),
     q: f.q.trim(),
+    error: f.error,
   };
   const preset = RANGES.find((r) => r.id === f.range);
   if (preset?.ms) q.since = now - preset.ms;
@@ -140,7 +144,9 @@ export function matches(r: RunSummary, q: RunQuery): boolean {
   if (q.mode && r.mode !== q.mode) return false;
   if (q.trigger && r.trigger !== q.trigger) return false;
   if (q.key && r.idempotency_key !== q.key) return false;
+  // A value inside the run (not in the summary) cannot be checked here: such runs come with the next load.
   if (q.q && !r.id.startsWith(q.q) && !(r.idempotency_key ?? '').startsWith(q.q)) return false;
+  if (q.error && failureReason(r) !== q.error) return false;
   const t = Date.parse(r.created_at);
   if (typeof q.since === 'number' && t < q.since) return false;
   if (typeof q.until === 'number' && t >= q.until) return false;
@@ -152,13 +158,16 @@ function newer(a: RunSummary, b: RunSummary): boolean {
   return a.created_at === b.created_at ? a.id > b.id : a.created_at > b.created_at;
 }
 
-/** The chart's window and bucket for a query. */
-export function statsWindow(q: RunQuery, now = Date.now()): { since: number; until: number; bucket: 'minute' | 'hour' | 'day' } {
-  const until = typeof q.until === 'number' ? q.until : now + 1;
-  const since = typeof q.since === 'number' ? q.since : until - 7 * 86_400_000;
-  const span = until - since;
-  const bucket = span <= 3 * 3_600_000 ? 'minute' : span <= 8 * 86_400_000 ? 'hour' : 'day';
-  return { since, until, bucket };
+/** Why a run failed, as the server groups failures: `HTTP 500 at create`, `<code> at <step>`. */
+export function failureReason(r: RunSummary): string | undefined {
+  if (!r.error_code) return undefined;
+  const what = r.error_http_status ? `HTTP ${r.error_http_status}` : r.error_code;
+  return r.error_step ? `${what} at ${r.error_step}` : what;
+}
+
+/** The chart's window as the server answered it (all time: from the oldest matching run). */
+export function statsWindow(stats: RunStats): { since: number; until: number; bucketMs: number } {
+  return { since: Date.parse(stats.since ?? ''), until: Date.parse(stats.until ?? ''), bucketMs: stats.bucket_ms };
 }
 
 export interface HistoryState {
@@ -172,12 +181,14 @@ export interface HistoryState {
   error: string | null;
   /** Bumped by every reload: answers of older loads are dropped. */
   gen: number;
-  /** Runs that appeared since the list was loaded (live). */
+  /** Runs created after the list was loaded that arrived live. */
   liveCount: number;
+  /** The newest `created_at` known when the list was loaded: only runs created after it count as new. */
+  loadedNewest: string;
   selected: Set<string>;
   stats: RunStats | null;
   statsError: string | null;
-  statsWindow: { since: number; until: number; bucket: 'minute' | 'hour' | 'day' } | null;
+  statsWindow: { since: number; until: number; bucketMs: number } | null;
   bulk: BulkProgress | null;
   /** "Select all matching" (server-side), or null. */
   matching: MatchingSelection | null;
@@ -241,7 +252,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
     const s = get();
     let runs = s.runs;
     const ids = s.ids;
-    let inserted = 0;
+    let arrived = 0;
     const fresh: RunSummary[] = [];
     for (const r of incoming) {
       if (ids.has(r.id)) {
@@ -266,10 +277,11 @@ export const useHistory = create<HistoryState>()((set, get) => {
         while (i < runs.length && newer(runs[i], r)) i++;
         runs.splice(i, 0, r);
         ids.add(r.id);
-        inserted++;
+        // New only if created after the load (not an older run the stream reports a change of).
+        if (r.created_at > s.loadedNewest) arrived++;
       }
     }
-    if (runs !== s.runs) set({ runs, liveCount: s.liveCount + inserted });
+    if (runs !== s.runs) set({ runs, liveCount: s.liveCount + arrived });
   };
 
   const outcomeOf = (id: string, run: RunRecord): BulkResult => ({
@@ -335,6 +347,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
     error: null,
     gen: 0,
     liveCount: 0,
+    loadedNewest: '',
     selected: new Set(),
     stats: null,
     statsError: null,
@@ -358,12 +371,15 @@ export const useHistory = create<HistoryState>()((set, get) => {
     async reload() {
       const gen = get().gen + 1;
       const query = toQuery(get().filters);
+      const loadStart = Date.now();
       set({ gen, query, loading: true, error: null, liveCount: 0, matching: null });
       try {
         const page = await api().listRuns({ ...query, limit: FIRST_PAGE });
         if (get().gen !== gen) return;
         noteResumes(page.runs);
         set({
+          // Runs are newest first; with none loaded, the load's own instant.
+          loadedNewest: page.runs[0]?.created_at ?? new Date(loadStart).toISOString(),
           runs: page.runs,
           ids: new Set(page.runs.map((r) => r.id)),
           nextCursor: page.next_cursor ?? null,
@@ -398,10 +414,10 @@ export const useHistory = create<HistoryState>()((set, get) => {
 
     async loadStats() {
       const q = toQuery(get().filters);
-      const w = statsWindow(q);
       try {
-        const stats = await api().runStats({ bucket: w.bucket, since: w.since, until: w.until, workflow: q.workflow });
-        set({ stats, statsWindow: w, statsError: null });
+        // The list's filters; all time starts at the oldest matching run; `auto`: at most 60 bars.
+        const stats = await api().runStats({ ...q, bucket: 'auto' });
+        set({ stats, statsWindow: statsWindow(stats), statsError: null });
       } catch (e) {
         set({ statsError: (e as Error).message });
       }
