@@ -68,6 +68,8 @@ pub struct RunQueryArgs {
     trigger: Option<String>,
     key: Option<String>,
     q: Option<String>,
+    /// Only runs that failed for this reason (a `failures[].reason` of the stats).
+    error: Option<String>,
     since: Option<Value>,
     until: Option<Value>,
     limit: Option<usize>,
@@ -90,6 +92,7 @@ pub async fn list_runs(
         since: instant_text(a.since),
         until: instant_text(a.until),
         q: a.q,
+        error: a.error,
         limit: a.limit,
         cursor: a.cursor,
     };
