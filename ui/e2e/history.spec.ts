@@ -13,7 +13,9 @@ import {
   flakyFlow,
   invoiceEvent,
   invoiceFlow,
+  listGen,
   openRuns,
+  reloaded,
   row,
   rowIds,
   search,
@@ -166,9 +168,11 @@ test.describe.serial('run history, replay, memory and settings', () => {
     const sum = stats.buckets.reduce((n, b) => n + Object.values(b.counts).reduce((x, y) => x + y, 0), 0);
     await expect(page.getByTestId('status-chart')).toHaveAttribute('data-total', String(sum));
 
-    // A status in the legend filters by it.
+    // A status in the legend filters by it (once the list has reloaded).
+    const gen = await listGen(page);
     await page.getByTestId('chart-status-failed').click();
     await expect(page.getByTestId('filter-status')).toHaveValue('failed');
+    await reloaded(page, gen);
     await expect(page.getByTestId('run-row').first()).toBeVisible();
     for (const s of await page.getByTestId('run-row').evaluateAll((els) => els.map((e) => e.getAttribute('data-status')))) expect(s).toBe('failed');
 
