@@ -86,6 +86,7 @@ pub fn run() {
             commands::schedules::list_schedules,
             commands::schedules::preview_schedule,
             commands::memory::memory_namespaces,
+            commands::memory::memory_counts,
             commands::memory::memory_list,
             commands::memory::memory_get,
             commands::memory::memory_delete,

@@ -59,6 +59,38 @@ pub async fn namespaces(state: &AppState) -> AppResult<Vec<String>> {
     state.store().namespaces().await.map_err(AppError::store)
 }
 
+/// The most keys counted per namespace by [`namespace_counts`] (past it, `more: true`).
+pub const COUNT_CAP: usize = 10_000;
+
+/// Live keys per namespace: `[{namespace, keys, more}]` in namespace order; `keys` stops at
+/// [`COUNT_CAP`] with `more: true` (the Memory browser shows `10,000+`). Counted by paging the
+/// store's key order, so a namespace costs at most `COUNT_CAP` keys read.
+pub async fn namespace_counts(state: &AppState) -> AppResult<Vec<Value>> {
+    let now = state.clock().now_ms();
+    let mut out = Vec::new();
+    for ns in namespaces(state).await? {
+        let (mut keys, mut after): (usize, Option<String>) = (0, None);
+        let more = loop {
+            let page = state
+                .store()
+                .list(&ns, "", after.as_deref(), 1000, now)
+                .await
+                .map_err(AppError::store)?;
+            keys += page.len();
+            if keys > COUNT_CAP {
+                keys = COUNT_CAP;
+                break true;
+            }
+            match page.last() {
+                Some(last) if page.len() == 1000 => after = Some(last.key.clone()),
+                _ => break false,
+            }
+        };
+        out.push(json!({"namespace": ns, "keys": keys, "more": more}));
+    }
+    Ok(out)
+}
+
 /// Live keys of a namespace: `{namespace, entries: [{namespace, key, value, written_at,
 /// expires_at?, ttl_left_ms?}], next_after}` with up to `limit` (1..=1000, default 100) keys
 /// after `after` that start with `prefix`.

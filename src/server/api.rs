@@ -312,15 +312,17 @@ async fn check(
     tag = "memory",
     summary = "List the Memory namespaces",
     responses(
-        (status = 200, description = "Every namespace.", body = doc::Namespaces),
+        (status = 200, description = "Every namespace, and its live keys (`counts`: at most \
+            10,000 counted, then `more: true`).", body = doc::Namespaces),
         (status = 503, description = "`unavailable`: a store failure.", body = Problem,
             content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     ),
 )]
 async fn memory_namespaces(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let ns = memory::namespaces(&state).await?;
-    Ok(Json(json!({"namespaces": ns})))
+    let counts = memory::namespace_counts(&state).await?;
+    let ns: Vec<Value> = counts.iter().map(|c| c["namespace"].clone()).collect();
+    Ok(Json(json!({"namespaces": ns, "counts": counts})))
 }
 
 /// Query of `GET /memory/{namespace}`.

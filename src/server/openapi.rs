@@ -412,6 +412,18 @@ pub struct FailureGroup {
 #[derive(ToSchema)]
 pub struct Namespaces {
     pub namespaces: Vec<String>,
+    /// Live keys per namespace, in the same order.
+    pub counts: Vec<NamespaceCount>,
+}
+
+/// Live keys of one namespace.
+#[derive(ToSchema)]
+pub struct NamespaceCount {
+    pub namespace: String,
+    /// Live keys, at most 10,000 counted.
+    pub keys: u64,
+    /// More keys than `keys` (the count stopped at 10,000).
+    pub more: bool,
 }
 
 /// One live Memory key.

@@ -232,11 +232,17 @@ test.describe.serial('run history, replay, memory and settings', () => {
     const body = invoiceEvent(evt);
     const route = (r: Run) => r.steps.find((s) => s.step_id === 'route')!.ports;
     // New delivery keys each time, so the door's dedupe lets each in and the Memory claim decides.
-    expect(route(await deliver(request, INVOICE, `m1-${evt}`, body))).toEqual(['default']);
+    const first = await deliver(request, INVOICE, `m1-${evt}`, body);
+    expect(route(first)).toEqual(['default']);
     expect(route(await deliver(request, INVOICE, `m2-${evt}`, body))).toEqual(['skip']);
 
     await page.goto(`${baseUrl()}/#token=${token()}`);
     await page.getByTestId('view-memory').click();
+    // The namespace shows how many live keys it holds, as the API counts them.
+    const listed = await api<{ counts: { namespace: string; keys: number }[] }>(request, 'GET', '/memory');
+    const keys = listed.counts.find((c) => c.namespace === NS)!.keys;
+    expect(keys).toBeGreaterThanOrEqual(1);
+    await expect(page.getByTestId(`namespace-count-${NS}`)).toHaveText(keys.toLocaleString('en-US'));
     await page.getByTestId(`namespace-${NS}`).click();
     await page.getByTestId('memory-prefix').fill(evt);
     const entry = page.locator(`[data-testid="memory-row"][data-key="${evt}"]`);
@@ -246,6 +252,14 @@ test.describe.serial('run history, replay, memory and settings', () => {
     await expect(page.getByTestId('memory-detail')).toContainText(evt);
     await expect(page.getByTestId('memory-ttl-left')).toContainText(/\d+ d \d+ h/);
     await expect(page.getByTestId('memory-value')).toContainText(String((body.data as { object: { id: string } }).object.id));
+    // Written by the first delivery's claim step; the link opens that run.
+    await expect(page.getByTestId('memory-written-by')).toContainText('step seen of run');
+    await page.getByTestId('memory-writer-run').click();
+    await expect(page.getByTestId('run-detail')).toHaveAttribute('data-run-id', first.id);
+    await page.getByTestId('view-memory').click();
+    await page.getByTestId(`namespace-${NS}`).click();
+    await page.getByTestId('memory-prefix').fill(evt);
+    await entry.click();
 
     await page.getByTestId('memory-detail-delete').click();
     await expect(page.getByTestId('confirm-dialog')).toContainText(evt);

@@ -13,6 +13,12 @@ pub async fn memory_namespaces(state: State<'_, AppState>) -> IpcResult<Vec<Stri
     Ok(memory::namespaces(&state).await?)
 }
 
+/// `[{namespace, keys, more}]`: live keys per namespace (the `counts` of `GET /api/v1/memory`).
+#[tauri::command]
+pub async fn memory_counts(state: State<'_, AppState>) -> IpcResult<Vec<Value>> {
+    Ok(memory::namespace_counts(&state).await?)
+}
+
 /// `{namespace, entries, next_after}`: up to `limit` (1..=1000, default 100) keys after
 /// `after`, starting with `prefix`.
 #[tauri::command]

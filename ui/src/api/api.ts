@@ -1,4 +1,5 @@
 import type {
+  NamespaceCount,
   TemplatePreviewRequest,
   TemplatePreviewResult,
   AppSettings,
@@ -119,6 +120,8 @@ export interface Api {
 
   // Memory browser
   memoryNamespaces(): Promise<string[]>;
+  /** Live keys per namespace (at most 10,000 counted each). */
+  memoryCounts(): Promise<NamespaceCount[]>;
   listMemory(namespace: string, query: MemoryQuery): Promise<MemoryPage>;
   getMemory(namespace: string, key: string): Promise<MemoryEntry>;
   deleteMemory(namespace: string, key: string): Promise<void>;

@@ -34,6 +34,7 @@ import {
   type WorkflowSummary,
   type TemplatePreviewRequest,
   type TemplatePreviewResult,
+  type NamespaceCount,
 } from './types';
 
 /** The API over HTTP against `fluxo serve` (same origin by default), with a bearer token. */
@@ -177,6 +178,9 @@ export class HttpApi implements Api {
   }
   async memoryNamespaces(): Promise<string[]> {
     return (await this.request<{ namespaces: string[] }>('GET', '/memory')).namespaces;
+  }
+  async memoryCounts(): Promise<NamespaceCount[]> {
+    return (await this.request<{ counts: NamespaceCount[] }>('GET', '/memory', undefined, {}, false)).counts;
   }
   listMemory(namespace: string, query: MemoryQuery): Promise<MemoryPage> {
     return this.request('GET', `/memory/${encodeURIComponent(namespace)}${queryString(query)}`);

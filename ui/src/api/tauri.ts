@@ -35,6 +35,7 @@ import {
   type WorkflowSummary,
   type TemplatePreviewRequest,
   type TemplatePreviewResult,
+  type NamespaceCount,
 } from './types';
 
 /**
@@ -63,6 +64,7 @@ import {
  * | `preview_resume` | `{id, fromStep}` | `RunPreview` (nothing stored or sent) |
  * | `preview_bulk` / `start_bulk` | `{filter: RunFilter, version}` | `BulkSummary` (as `POST /runs/bulk/preview` / `POST /runs/bulk`) |
  * | `memory_namespaces` | – | `string[]` |
+ * | `memory_counts` | – | `{namespace, keys, more}[]` |
  * | `memory_list` | `{namespace, prefix, after, limit}` | `{entries, next_after}` |
  * | `memory_get` / `memory_delete` | `{namespace, key}` | `MemoryEntry` / – |
  * | `app_info` | – | `{listener_url, webhook_base, data_dir, workflows_dir, notices}` |
@@ -197,6 +199,9 @@ export class TauriApi implements Api {
   }
   memoryNamespaces(): Promise<string[]> {
     return this.call('memory_namespaces');
+  }
+  memoryCounts(): Promise<NamespaceCount[]> {
+    return this.call('memory_counts');
   }
   listMemory(namespace: string, query: MemoryQuery): Promise<MemoryPage> {
     return this.call('memory_list', {

@@ -376,6 +376,15 @@ export interface MemoryEntry {
   written_at: string;
   expires_at?: string;
   ttl_left_ms?: number;
+  /** The run lineage (its root run) and step that wrote it, when a Memory step did. */
+  owner?: { run_id: string; step_id: string };
+}
+
+/** Live keys of a namespace (`GET /memory` `counts`); `more`: past 10,000, not all counted. */
+export interface NamespaceCount {
+  namespace: string;
+  keys: number;
+  more: boolean;
 }
 
 export interface MemoryQuery {

@@ -3,7 +3,8 @@
 
 import { RotateCcw, X } from 'lucide-react';
 import { useCallback, useEffect, useRef, useState } from 'react';
-import type { MemoryEntry } from '../api';
+import type { MemoryEntry, NamespaceCount } from '../api';
+import { useNav } from '../app/nav';
 import { useEditor } from '../store/editor';
 import { excerpt } from '../app/format';
 import { JsonView } from '../history/JsonView';
@@ -38,11 +39,15 @@ export function MemoryView() {
   const [error, setError] = useState<string | null>(null);
   const [readAt, setReadAt] = useState(Date.now());
   const [sel, setSel] = useState<MemoryEntry | null>(null);
+  const [counts, setCounts] = useState<Record<string, NamespaceCount>>({});
+  const openRun = useNav((s) => s.openRun);
   const seq = useRef(0);
 
   const loadNamespaces = useCallback(async () => {
     try {
-      const list = await api.memoryNamespaces();
+      const counted = await api.memoryCounts();
+      const list = counted.map((c) => c.namespace);
+      setCounts(Object.fromEntries(counted.map((c) => [c.namespace, c])));
       setNamespaces(list);
       setNsError(null);
       setNs((cur) => (cur && list.includes(cur) ? cur : (list[0] ?? null)));
@@ -129,7 +134,13 @@ export function MemoryView() {
         <ul>
           {namespaces?.map((n) => (
             <li key={n} className={n === ns ? 'is-active' : ''} onClick={() => setNs(n)} data-testid={`namespace-${n}`}>
-              {n}
+              <span className="fx-ns-name">{n}</span>
+              {counts[n] && (
+                <span className="fx-count" data-testid={`namespace-count-${n}`} title={`${counts[n].keys.toLocaleString('en-US')}${counts[n].more ? '+' : ''} live keys`}>
+                  {counts[n].keys.toLocaleString('en-US')}
+                  {counts[n].more ? '+' : ''}
+                </span>
+              )}
             </li>
           ))}
         </ul>
@@ -229,6 +240,19 @@ export function MemoryView() {
                 <dt>Time left</dt>
                 <dd data-testid="memory-ttl-left">
                   <TimeLeft entry={sel} readAt={readAt} />
+                </dd>
+                <dt>Written by</dt>
+                <dd data-testid="memory-written-by">
+                  {sel.owner ? (
+                    <>
+                      step <code>{sel.owner.step_id}</code> of run{' '}
+                      <button className="fx-btn-ghost fx-link fx-mono" onClick={() => openRun(sel.owner!.run_id)} title="Open the run (its lineage shows any resume)" data-testid="memory-writer-run">
+                        {sel.owner.run_id.slice(0, 13)}…
+                      </button>
+                    </>
+                  ) : (
+                    <span className="fx-muted">not a run (the API or a person)</span>
+                  )}
                 </dd>
               </dl>
               <JsonView label="Value" value={sel.value} open={3} testId="memory-value" />
