@@ -1031,12 +1031,8 @@ export const useEditor = create<EditorState>()((set, get) => {
         return;
       }
       if (s.liveVersion === null) {
-        // Nothing is live yet: a live run needs a published version.
-        const errors = s.problems.filter((p) => p.severity === 'error').length;
-        if (errors) {
-          s.notify('error', `Not published yet, and ${errors} error${errors > 1 ? 's' : ''} to fix before it can be: a live run needs a published version.`);
-          return;
-        }
+        // Nothing is live yet: a live run needs a published version (the server refuses to
+        // publish one with errors, and says so).
         const ok = await s.ask({
           title: 'Publish and run?',
           message: 'A live run uses the published workflow, and this one has never been published. Publish it and run it?',
