@@ -36,8 +36,9 @@ async fn api_run(s: &TestServer, wf: &str, input: Value) -> Value {
 }
 
 /// GET answers the file's JSON exactly; PUT of it back bumps the version and answers the
-/// problems; drafts that do not validate are saved with their problems and do not run;
-/// structurally broken bodies are refused; DELETE removes the file.
+/// problems; a workflow with validation errors is refused live (a draft keeps it, with its
+/// problems, and it does not run); structurally broken bodies are refused; DELETE removes the
+/// file and the draft.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflows_crud_round_trip() {
     let s = server().await;
@@ -87,7 +88,8 @@ async fn workflows_crud_round_trip() {
     a["version"] = json!(3);
     assert_eq!(a, b);
 
-    // A draft with an edge to an unknown step and a lint warning: saved, with its problems.
+    // A workflow with an edge to an unknown step: refused live (422 `workflow_invalid`,
+    // nothing written); kept as a draft with its problems.
     let draft = json!({
         "id": "draft", "name": "draft", "version": 1,
         "steps": [
@@ -97,10 +99,25 @@ async fn workflows_crud_round_trip() {
         ],
         "edges": [{"from": "start", "to": "post"}, {"from": "post", "to": "ghost"}]
     });
-    let saved = s
+    let refused = s
         .api(
             Method::PUT,
             "/workflows/draft",
+            &[],
+            Some(&draft.to_string()),
+        )
+        .await
+        .problem(422, "workflow_invalid");
+    assert!(refused["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["code"] == "unknown_step"));
+    assert!(!s.workflows_dir.path().join("draft.json").exists());
+    let saved = s
+        .api(
+            Method::PUT,
+            "/workflows/draft/draft",
             &[],
             Some(&draft.to_string()),
         )
@@ -136,10 +153,11 @@ async fn workflows_crud_round_trip() {
             .any(|p| p["severity"] == "warning" && p["step"] == "post"),
         "the POST without Idempotency-Key is flagged: {warnings:?}"
     );
-    assert!(s.workflows_dir.path().join("draft.json").exists());
+    assert!(!s.workflows_dir.path().join("draft.json").exists());
+    assert!(s.workflows_dir.path().join("linted.json").exists());
     s.api(Method::POST, "/workflows/draft/runs", &[], Some("{}"))
         .await
-        .problem(409, "workflow_invalid");
+        .problem(404, "workflow_not_found");
 
     // Structurally broken: refused (422) with every problem; id mismatch: 400.
     let broken = json!({"id": "broken", "name": "b", "version": 1, "steps": [], "edges": [], "colour": "red"});
@@ -195,16 +213,21 @@ async fn workflows_crud_round_trip() {
     );
     assert!(!s.workflows_dir.path().join("tp.json").exists());
 
-    // Delete.
+    // Delete: a file; a workflow that only has a draft.
+    let d = s.api(Method::DELETE, "/workflows/linted", &[], None).await;
+    assert_eq!(d.status.as_u16(), 204);
+    assert!(!s.workflows_dir.path().join("linted.json").exists());
+    s.api(Method::GET, "/workflows/linted", &[], None)
+        .await
+        .problem(404, "workflow_not_found");
+    s.api(Method::DELETE, "/workflows/linted", &[], None)
+        .await
+        .problem(404, "workflow_not_found");
     let d = s.api(Method::DELETE, "/workflows/draft", &[], None).await;
     assert_eq!(d.status.as_u16(), 204);
-    assert!(!s.workflows_dir.path().join("draft.json").exists());
-    s.api(Method::GET, "/workflows/draft", &[], None)
+    s.api(Method::GET, "/workflows/draft/draft", &[], None)
         .await
-        .problem(404, "workflow_not_found");
-    s.api(Method::DELETE, "/workflows/draft", &[], None)
-        .await
-        .problem(404, "workflow_not_found");
+        .problem(404, "draft_not_found");
 }
 
 /// Dry run through the API: simulated, recorded with `mode: dry`; an unsaved definition can be

@@ -21,6 +21,8 @@
 //!   scheduled workflow.
 //! * [`workflows`]: the workflow files (list, get, save, delete, validate; the one mapping of
 //!   the folder's errors), dry runs from the editor, the re-run safety check.
+//! * [`drafts`]: the editor's drafts (`<data-dir>/drafts/<id>.json`) and publishing one as
+//!   the live workflow file.
 //! * [`memory`]: the Memory browser (namespaces, a page of keys, one key, delete by hand).
 //! * [`catalog`]: step kinds, workflow templates, sample payloads.
 //! * [`settings`]: the settings view (secrets masked) and save, the API token and its file.
@@ -35,6 +37,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod catalog;
+pub mod drafts;
 pub mod error;
 pub mod hosts;
 pub mod ingest;
@@ -126,8 +129,8 @@ pub struct ServerOptions {
     pub retention: Retention,
     /// Built browser UI to serve at `/` (e.g. `ui/dist`), if any.
     pub ui_dir: Option<PathBuf>,
-    /// Data dir: where `settings.json` and the `token` file live (`None`: settings are kept
-    /// in memory only, e.g. in tests).
+    /// Data dir: where `settings.json`, the `token` file and the editor's `drafts/` live
+    /// (`None`: settings and drafts are kept in memory only, e.g. in tests).
     pub data_dir: Option<PathBuf>,
     /// What start-up does with runs a dead process left `running` (`--recover`; default:
     /// resume those whose in-flight step is safe to repeat).
@@ -162,6 +165,8 @@ struct Inner {
     addr: SocketAddr,
     engine: Engine,
     workflows: WorkflowDir,
+    /// The editor's drafts (never run: webhooks, schedules and API runs use `workflows`).
+    drafts: drafts::Drafts,
     token: RwLock<String>,
     commit: crate::store::GroupCommit,
     queue: worker::Queue,
@@ -193,6 +198,10 @@ impl AppState {
     /// The workflow folder.
     pub fn workflows(&self) -> &WorkflowDir {
         &self.0.workflows
+    }
+    /// The editor's drafts.
+    pub fn drafts(&self) -> &drafts::Drafts {
+        &self.0.drafts
     }
     /// The API token.
     pub fn token(&self) -> String {
@@ -278,7 +287,7 @@ impl AppState {
 
 impl AppState {
     /// Build the application over an engine and a workflow folder, for a process bound to
-    /// `addr`: loads the settings from `options.data_dir` (owner-only; defaults when absent),
+    /// `addr`: loads the settings and drafts from `options.data_dir` (owner-only; defaults when absent),
     /// applies them to the engine (env variables, secrets, outbound allowlist), starts the
     /// group commit, and wires `fan_out` to the run queue. Returns the queue's receiving end
     /// for [`Background::start`]. Errors: the data dir or its settings cannot be read.
@@ -294,14 +303,18 @@ impl AppState {
         // Runs' `running` and final states go through the same group commit (crash recovery).
         let engine = engine.with_group_commit(commit.clone());
         let (queue, receiver) = worker::Queue::new(engine.store().shared_queue().is_some());
-        let settings = match &options.data_dir {
+        let (settings, drafts) = match &options.data_dir {
             Some(dir) => {
                 // Owner-only (0700, tightened with a log line): the store, settings and token.
                 crate::secrets::secure_dir(dir)?;
-                crate::settings::AppSettings::load(dir)
-                    .map_err(|e| std::io::Error::other(e.to_string()))?
+                let settings = crate::settings::AppSettings::load(dir)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                (settings, drafts::Drafts::load(dir)?)
             }
-            None => crate::settings::AppSettings::default(),
+            None => (
+                crate::settings::AppSettings::default(),
+                drafts::Drafts::in_memory(),
+            ),
         };
         engine.set_secret_env(settings.secret_env.clone());
         engine.set_settings_env(settings.env.clone());
@@ -313,6 +326,7 @@ impl AppState {
             addr,
             engine,
             workflows,
+            drafts,
             token: RwLock::new(token),
             commit,
             queue,

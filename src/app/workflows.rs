@@ -1,5 +1,5 @@
-//! Workflow files (SPEC §1) and what the editor does with them: list, get, save (a draft is
-//! saved with its problems), delete, validate, dry run, and the re-run safety check
+//! Workflow files (SPEC §1) and what the editor does with them: list (with the drafts of
+//! [`super::drafts`]), get, save (only a valid workflow goes live), delete, validate, dry run, and the re-run safety check
 //! ([`crate::check`]). Shared by `/api/v1/workflows…`, the desktop's workflow, `dry_run` and
 //! `check_workflow` commands; [`dir_error`] is the one mapping of the folder's errors.
 
@@ -38,6 +38,12 @@ pub fn dir_error(e: DirError, op: DirOp) -> AppError {
             "the workflow is not structurally valid; see `problems`",
         )
         .with_extra(json!({"problems": problems})),
+        DirError::NotValid(problems) => AppError::new(
+            ErrorKind::Unprocessable,
+            "workflow_invalid",
+            "the workflow has validation errors and cannot go live; see `problems`",
+        )
+        .with_extra(json!({"problems": problems})),
         DirError::Io { .. } => match op {
             DirOp::Save => {
                 tracing::error!(error = %e, "workflow save failed");
@@ -59,14 +65,27 @@ fn not_found(id: &str) -> AppError {
     AppError::not_found("workflow_not_found", format!("no workflow `{id}`"))
 }
 
-/// One summary per file in the folder, valid or not.
+/// One summary per file in the folder, valid or not, with `has_draft` and `draft_only:
+/// false`; then one per workflow that only has a draft (`draft_only: true`, version 0), in id
+/// order.
 pub fn list(state: &AppState) -> Vec<Value> {
-    state
+    let mut drafts = state.drafts().all();
+    let mut rows: Vec<(String, Value)> = state
         .workflows()
         .list()
         .iter()
-        .map(|e| e.summary())
-        .collect()
+        .map(|e| {
+            let mut row = e.summary();
+            row["has_draft"] = json!(drafts.remove(&e.id).is_some());
+            row["draft_only"] = json!(false);
+            (e.id.clone(), row)
+        })
+        .collect();
+    for (id, d) in &drafts {
+        rows.push((id.clone(), super::drafts::draft_only_summary(state, id, d)));
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The workflow file `id` as loaded (its text exactly, its JSON, its problems), or
@@ -88,20 +107,29 @@ pub fn get_json(state: &AppState, id: &str) -> AppResult<Value> {
     })
 }
 
-/// Save `body` as workflow `id` atomically, bumping its `version`: `{workflow, version,
-/// valid, problems}`. A structurally valid draft is saved with its validation problems;
-/// otherwise [`dir_error`]. The save waits for the workflow's lock and fsyncs: it runs off the
-/// async threads.
+/// Save `body` as the live workflow `id` atomically, bumping its `version` ("save and
+/// publish"): `{workflow, version, valid, problems}`. A workflow with validation errors is
+/// refused with `workflow_invalid` (unprocessable, with every problem) and nothing is written
+/// (an editor keeps it as a draft: [`super::drafts`]); other refusals: [`dir_error`]. A draft
+/// of `id` is left as it is. The save waits for the workflow's lock and fsyncs: it runs off
+/// the async threads.
 pub async fn save(state: &AppState, id: &str, body: Value) -> AppResult<Value> {
     let saver = state.clone();
     let id = id.to_string();
-    let saved = tokio::task::spawn_blocking(move || saver.workflows().save(&id, body))
+    let body_for_env = body.clone();
+    let saved = tokio::task::spawn_blocking(move || saver.workflows().publish(&id, body))
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "workflow save task failed");
             save_failed()
         })?;
-    let entry = saved.map_err(|e| dir_error(e, DirOp::Save))?;
+    let entry = saved.map_err(|e| match e {
+        DirError::NotValid(mut problems) => {
+            problems.extend(env_problems(state, &body_for_env));
+            dir_error(DirError::NotValid(problems), DirOp::Save)
+        }
+        e => dir_error(e, DirOp::Save),
+    })?;
     let mut problems = entry.problems.clone();
     if let Some(v) = &entry.value {
         problems.extend(env_problems(state, v));
@@ -114,12 +142,18 @@ pub async fn save(state: &AppState, id: &str, body: Value) -> AppResult<Value> {
     }))
 }
 
-/// Delete workflow file `id`: `workflow_not_found` if there was none, else [`dir_error`].
+/// Delete workflow file `id` and its draft: `workflow_not_found` if there was neither, else
+/// [`dir_error`] (or `delete_failed` for the draft).
 pub fn delete(state: &AppState, id: &str) -> AppResult<()> {
-    match state.workflows().delete(id) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(not_found(id)),
-        Err(e) => Err(dir_error(e, DirOp::Delete)),
+    let had_file = state
+        .workflows()
+        .delete(id)
+        .map_err(|e| dir_error(e, DirOp::Delete))?;
+    let had_draft = super::drafts::remove_with_workflow(state, id)?;
+    if had_file || had_draft {
+        Ok(())
+    } else {
+        Err(not_found(id))
     }
 }
 

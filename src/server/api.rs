@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use super::body::json_body;
 use super::error::{ApiError, ApiResult, Problem};
 use super::openapi as doc;
-use crate::app::{catalog, memory, templates, workflows, AppState};
+use crate::app::{catalog, drafts, memory, templates, workflows, AppState};
 
 /// Routes under `/api/v1` (token required), each with its documentation (one `routes!` per
 /// path: the handlers of its methods).
@@ -28,6 +28,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_workflows))
         .routes(routes!(validate))
         .routes(routes!(get_workflow, put_workflow, delete_workflow))
+        .routes(routes!(get_draft, put_draft, delete_draft))
+        .routes(routes!(publish))
         .routes(routes!(dry_run))
         .routes(routes!(check))
         .routes(routes!(memory_namespaces))
@@ -108,10 +110,12 @@ async fn get_workflow(
     put,
     path = "/workflows/{id}",
     tag = "workflows",
-    summary = "Create or replace a workflow file",
-    description = "Saves the definition atomically, bumping its `version`. A structurally \
-        valid workflow is saved even with validation errors (the answer lists them); one that \
-        is not is refused with `422`.",
+    summary = "Save and publish a workflow file",
+    description = "Saves the definition as the live workflow (what webhooks, schedules and \
+        runs use) atomically, bumping its `version`. A definition with validation errors is \
+        refused with `422 workflow_invalid` and nothing is written (keep it as a draft: \
+        `PUT /workflows/{id}/draft`); one that is not structurally a workflow with `422 \
+        invalid_workflow`. A draft of the workflow is left as it is.",
     params(("id" = String, Path, description = "The workflow id; must match the body's `id`.")),
     request_body(content = Value, content_type = "application/json",
         description = "The workflow definition (SPEC §1), e.g. as `GET` answered it."),
@@ -122,8 +126,9 @@ async fn get_workflow(
             content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`.", body = Problem,
             content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_workflow`: not structurally valid; see \
-            `problems`.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_workflow`: not structurally valid; \
+            `workflow_invalid`: validation errors, nothing written. See `problems`.",
+            body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "`save_failed`: the file could not be written.",
             body = Problem, content_type = "application/problem+json"),
     ),
@@ -142,11 +147,12 @@ async fn put_workflow(
     path = "/workflows/{id}",
     tag = "workflows",
     summary = "Delete a workflow file",
+    description = "Deletes the live file and the workflow's draft, if any.",
     params(("id" = String, Path, description = "The workflow id.")),
     responses(
         (status = 204, description = "Deleted."),
-        (status = 404, description = "`workflow_not_found`.", body = Problem,
-            content_type = "application/problem+json"),
+        (status = 404, description = "`workflow_not_found`: neither a file nor a draft.",
+            body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "`delete_failed`.", body = Problem,
             content_type = "application/problem+json"),
     ),
@@ -157,6 +163,115 @@ async fn delete_workflow(
 ) -> ApiResult<StatusCode> {
     workflows::delete(&state, &id)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(
+    get,
+    path = "/workflows/{id}/draft",
+    tag = "workflows",
+    summary = "Get a workflow's draft",
+    description = "The editor's unpublished draft: the definition as saved (it may not \
+        validate), the live version it was saved over, when, and the live version now. Drafts \
+        are kept in this server's data dir (`drafts/<id>.json`); nothing runs them.",
+    params(("id" = String, Path, description = "The workflow id.")),
+    responses(
+        (status = 200, description = "The draft.", body = doc::Draft),
+        (status = 400, description = "`invalid_workflow`: a bad id.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "`draft_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
+async fn get_draft(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(drafts::get_draft(&state, &id)?))
+}
+
+#[utoipa::path(
+    put,
+    path = "/workflows/{id}/draft",
+    tag = "workflows",
+    summary = "Save a workflow's draft",
+    description = "Keeps the definition as the workflow's draft, even with validation errors \
+        (the answer lists every problem, as validate does). The live workflow is untouched: \
+        webhooks, schedules and runs go on using it until the draft is published.",
+    params(("id" = String, Path, description = "The workflow id; the body's `id`, if any, \
+        must match.")),
+    request_body(content = Value, content_type = "application/json",
+        description = "A workflow definition (a JSON object; it may not validate)."),
+    responses(
+        (status = 200, description = "Saved.", body = doc::DraftSaved),
+        (status = 400, description = "`invalid_workflow` (a bad id, a body that is not an \
+            object, an `id` that does not match), `invalid_json`, `bad_body`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 413, description = "`payload_too_large`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`draft_save_failed`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
+async fn put_draft(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let body = json_body(body, state.options().body_limit_bytes)?;
+    Ok(Json(drafts::save_draft(&state, &id, body).await?))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/workflows/{id}/draft",
+    tag = "workflows",
+    summary = "Discard a workflow's draft",
+    description = "Deletes the draft; the live workflow is untouched.",
+    params(("id" = String, Path, description = "The workflow id.")),
+    responses(
+        (status = 204, description = "Discarded."),
+        (status = 400, description = "`invalid_workflow`: a bad id.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "`draft_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`draft_delete_failed`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
+async fn delete_draft(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    drafts::discard_draft(&state, &id)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(
+    post,
+    path = "/workflows/{id}/publish",
+    tag = "workflows",
+    summary = "Publish a workflow's draft",
+    description = "Makes the draft the live workflow (what webhooks, schedules and runs use): \
+        saved as the workflow file with its `version` bumped, then the draft is deleted. A \
+        draft with validation errors is refused with `422 workflow_invalid` and the live \
+        workflow is untouched.",
+    params(("id" = String, Path, description = "The workflow id.")),
+    responses(
+        (status = 200, description = "Published: the live file as saved.",
+            body = doc::WorkflowSaved),
+        (status = 400, description = "`invalid_workflow`: a bad id.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "`draft_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 422, description = "`workflow_invalid`: the draft has validation errors \
+            (see `problems`); `invalid_workflow`: not structurally a workflow.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 500, description = "`save_failed`.", body = Problem,
+            content_type = "application/problem+json"),
+    ),
+)]
+async fn publish(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(drafts::publish(&state, &id).await?))
 }
 
 /// `POST /workflows/validate`: body = a workflow; answers every problem (errors and warnings).

@@ -332,6 +332,11 @@ pub struct WorkflowSummary {
     pub warnings: u64,
     /// The trigger's step kind (`webhook_trigger`, `manual_trigger`, …); null when invalid.
     pub trigger: Option<String>,
+    /// The editor keeps a draft of it (unpublished changes).
+    pub has_draft: bool,
+    /// Only a draft, never published: no live file, no webhook (version 0; `valid`,
+    /// `errors`, `warnings` and `trigger` are the draft's).
+    pub draft_only: bool,
 }
 
 /// `GET /api/v1/workflows`.
@@ -351,6 +356,32 @@ pub struct WorkflowSaved {
     pub valid: bool,
     /// Every error and warning (a structurally valid workflow is saved even with errors).
     pub problems: Vec<ValidationProblem>,
+}
+
+/// `GET /api/v1/workflows/{id}/draft`.
+#[derive(ToSchema)]
+pub struct Draft {
+    /// The definition exactly as it was saved (it may not validate).
+    pub workflow: Value,
+    /// The live version the draft was saved over (null: never published).
+    pub based_on_version: Option<u64>,
+    /// When the draft was saved (unix ms).
+    pub saved_at: i64,
+    /// The live file's version now (null: no live file).
+    pub live_version: Option<u64>,
+}
+
+/// The answer to saving a draft.
+#[derive(ToSchema)]
+pub struct DraftSaved {
+    /// No validation errors: the draft can be published.
+    pub valid: bool,
+    /// Every error and warning, as `POST /workflows/validate` answers them.
+    pub problems: Vec<ValidationProblem>,
+    /// The live version the draft was saved over (null: never published).
+    pub based_on_version: Option<u64>,
+    /// When the draft was saved (unix ms).
+    pub saved_at: i64,
 }
 
 /// The answer to validating a definition.

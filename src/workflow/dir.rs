@@ -131,6 +131,10 @@ pub enum DirError {
     BadId(String),
     #[error("the workflow is not structurally valid")]
     Invalid(Vec<Problem>),
+    /// Structurally a workflow, with validation errors: refused by [`WorkflowDir::publish`]
+    /// (every problem, warnings too).
+    #[error("the workflow has validation errors")]
+    NotValid(Vec<Problem>),
     #[error("the body's id `{body}` does not match the path's `{path}`")]
     IdMismatch { body: String, path: String },
     #[error("cannot write {path}: {source}")]
@@ -224,7 +228,23 @@ impl WorkflowDir {
     /// and on fsync: call it off the async threads. A body that is not structurally a workflow
     /// (unknown fields, wrong types) is refused; one that parses but does not validate is
     /// saved with its problems (a draft).
-    pub fn save(&self, id: &str, mut body: Value) -> Result<Arc<WorkflowEntry>, DirError> {
+    pub fn save(&self, id: &str, body: Value) -> Result<Arc<WorkflowEntry>, DirError> {
+        self.write(id, body, false)
+    }
+
+    /// [`WorkflowDir::save`] of a workflow that validates: one with validation errors is
+    /// refused ([`DirError::NotValid`]) and nothing is written. What makes a version live
+    /// (publishing a draft, the API's save-and-publish).
+    pub fn publish(&self, id: &str, body: Value) -> Result<Arc<WorkflowEntry>, DirError> {
+        self.write(id, body, true)
+    }
+
+    fn write(
+        &self,
+        id: &str,
+        mut body: Value,
+        require_valid: bool,
+    ) -> Result<Arc<WorkflowEntry>, DirError> {
         if !valid_workflow_id(id) {
             return Err(DirError::BadId(id.to_string()));
         }
@@ -250,6 +270,12 @@ impl WorkflowDir {
                 .collect();
             DirError::Invalid(errors)
         })?;
+        if require_valid {
+            let (compiled, problems) = check_value(&body, &self.registry);
+            if compiled.is_none() || problems.iter().any(|p| p.severity == Severity::Error) {
+                return Err(DirError::NotValid(problems));
+            }
+        }
         let lock = self.lock_of(id);
         let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
         let path = self.dir.join(format!("{id}.json"));

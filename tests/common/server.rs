@@ -306,6 +306,7 @@ pub struct Setup {
     options: ServerOptions,
     env: BTreeMap<String, String>,
     data_dir: Option<tempfile::TempDir>,
+    workflows_dir: Option<tempfile::TempDir>,
 }
 
 impl Setup {
@@ -316,6 +317,7 @@ impl Setup {
             options: ServerOptions::default(),
             env: BTreeMap::new(),
             data_dir: None,
+            workflows_dir: None,
         }
     }
     pub fn workflow(mut self, wf: Value) -> Self {
@@ -340,8 +342,16 @@ impl Setup {
         self
     }
 
+    /// Use (and keep) this workflows folder (e.g. the one a stopped server used).
+    pub fn workflows_dir(mut self, dir: tempfile::TempDir) -> Self {
+        self.workflows_dir = Some(dir);
+        self
+    }
+
     pub async fn start(self) -> TestServer {
-        let workflows_dir = tempfile::tempdir().expect("temp workflows dir");
+        let workflows_dir = self
+            .workflows_dir
+            .unwrap_or_else(|| tempfile::tempdir().expect("temp workflows dir"));
         for wf in &self.workflows {
             let id = wf["id"].as_str().expect("workflow id");
             std::fs::write(
@@ -506,6 +516,24 @@ impl TestServer {
         } = self;
         drop((store, sled, fault));
         data_dir
+    }
+
+    /// Stop the server and give back the data dir and the workflows folder (to restart on
+    /// both).
+    pub async fn stop_keeping_folders(mut self) -> (tempfile::TempDir, tempfile::TempDir) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await;
+        }
+        let TestServer {
+            data_dir,
+            workflows_dir,
+            store,
+            sled,
+            fault,
+            ..
+        } = self;
+        drop((store, sled, fault));
+        (data_dir, workflows_dir)
     }
 
     /// Send a request; `headers` are appended in order (a name may repeat).

@@ -118,13 +118,17 @@ test.describe.serial('the invoice-paid-once flow, built by hand', () => {
     await expect(page.locator('[data-testid=node-badge-warning]')).toHaveCount(1);
     await expect(node(page, 'create').getByTestId('node-badge-warning')).toHaveAttribute('data-codes', 'env_unset');
 
-    // Tidy up, then save with the keyboard: the server bumps the version.
+    // Tidy up, then save with the keyboard: a draft, not live; Publish makes it v1.
     await page.getByTestId('auto-layout').click();
     await expect(page.getByTestId('dirty-dot')).toBeVisible();
     await page.locator('.react-flow__pane').click({ position: { x: 5, y: 5 } });
     await page.keyboard.press(`${MOD}+s`);
-    await expect(page.getByTestId('workflow-version')).toHaveText('v1');
     await expect(page.getByTestId('dirty-dot')).toHaveCount(0);
+    await expect(page.getByTestId('draft-state')).toHaveText('Draft, never published');
+    await expect(page.getByTestId('workflow-version')).toHaveText('new');
+    await page.getByTestId('publish').click();
+    await expect(page.getByTestId('workflow-version')).toHaveText('v1');
+    await expect(page.getByTestId('draft-state')).toHaveText('Live v1 · no changes');
 
     const saved = await apiGet<WorkflowFile>(request, `/workflows/${BUILT_ID}`);
     const byId = Object.fromEntries(saved.steps.map((s) => [s.id, s]));
@@ -370,7 +374,7 @@ test('runs live through the manual trigger, with progress from the event stream'
   await page.getByTestId('run-input').fill('{"name": "Ada"}');
 
   await page.getByTestId('run-live').click();
-  await expect(page.getByTestId('confirm-dialog')).toContainText('Save and run');
+  await expect(page.getByTestId('confirm-dialog')).toContainText('Publish and run');
   await page.getByTestId('confirm-ok').click();
 
   await expect(page.getByTestId('run-status')).toHaveText('succeeded');
@@ -396,7 +400,7 @@ test('asks for the token when the URL has none, and rejects a wrong one', async 
   expect(page.url()).not.toContain('token=');
 });
 
-test('new from a template, rename by changing the id (save as new, old deleted), delete with confirm', async ({ page, request }) => {
+test('new from a template: save a draft, publish, rename by changing the id (a new draft; the old stays live), delete with confirm', async ({ page, request }) => {
   await openEditor(page);
   await page.getByTestId('tab-workflows').click();
   await page.getByTestId('new-workflow').click();
@@ -406,24 +410,36 @@ test('new from a template, rename by changing the id (save as new, old deleted),
   const wfId = page.getByTestId('inspector-workflow').getByTestId('workflow-id');
   await expect(wfId).toHaveValue('github-issue-to-ticket-2');
   await page.getByTestId('save').click();
-  await expect(page.getByTestId('workflow-version')).toHaveText('v1');
+  await expect(page.getByTestId('draft-state')).toHaveText('Draft, never published');
   await page.getByTestId('tab-workflows').click();
-  await expect(page.getByTestId('workflow-item-github-issue-to-ticket-2')).toBeVisible();
+  await expect(page.getByTestId('workflow-draft-github-issue-to-ticket-2')).toHaveText('draft');
+  await page.getByTestId('publish').click();
+  await expect(page.getByTestId('workflow-version')).toHaveText('v1');
+  await expect(page.getByTestId('workflow-item-github-issue-to-ticket-2')).toContainText('v1');
 
-  // Saving again bumps the version.
+  // Saving again keeps a draft; publishing bumps the version.
   await page.getByTestId('workflow-name').fill('Issues to tickets (copy)');
   await page.keyboard.press(`${MOD}+s`);
+  await expect(page.getByTestId('draft-state')).toHaveText('Live v1 · editing a draft (unpublished changes)');
+  await expect(page.getByTestId('workflow-version')).toHaveText('v1');
+  await page.getByTestId('publish').click();
   await expect(page.getByTestId('workflow-version')).toHaveText('v2');
 
-  // A new id: saved under it, the old file deleted.
+  // A new id: a draft under it; the published old one stays live until it is deleted.
+  await page.keyboard.press('Escape');
   await wfId.fill('issues-to-tickets-copy');
   await wfId.press('Enter');
   await page.getByTestId('save').click();
   await expect(page.getByTestId('workflow-item-issues-to-tickets-copy')).toBeVisible();
+  await expect(page.getByTestId('draft-state')).toHaveText('Draft, never published');
+  await expect(page.getByTestId('workflow-item-github-issue-to-ticket-2')).toBeVisible();
+  const list = await apiGet<{ workflows: { id: string; draft_only: boolean }[] }>(request, '/workflows');
+  expect(list.workflows.find((w) => w.id === 'issues-to-tickets-copy')?.draft_only).toBe(true);
+  expect(list.workflows.find((w) => w.id === 'github-issue-to-ticket-2')?.draft_only).toBe(false);
+  await page.getByTestId('workflow-item-github-issue-to-ticket-2').hover();
+  await page.getByTestId('delete-workflow-github-issue-to-ticket-2').click();
+  await page.getByTestId('confirm-ok').click();
   await expect(page.getByTestId('workflow-item-github-issue-to-ticket-2')).toHaveCount(0);
-  const list = await apiGet<{ workflows: { id: string; name: string }[] }>(request, '/workflows');
-  expect(list.workflows.map((w) => w.id)).toContain('issues-to-tickets-copy');
-  expect(list.workflows.map((w) => w.id)).not.toContain('github-issue-to-ticket-2');
 
   // Delete asks first.
   await page.getByTestId('workflow-item-issues-to-tickets-copy').hover();

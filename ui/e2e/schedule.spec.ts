@@ -83,7 +83,8 @@ test.describe.serial('a schedule made in the editor', () => {
     await scheduledDraft(page, id);
     await page.getByTestId('cron-input').fill('*/2 * * * * *');
     await expect(page.getByTestId('cron-next-time')).toHaveCount(5);
-    await page.getByTestId('save').click();
+    // Publish (saves the draft first): only a published schedule ticks.
+    await page.getByTestId('publish').click();
     await expect(page.getByTestId('workflow-version')).not.toHaveText('new');
 
     // The workflow list: "next run in …" for this workflow.

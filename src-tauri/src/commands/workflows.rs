@@ -1,8 +1,9 @@
-//! Workflows: list, get, save (drafts saved with their problems), delete, validate. Like
-//! `GET|PUT|DELETE /api/v1/workflows/{id}` and `POST /api/v1/workflows/validate`: each over
+//! Workflows: list, get, save and publish, delete, validate, and drafts (get, save with their
+//! problems, discard, publish). Like `GET|PUT|DELETE /api/v1/workflows/{id}`,
+//! `…/{id}/draft`, `POST …/{id}/publish` and `POST /api/v1/workflows/validate`: each over
 //! the same [`fluxo::app::workflows`] call (and its one mapping of the folder's errors).
 
-use fluxo::app::{workflows, AppState};
+use fluxo::app::{drafts, workflows, AppState};
 use serde_json::Value;
 use tauri::State;
 
@@ -19,8 +20,9 @@ pub async fn get_workflow(state: State<'_, AppState>, id: String) -> IpcResult<V
     Ok(workflows::get_json(&state, &id)?)
 }
 
-/// Saves with a version bump; a draft that does not validate is saved and answered with its
-/// problems (`valid: false`); a body that is not structurally a workflow is refused.
+/// Saves and publishes with a version bump; a definition with validation errors is refused
+/// (`workflow_invalid` with its `problems`, nothing written: save it as a draft instead), as
+/// is a body that is not structurally a workflow.
 #[tauri::command]
 pub async fn save_workflow(
     state: State<'_, AppState>,
@@ -39,4 +41,35 @@ pub async fn delete_workflow(state: State<'_, AppState>, id: String) -> IpcResul
 #[tauri::command]
 pub async fn validate_workflow(state: State<'_, AppState>, workflow: Value) -> IpcResult<Value> {
     Ok(workflows::validate(&state, &workflow))
+}
+
+/// The workflow's draft (`{workflow, based_on_version, saved_at, live_version}`), like
+/// `GET /api/v1/workflows/{id}/draft`; `draft_not_found` when it has none.
+#[tauri::command]
+pub async fn get_draft(state: State<'_, AppState>, id: String) -> IpcResult<Value> {
+    Ok(drafts::get_draft(&state, &id)?)
+}
+
+/// Keeps `workflow` as the draft of `id`, even with validation errors: `{valid, problems,
+/// based_on_version, saved_at}`. The live workflow is untouched.
+#[tauri::command]
+pub async fn save_draft(
+    state: State<'_, AppState>,
+    id: String,
+    workflow: Value,
+) -> IpcResult<Value> {
+    Ok(drafts::save_draft(&state, &id, workflow).await?)
+}
+
+/// Deletes the draft of `id`; the live workflow is untouched.
+#[tauri::command]
+pub async fn discard_draft(state: State<'_, AppState>, id: String) -> IpcResult<()> {
+    Ok(drafts::discard_draft(&state, &id)?)
+}
+
+/// Publishes the draft of `id` (refused with `workflow_invalid` and its `problems` when it
+/// has validation errors): answers like `save_workflow`.
+#[tauri::command]
+pub async fn publish_workflow(state: State<'_, AppState>, id: String) -> IpcResult<Value> {
+    Ok(drafts::publish(&state, &id).await?)
 }

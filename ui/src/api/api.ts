@@ -7,6 +7,8 @@ import type {
   RunFilter,
   CheckOptions,
   CheckReport,
+  Draft,
+  DraftSaved,
   MemoryEntry,
   MemoryPage,
   MemoryQuery,
@@ -51,8 +53,19 @@ export interface Api {
   listWorkflows(): Promise<WorkflowSummary[]>;
   /** The workflow file exactly as stored. */
   getWorkflow(id: string): Promise<Workflow>;
-  /** Saves (the engine bumps the version). Drafts with validation errors are saved too. */
+  /**
+   * Saves and publishes (the engine bumps the version): what webhooks, schedules and runs use
+   * from now on. A definition with validation errors is refused (`workflow_invalid`).
+   */
   saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult>;
+  /** The workflow's draft, or null when it has none. */
+  getDraft(id: string): Promise<Draft | null>;
+  /** Keep `workflow` as the draft of `id`, even with validation errors; the live version is untouched. */
+  saveDraft(id: string, workflow: Workflow): Promise<DraftSaved>;
+  /** Delete the draft of `id` (none: resolves all the same); the live version is untouched. */
+  discardDraft(id: string): Promise<void>;
+  /** Make the draft of `id` live (refused with `workflow_invalid` and its problems when it has errors). */
+  publishWorkflow(id: string): Promise<SaveResult>;
   deleteWorkflow(id: string): Promise<void>;
   validateWorkflow(workflow: Workflow): Promise<ValidateResult>;
   /** A dry run; with `workflow`, of that definition (the unsaved canvas) instead of the saved one. */

@@ -8,6 +8,8 @@ import {
   type RunFilter,
   type CheckOptions,
   type CheckReport,
+  type Draft,
+  type DraftSaved,
   type MemoryEntry,
   type MemoryPage,
   type MemoryQuery,
@@ -104,6 +106,27 @@ export class HttpApi implements Api {
   }
   saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult> {
     return this.request('PUT', `/workflows/${encodeURIComponent(id)}`, workflow, {}, false);
+  }
+  async getDraft(id: string): Promise<Draft | null> {
+    try {
+      return await this.request<Draft>('GET', `/workflows/${encodeURIComponent(id)}/draft`, undefined, {}, false);
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'draft_not_found') return null;
+      throw e;
+    }
+  }
+  saveDraft(id: string, workflow: Workflow): Promise<DraftSaved> {
+    return this.request('PUT', `/workflows/${encodeURIComponent(id)}/draft`, workflow, {}, false);
+  }
+  async discardDraft(id: string): Promise<void> {
+    try {
+      await this.request('DELETE', `/workflows/${encodeURIComponent(id)}/draft`);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.code === 'draft_not_found')) throw e;
+    }
+  }
+  publishWorkflow(id: string): Promise<SaveResult> {
+    return this.request('POST', `/workflows/${encodeURIComponent(id)}/publish`, undefined, {}, false);
   }
   deleteWorkflow(id: string): Promise<void> {
     return this.request('DELETE', `/workflows/${encodeURIComponent(id)}`);

@@ -9,6 +9,8 @@ import {
   type RunFilter,
   type CheckOptions,
   type CheckReport,
+  type Draft,
+  type DraftSaved,
   type MemoryEntry,
   type MemoryPage,
   type MemoryQuery,
@@ -46,7 +48,11 @@ import {
  * |---|---|---|
  * | `list_workflows` | – | `WorkflowSummary[]` |
  * | `get_workflow` | `{id}` | `Workflow` |
- * | `save_workflow` | `{id, workflow}` | `{workflow, version, valid, problems}` |
+ * | `save_workflow` | `{id, workflow}` | `{workflow, version, valid, problems}` (saved and published; `workflow_invalid` with errors) |
+ * | `get_draft` | `{id}` | `Draft` (`draft_not_found`: none) |
+ * | `save_draft` | `{id, workflow}` | `{valid, problems, based_on_version, saved_at}` |
+ * | `discard_draft` | `{id}` | – (`draft_not_found`: none) |
+ * | `publish_workflow` | `{id}` | `{workflow, version, valid, problems}` (`workflow_invalid` with `problems`) |
  * | `delete_workflow` | `{id}` | – |
  * | `validate_workflow` | `{workflow}` | `{valid, problems}` |
  * | `dry_run` | `{id, input, workflow?}` | `RunRecord` |
@@ -125,6 +131,27 @@ export class TauriApi implements Api {
   }
   saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult> {
     return this.call('save_workflow', { id, workflow });
+  }
+  async getDraft(id: string): Promise<Draft | null> {
+    try {
+      return await this.call<Draft>('get_draft', { id });
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'draft_not_found') return null;
+      throw e;
+    }
+  }
+  saveDraft(id: string, workflow: Workflow): Promise<DraftSaved> {
+    return this.call('save_draft', { id, workflow });
+  }
+  async discardDraft(id: string): Promise<void> {
+    try {
+      await this.call('discard_draft', { id });
+    } catch (e) {
+      if (!(e instanceof ApiError && e.code === 'draft_not_found')) throw e;
+    }
+  }
+  publishWorkflow(id: string): Promise<SaveResult> {
+    return this.call('publish_workflow', { id });
   }
   deleteWorkflow(id: string): Promise<void> {
     return this.call('delete_workflow', { id });

@@ -49,6 +49,10 @@ export interface WorkflowSummary {
   errors: number;
   warnings: number;
   trigger: string | null;
+  /** The editor keeps an unpublished draft of it. */
+  has_draft?: boolean;
+  /** Only a draft, never published: no live file, no webhook (version 0). */
+  draft_only?: boolean;
 }
 
 export type JsonSchema = Record<string, unknown>;
@@ -111,6 +115,26 @@ export interface SaveResult {
   version: number;
   valid: boolean;
   problems: Problem[];
+}
+
+/** A workflow's draft (`GET /workflows/{id}/draft`): what Save keeps; nothing runs it. */
+export interface Draft {
+  /** The definition exactly as saved (it may not validate; its `id` may be absent). */
+  workflow: Workflow;
+  /** The live version it was saved over (null: never published). */
+  based_on_version: number | null;
+  /** Unix ms. */
+  saved_at: number;
+  /** The live file's version now (null: no live file). */
+  live_version: number | null;
+}
+
+/** The answer to saving a draft. */
+export interface DraftSaved {
+  valid: boolean;
+  problems: Problem[];
+  based_on_version: number | null;
+  saved_at: number;
 }
 
 export interface ErrorInfo {

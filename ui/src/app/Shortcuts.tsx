@@ -3,7 +3,7 @@ import { useEditor } from '../store/editor';
 import { MOD } from './format';
 
 export const SHORTCUTS: [string, string][] = [
-  [`${MOD}+S`, 'Save'],
+  [`${MOD}+S`, 'Save a draft (Publish makes it live)'],
   [`${MOD}+Enter`, 'Dry Run'],
   [`${MOD}+Z`, 'Undo'],
   [`${MOD}+Shift+Z / ${MOD}+Y`, 'Redo'],

@@ -1,4 +1,4 @@
-import { CircleHelp, LayoutGrid, Maximize, PanelLeftClose, PanelLeftOpen, PanelRightClose, PanelRightOpen, Play, Redo2, Save, SquarePen, Undo2, Zap } from 'lucide-react';
+import { CircleHelp, Rocket, Undo, LayoutGrid, Maximize, PanelLeftClose, PanelLeftOpen, PanelRightClose, PanelRightOpen, Play, Redo2, Save, SquarePen, Undo2, Zap } from 'lucide-react';
 import { useState } from 'react';
 import { useEditor } from '../store/editor';
 import { MOD } from './format';
@@ -34,8 +34,37 @@ function ValidationStatus() {
     >
       <span className="fx-status-dot" />
       {text}
-      {errors > 0 && warnings > 0 && <span className="fx-muted"> · {warnings} warning{warnings > 1 ? 's' : ''}</span>}
+      {errors > 0 && warnings > 0 && <span className="fx-muted fx-status-extra"> · {warnings} warning{warnings > 1 ? 's' : ''}</span>}
     </button>
+  );
+}
+
+/** Draft and live in words: what is live, and whether the canvas is (or has) unpublished changes. */
+export function draftStateText(liveVersion: number | null, hasDraft: boolean, dirty: boolean, savedId: string | null): { state: string; text: string } {
+  if (liveVersion === null) {
+    if (hasDraft) return { state: 'draft-only', text: dirty ? 'Draft, never published · unsaved edits' : 'Draft, never published' };
+    return { state: 'new', text: savedId ? 'Not published' : 'New, not saved' };
+  }
+  if (hasDraft) return { state: 'draft', text: `Live v${liveVersion} · editing a draft (unpublished changes)${dirty ? ' · unsaved edits' : ''}` };
+  if (dirty) return { state: 'unsaved', text: `Live v${liveVersion} · unsaved changes` };
+  return { state: 'live', text: `Live v${liveVersion} · no changes` };
+}
+
+function DraftState() {
+  const liveVersion = useEditor((s) => s.liveVersion);
+  const hasDraft = useEditor((s) => s.hasDraft);
+  const dirty = useEditor((s) => s.dirty);
+  const savedId = useEditor((s) => s.savedId);
+  const { state, text } = draftStateText(liveVersion, hasDraft, dirty, savedId);
+  return (
+    <span
+      className={`fx-draft-state fx-draft-state-${state}`}
+      data-testid="draft-state"
+      data-state={state}
+      title="Webhooks, schedules and live runs use the live (published) version; Save keeps a draft, Publish makes it live."
+    >
+      {text}
+    </span>
   );
 }
 
@@ -51,6 +80,12 @@ export function TopBar() {
   const canRedo = useEditor((s) => s.future.length > 0);
   const setMeta = useEditor((s) => s.setMeta);
   const save = useEditor((s) => s.save);
+  const publish = useEditor((s) => s.publish);
+  const publishing = useEditor((s) => s.publishing);
+  const discardDraft = useEditor((s) => s.discardDraft);
+  const liveVersion = useEditor((s) => s.liveVersion);
+  const hasDraft = useEditor((s) => s.hasDraft);
+  const errors = useEditor((s) => s.problems.filter((p) => p.severity === 'error').length);
   const dryRun = useEditor((s) => s.dryRun);
   const runLive = useEditor((s) => s.runLive);
   const undo = useEditor((s) => s.undo);
@@ -76,23 +111,31 @@ export function TopBar() {
       >
         {leftOpen ? <PanelLeftClose size={18} aria-hidden /> : <PanelLeftOpen size={18} aria-hidden />}
       </button>
-      <div className="fx-title">
-        <input
-          className="fx-name"
-          value={name}
-          placeholder="Workflow name"
-          aria-label="Workflow name"
-          data-testid="workflow-name"
-          onChange={(e) => setMeta({ name: e.target.value }, 'meta:name')}
-          size={Math.max(12, Math.min(48, name.length + 1))}
-        />
-        <span className="fx-mono fx-muted fx-wf-id" title={`Workflow id (file name): ${id}`}>
-          {id}
-        </span>
-        <span className="fx-version" data-testid="workflow-version" title={savedId ? 'Version on disk (bumped by every save)' : 'Never saved'}>
-          {savedId ? `v${version}` : 'new'}
-        </span>
-        {dirty && <span className="fx-dirty" data-testid="dirty-dot" title="Unsaved changes" />}
+      <div className="fx-title-block">
+        <div className="fx-title">
+          <input
+            className="fx-name"
+            value={name}
+            placeholder="Workflow name"
+            aria-label="Workflow name"
+            data-testid="workflow-name"
+            onChange={(e) => setMeta({ name: e.target.value }, 'meta:name')}
+            size={Math.max(12, Math.min(48, name.length + 1))}
+          />
+          <span className="fx-mono fx-muted fx-wf-id" title={`Workflow id (file name): ${id}`}>
+            {id}
+          </span>
+          <span
+            className="fx-version"
+            data-testid="workflow-version"
+            data-canvas-version={version}
+            title={liveVersion !== null ? 'The live (published) version: bumped by every publish' : 'Never published'}
+          >
+            {liveVersion !== null ? `v${liveVersion}` : 'new'}
+          </span>
+          {dirty && <span className="fx-dirty" data-testid="dirty-dot" title="Unsaved changes" />}
+        </div>
+        <DraftState />
       </div>
       <ValidationStatus />
       <span className="fx-spacer" />
@@ -121,8 +164,8 @@ export function TopBar() {
         </button>
       </div>
       <div className="fx-toolgroup">
-        <button className="fx-btn" onClick={() => setBottomTab('input')} title="Edit the run input" data-testid="edit-input">
-          <SquarePen size={15} aria-hidden /> Input
+        <button className="fx-btn" onClick={() => setBottomTab('input')} title="Edit the run input" aria-label="Input" data-testid="edit-input">
+          <SquarePen size={15} aria-hidden /> <span className="fx-btn-label-narrow">Input</span>
         </button>
         <button
           className="fx-btn fx-btn-primary"
@@ -140,24 +183,76 @@ export function TopBar() {
           )}
         </button>
         <CheckButton />
-        <button className="fx-btn" onClick={() => void runLive()} disabled={!!busy} title="Start a live run of the saved workflow" data-testid="run-live">
+        <button
+          className="fx-btn"
+          onClick={() => void runLive()}
+          disabled={!!busy}
+          title={
+            liveVersion === null
+              ? 'A live run needs a published version: publish this workflow first'
+              : hasDraft || dirty
+                ? `Start a live run of live v${liveVersion}: your draft is not published, so it does not run`
+                : `Start a live run of live v${liveVersion}`
+          }
+          aria-label="Run"
+          data-testid="run-live"
+          data-runs-draft={hasDraft || dirty ? 'false' : undefined}
+        >
           {busy === 'live' ? (
             'Running…'
           ) : (
             <>
-              <Zap size={15} aria-hidden /> Run
+              <Zap size={15} aria-hidden /> <span className="fx-btn-label-tight">Run</span>
             </>
           )}
         </button>
-        <button className="fx-btn" onClick={() => void save()} disabled={saving} title={`Save (${MOD}+S)`} data-testid="save">
+        <button className="fx-btn" onClick={() => void save()} disabled={saving} title={`Save a draft (${MOD}+S): not live until you publish it`} aria-label="Save" data-testid="save">
           {saving ? (
             'Saving…'
           ) : (
             <>
-              <Save size={15} aria-hidden /> Save
+              <Save size={15} aria-hidden /> <span className="fx-btn-label-tight">Save</span>
             </>
           )}
         </button>
+        {(hasDraft || (dirty && liveVersion !== null)) && (
+          <button
+            className="fx-btn"
+            onClick={() => void discardDraft()}
+            title={liveVersion === null ? 'Discard the draft (it was never published)' : `Discard the draft and go back to live v${liveVersion}`}
+            aria-label="Discard draft"
+            data-testid="discard-draft"
+          >
+            <Undo size={15} aria-hidden /> <span className="fx-btn-label-narrow">Discard draft</span>
+          </button>
+        )}
+        <span
+          className="fx-tooltip-wrap"
+          title={
+            errors
+              ? `Fix ${errors} error${errors > 1 ? 's' : ''} to publish`
+              : !hasDraft && !dirty && savedId
+                ? 'Nothing to publish: the live version is what you see'
+                : `Make this the live version: webhooks, schedules and runs use it${dirty ? ' (saves the draft first)' : ''}`
+          }
+          data-testid="publish-tooltip"
+        >
+          <button
+            className="fx-btn fx-btn-primary"
+            onClick={() => void publish()}
+            disabled={errors > 0 || publishing || saving || (!hasDraft && !dirty && !!savedId)}
+            aria-label="Publish"
+            data-testid="publish"
+          >
+            {publishing ? (
+              'Publishing…'
+            ) : (
+              <>
+                <Rocket size={15} aria-hidden /> Publish
+              </>
+            )}
+          </button>
+        </span>
       </div>
       <button
         className="fx-btn fx-btn-ghost fx-btn-icon"

@@ -77,7 +77,16 @@ export function WorkflowList() {
             <div className="fx-wf-name">{w.name || w.id}</div>
             <div className="fx-wf-meta">
               <span className="fx-mono">{w.id}</span>
-              <span>v{w.version}</span>
+              {w.draft_only ? (
+                <span className="fx-warning-text" data-testid={`workflow-draft-${w.id}`} title="Never published: no webhook, no schedule">draft</span>
+              ) : (
+                <span>v{w.version}</span>
+              )}
+              {w.has_draft && !w.draft_only && (
+                <span className="fx-warning-text" data-testid={`workflow-draft-${w.id}`} title="Unpublished changes (a draft)">
+                  + draft
+                </span>
+              )}
               {w.errors > 0 ? (
                 <span className="fx-error-text">{w.errors} error{w.errors > 1 ? 's' : ''}</span>
               ) : w.warnings > 0 ? (

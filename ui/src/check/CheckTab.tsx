@@ -51,8 +51,8 @@ export function CheckButton() {
   const busy = useCheck((s) => s.busy);
   const runCheck = useCheck((s) => s.runCheck);
   return (
-    <button className="fx-btn" onClick={() => void runCheck()} disabled={busy} title={CHECK_TITLE} data-testid="check">
-      {busy ? 'Checking…' : <><ShieldCheck size={15} aria-hidden /> Check</>}
+    <button className="fx-btn" onClick={() => void runCheck()} disabled={busy} title={CHECK_TITLE} aria-label="Check" data-testid="check">
+      {busy ? 'Checking…' : <><ShieldCheck size={15} aria-hidden /> <span className="fx-btn-label-narrow">Check</span></>}
     </button>
   );
 }

@@ -248,6 +248,7 @@ function WorkflowForm() {
   const hasWebhook = useEditor((s) => s.nodes.some((n) => n.data.kind === 'webhook_trigger'));
   const hasSchedule = useEditor((s) => s.nodes.some((n) => n.data.kind === SCHEDULE));
   const savedId = useEditor((s) => s.savedId);
+  const liveVersion = useEditor((s) => s.liveVersion);
   return (
     <div className="fx-inspector-body" data-testid="inspector-workflow">
       <header className="fx-inspector-head">
@@ -269,7 +270,10 @@ function WorkflowForm() {
           }}
         />
         {savedId && savedId !== meta.id && (
-          <div className="fx-muted">Saving creates {meta.id}.json and deletes {savedId}.json.</div>
+          <div className="fx-muted">
+            Saving keeps a draft as {meta.id} (publish to create {meta.id}.json);{' '}
+            {liveVersion !== null ? `${savedId} stays live until you delete it.` : `the draft of ${savedId} moves with it.`}
+          </div>
         )}
       </div>
       <div className="form-group">

@@ -135,8 +135,12 @@ export interface EditorState {
   samples: SamplePayload[];
 
   meta: WorkflowMeta;
-  /** The id the workflow has on the server (null: never saved). */
+  /** The id the workflow has on the server (null: never saved, as a draft or live). */
   savedId: string | null;
+  /** The live (published) version: what webhooks, schedules and runs use (null: never published). */
+  liveVersion: number | null;
+  /** The server keeps a draft of it (saved, unpublished changes). */
+  hasDraft: boolean;
   nodes: StepNode[];
   edges: PortEdge[];
   selectedIds: string[];
@@ -178,16 +182,22 @@ export interface EditorState {
   toast: Toast | null;
   confirm: ConfirmRequest | null;
   saving: boolean;
+  publishing: boolean;
 
   // lifecycle
   init(api: Api): Promise<void>;
   refreshWorkflows(): Promise<void>;
   /** Ask for the schedules' next ticks again (an engine without them leaves the map empty). */
   refreshSchedules(): Promise<void>;
-  loadWorkflow(wf: Workflow, savedId: string | null, dirty?: boolean): void;
+  loadWorkflow(wf: Workflow, savedId: string | null, dirty?: boolean, state?: { liveVersion: number | null; hasDraft: boolean }): void;
   openWorkflow(id: string): Promise<void>;
   newWorkflow(template?: Template): void;
+  /** Save the canvas as the workflow's draft (never live: Publish makes it live). */
   save(): Promise<boolean>;
+  /** Publish: save the draft first when the canvas has changes, then make it the live version. */
+  publish(): Promise<boolean>;
+  /** Discard the draft (asks first) and go back to the live version. */
+  discardDraft(): Promise<void>;
   deleteWorkflow(id: string): Promise<void>;
   toWorkflow(): Workflow;
 
@@ -328,6 +338,8 @@ export const useEditor = create<EditorState>()((set, get) => {
 
     meta: { id: 'untitled', name: 'Untitled workflow', version: 0 },
     savedId: null,
+    liveVersion: null,
+    hasDraft: false,
     nodes: [],
     edges: [],
     selectedIds: [],
@@ -363,6 +375,7 @@ export const useEditor = create<EditorState>()((set, get) => {
     toast: null,
     confirm: null,
     saving: false,
+    publishing: false,
 
     async init(api) {
       set({ api, ready: false, loadError: null });
@@ -404,11 +417,13 @@ export const useEditor = create<EditorState>()((set, get) => {
       }
     },
 
-    loadWorkflow(wf, savedId, dirty = false) {
+    loadWorkflow(wf, savedId, dirty = false, state = { liveVersion: null, hasDraft: false }) {
       const { meta, nodes, edges } = workflowToGraph(wf);
       set((s) => ({
         meta,
         savedId,
+        liveVersion: state.liveVersion,
+        hasDraft: state.hasDraft,
         nodes,
         edges,
         selectedIds: [],
@@ -434,8 +449,17 @@ export const useEditor = create<EditorState>()((set, get) => {
     async openWorkflow(id) {
       const api = get().api!;
       try {
-        const wf = await api.getWorkflow(id);
-        get().loadWorkflow(wf, id);
+        // The draft if there is one (what the builder was editing), else the live file.
+        const [live, draft] = await Promise.all([
+          api.getWorkflow(id).catch((e: ApiError) => {
+            if (e.code === 'workflow_not_found') return null;
+            throw e;
+          }),
+          api.getDraft(id),
+        ]);
+        const wf = draft ? { ...draft.workflow, id: draft.workflow.id ?? id } : live;
+        if (!wf) throw new ApiError('workflow_not_found', `no workflow \`${id}\``);
+        get().loadWorkflow(wf, id, false, { liveVersion: live ? (live.version ?? 0) : null, hasDraft: !!draft });
       } catch (e) {
         get().notify('error', `Cannot open \`${id}\`: ${(e as Error).message}`);
       }
@@ -478,19 +502,26 @@ export const useEditor = create<EditorState>()((set, get) => {
       }
       set({ saving: true });
       try {
-        const res = await api.saveWorkflow(wf.id, wf);
+        const res = await api.saveDraft(wf.id, wf);
+        // The live version of the id saved under (a new id may name a published workflow).
+        const target = renamedFrom || !s.savedId ? s.workflows.find((w) => w.id === wf.id) : undefined;
+        const liveVersion = renamedFrom || !s.savedId ? (target && !target.draft_only ? target.version : null) : s.liveVersion;
+        let renameNote = '';
         if (renamedFrom) {
+          // A draft moves with the rename; a published workflow stays live until it is deleted.
           try {
-            await api.deleteWorkflow(renamedFrom);
-            localStorage.removeItem(inputKey(renamedFrom));
+            await api.discardDraft(renamedFrom);
+            if (s.liveVersion !== null) renameNote = ` ${renamedFrom} stays live until you delete it.`;
+            else localStorage.removeItem(inputKey(renamedFrom));
           } catch (e) {
-            s.notify('error', `Saved as ${wf.id}, but the old ${renamedFrom} could not be deleted: ${(e as Error).message}`);
+            s.notify('error', `Saved as ${wf.id}, but the draft of ${renamedFrom} could not be discarded: ${(e as Error).message}`);
           }
         }
-        // Only the version changes on the server's side; keep the canvas (and its history) as is.
+        // Nothing changes on the server's side of the canvas: keep it (and its history) as is.
         set((st) => ({
-          meta: { ...st.meta, version: res.version },
           savedId: wf.id,
+          hasDraft: true,
+          liveVersion,
           // Edits made while the request was in flight stay unsaved.
           dirty: st.rev !== s.rev,
         }));
@@ -499,7 +530,11 @@ export const useEditor = create<EditorState>()((set, get) => {
         const errors = res.problems.filter((p) => p.severity === 'error').length;
         get().notify(
           errors ? 'info' : 'ok',
-          errors ? `Saved v${res.version} as a draft with ${errors} error${errors > 1 ? 's' : ''}` : `Saved v${res.version}`,
+          (errors
+            ? `Draft saved with ${errors} error${errors > 1 ? 's' : ''}: fix ${errors > 1 ? 'them' : 'it'} to publish.`
+            : liveVersion === null
+              ? 'Draft saved: not live until you publish it.'
+              : `Draft saved: live v${liveVersion} runs until you publish.`) + renameNote,
         );
         void get().refreshWorkflows();
         return true;
@@ -512,6 +547,63 @@ export const useEditor = create<EditorState>()((set, get) => {
         return false;
       } finally {
         set({ saving: false });
+      }
+    },
+
+    async publish() {
+      const s = get();
+      if (!s.api || s.publishing || s.saving) return false;
+      if (s.dirty || !s.savedId || s.meta.id !== s.savedId) {
+        if (!(await get().save())) return false;
+      } else if (!s.hasDraft) {
+        s.notify('info', 'Nothing to publish: the live version is what you see.');
+        return false;
+      }
+      const id = get().savedId!;
+      set({ publishing: true });
+      try {
+        const res = await get().api!.publishWorkflow(id);
+        set((st) => ({ liveVersion: res.version, hasDraft: false, meta: { ...st.meta, version: res.version } }));
+        get().notify('ok', `Published v${res.version}: webhooks, schedules and runs use it now.`);
+        void get().refreshWorkflows();
+        return true;
+      } catch (e) {
+        const err = e as ApiError;
+        if (err.problems?.length) set({ bottomTab: 'problems', bottomOpen: true });
+        get().notify('error', `Not published: ${err.message}`);
+        return false;
+      } finally {
+        set({ publishing: false });
+      }
+    },
+
+    async discardDraft() {
+      const s = get();
+      if (!s.api) return;
+      const id = s.savedId;
+      const name = s.meta.name || s.meta.id;
+      const ok = await s.ask({
+        title: 'Discard draft?',
+        message:
+          s.liveVersion === null
+            ? `“${name}” has never been published: discarding its draft deletes it.`
+            : `Your unpublished changes to “${name}” are lost and the editor goes back to live v${s.liveVersion}.`,
+        confirmLabel: 'Discard draft',
+        danger: true,
+      });
+      if (!ok) return;
+      try {
+        if (id && s.hasDraft) await s.api.discardDraft(id);
+        await get().refreshWorkflows();
+        if (id && s.liveVersion !== null) await get().openWorkflow(id);
+        else {
+          const next = get().workflows[0];
+          if (next) await get().openWorkflow(next.id);
+          else get().newWorkflow();
+        }
+        get().notify('ok', s.liveVersion === null ? `Discarded ${id ?? name}` : `Back to live v${s.liveVersion}`);
+      } catch (e) {
+        get().notify('error', `Not discarded: ${(e as Error).message}`);
       }
     },
 
@@ -970,13 +1062,15 @@ export const useEditor = create<EditorState>()((set, get) => {
         s.notify('error', `The run input is not JSON: ${input.error}`);
         return;
       }
-      if (s.dirty || !s.savedId) {
+      if (s.liveVersion === null) {
+        // Nothing is live yet: a live run needs a published version (the server refuses to
+        // publish one with errors, and says so).
         const ok = await s.ask({
-          title: 'Save and run?',
-          message: 'A live run uses the saved workflow. Save your changes and run it?',
-          confirmLabel: 'Save and run',
+          title: 'Publish and run?',
+          message: 'A live run uses the published workflow, and this one has never been published. Publish it and run it?',
+          confirmLabel: 'Publish and run',
         });
-        if (!ok || !(await get().save())) return;
+        if (!ok || !(await get().publish())) return;
       }
       const api = s.api;
       const id = get().savedId!;
