@@ -77,6 +77,14 @@ bench:
 load:
 	bash scripts/load.sh
 
+## The server package (scripts/package-deb.sh, packaging/deb/): target/package/fluxo_<version>_<arch>.deb
+## from a release build (PROFILE=debug to package the debug build).
+.PHONY: package package-server
+package: package-server
+
+package-server: setup-run ui
+	PROFILE=$${PROFILE:-release} bash scripts/package-deb.sh
+
 ## Man pages from the clap definitions, into target/man (`man -l target/man/fluxo-serve.1`).
 man: build
 	./target/debug/fluxo man --out target/man

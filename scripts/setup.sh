@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 apt_pkgs=()
 need() { dpkg -s "$1" >/dev/null 2>&1 || apt_pkgs+=("$1"); }
 
-# Always: a C toolchain and pkg-config for -sys crates.
+# Always: a C toolchain and pkg-config for -sys crates; dpkg-dev (dpkg-shlibdeps) for `make package`.
 need build-essential
+need dpkg-dev
 need pkg-config
 need curl
 # The desktop app (src-tauri/, a workspace member: `cargo test --workspace` builds it too).
