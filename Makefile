@@ -22,6 +22,7 @@ test: setup-test build
 	$(CARGO) test --workspace --locked
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e; fi
+	$(MAKE) --no-print-directory test-package
 	@if [ -d src-tauri ] && command -v xvfb-run >/dev/null && command -v WebKitWebDriver >/dev/null; then \
 		$(MAKE) --no-print-directory test-desktop; \
 	else echo "test-desktop: skipped (needs xvfb-run and WebKitWebDriver: scripts/setup.sh test)"; fi
@@ -79,11 +80,17 @@ load:
 
 ## The server package (scripts/package-deb.sh, packaging/deb/): target/package/fluxo_<version>_<arch>.deb
 ## from a release build (PROFILE=debug to package the debug build).
-.PHONY: package package-server
+.PHONY: package package-server test-package
 package: package-server
 
 package-server: setup-run ui
 	PROFILE=$${PROFILE:-release} bash scripts/package-deb.sh
+
+## The server package's test (in `make test`): its contents, lintian, and the installed unit's
+## command line started in a throwaway root and sent a webhook (scripts/package-test.sh). It
+## packages the debug build `make build` made (PROFILE=release to test the release package).
+test-package: build
+	bash scripts/package-test.sh
 
 ## Man pages from the clap definitions, into target/man (`man -l target/man/fluxo-serve.1`).
 man: build

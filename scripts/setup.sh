@@ -23,6 +23,9 @@ case "$what" in
     for p in xvfb xauth imagemagick webkit2gtk-driver; do need "$p"; done
     # The PostgreSQL store tests start their own throwaway server (initdb, pg_ctl).
     need postgresql
+    # The server package's test (scripts/package-test.sh): lintian, and jq for the API's JSON.
+    need lintian
+    need jq
     ;;
 esac
 # Node.js with npm (the UI build): Debian's packages only when no node is on PATH
