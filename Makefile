@@ -21,7 +21,7 @@ run: setup-run build ui
 test: setup-test build
 	$(CARGO) test --workspace --locked
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e; fi
+	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e test-api-types; fi
 	$(MAKE) --no-print-directory test-package
 	@if [ -d src-tauri ] && command -v xvfb-run >/dev/null && command -v WebKitWebDriver >/dev/null; then \
 		$(MAKE) --no-print-directory test-desktop; \
@@ -77,6 +77,12 @@ bench:
 
 load:
 	bash scripts/load.sh
+
+## ui/src/api/schema.gen.ts (the UI's API types, `cd ui && npm run gen:api`) is what the
+## OpenAPI document of this build generates.
+.PHONY: test-api-types
+test-api-types: build
+	bash scripts/gen-api.sh --check
 
 ## The server package (scripts/package-deb.sh, packaging/deb/): target/package/fluxo_<version>_<arch>.deb
 ## from a release build (PROFILE=debug to package the debug build).

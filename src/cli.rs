@@ -99,6 +99,10 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the HTTP API's OpenAPI 3.1 document (what `GET /api/v1/openapi.json` serves);
+    /// the UI's client types are generated from it (`cd ui && npm run gen:api`).
+    #[command(hide = true)]
+    Openapi,
     /// Write the man pages (`fluxo.1` and one per subcommand, `fluxo-serve.1`, …) into a
     /// directory (`make man`).
     #[command(hide = true)]
@@ -403,6 +407,10 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Db(DbCommand::Migrate { store }) => cmd_db_migrate(&store).await,
         Command::Completions { shell } => cmd_completions(shell),
         Command::Man { out } => cmd_man(&out),
+        Command::Openapi => {
+            println!("{}", pretty(&crate::server::openapi::document()));
+            Ok(EXIT_OK)
+        }
         Command::Check(a) => cmd_check(a).await,
     }
 }
