@@ -17,7 +17,8 @@ run: setup-run build ui
 		$(MAKE) --no-print-directory serve; \
 	fi
 
-## Every test: Rust unit and integration tests, then the browser end-to-end tests.
+## Every test: Rust unit and integration tests and clippy, then the browser end-to-end tests,
+## the generated API types, the server package and the desktop window.
 test: setup-test build
 	$(CARGO) test --workspace --locked
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
@@ -84,13 +85,18 @@ load:
 test-api-types: build
 	bash scripts/gen-api.sh --check
 
-## The server package (scripts/package-deb.sh, packaging/deb/): target/package/fluxo_<version>_<arch>.deb
-## from a release build (PROFILE=debug to package the debug build).
-.PHONY: package package-server test-package
-package: package-server
+## The packages: the server's (scripts/package-deb.sh, packaging/deb/), target/package/
+## fluxo_<version>_<arch>.deb from a release build (PROFILE=debug to package the debug build),
+## and the desktop app's through Tauri's bundler (scripts/package-desktop.sh),
+## target/release/bundle/deb/. Both are release builds: many minutes on 2 cores.
+.PHONY: package package-server package-desktop test-package
+package: package-server package-desktop
 
 package-server: setup-run ui
 	PROFILE=$${PROFILE:-release} bash scripts/package-deb.sh
+
+package-desktop: setup-run ui
+	bash scripts/package-desktop.sh
 
 ## The server package's test (in `make test`): its contents, lintian, and the installed unit's
 ## command line started in a throwaway root and sent a webhook (scripts/package-test.sh). It
