@@ -17,11 +17,13 @@ run: setup-run build ui
 		$(MAKE) --no-print-directory serve; \
 	fi
 
-## Every test: Rust unit and integration tests, then the browser end-to-end tests.
+## Every test: Rust unit and integration tests and clippy, then the browser end-to-end tests,
+## the generated API types, the server package and the desktop window.
 test: setup-test build
 	$(CARGO) test --workspace --locked
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e; fi
+	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e test-api-types; fi
+	$(MAKE) --no-print-directory test-package
 	@if [ -d src-tauri ] && command -v xvfb-run >/dev/null && command -v WebKitWebDriver >/dev/null; then \
 		$(MAKE) --no-print-directory test-desktop; \
 	else echo "test-desktop: skipped (needs xvfb-run and WebKitWebDriver: scripts/setup.sh test)"; fi
@@ -76,6 +78,31 @@ bench:
 
 load:
 	bash scripts/load.sh
+
+## ui/src/api/schema.gen.ts (the UI's API types, `cd ui && npm run gen:api`) is what the
+## OpenAPI document of this build generates.
+.PHONY: test-api-types
+test-api-types: build
+	bash scripts/gen-api.sh --check
+
+## The packages: the server's (scripts/package-deb.sh, packaging/deb/), target/package/
+## fluxo_<version>_<arch>.deb from a release build (PROFILE=debug to package the debug build),
+## and the desktop app's through Tauri's bundler (scripts/package-desktop.sh),
+## target/release/bundle/deb/. Both are release builds: many minutes on 2 cores.
+.PHONY: package package-server package-desktop test-package
+package: package-server package-desktop
+
+package-server: setup-run ui
+	PROFILE=$${PROFILE:-release} bash scripts/package-deb.sh
+
+package-desktop: setup-run ui
+	bash scripts/package-desktop.sh
+
+## The server package's test (in `make test`): its contents, lintian, and the installed unit's
+## command line started in a throwaway root and sent a webhook (scripts/package-test.sh). It
+## packages the debug build `make build` made (PROFILE=release to test the release package).
+test-package: build
+	bash scripts/package-test.sh
 
 ## Man pages from the clap definitions, into target/man (`man -l target/man/fluxo-serve.1`).
 man: build

@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 apt_pkgs=()
 need() { dpkg -s "$1" >/dev/null 2>&1 || apt_pkgs+=("$1"); }
 
-# Always: a C toolchain and pkg-config for -sys crates.
+# Always: a C toolchain and pkg-config for -sys crates; dpkg-dev (dpkg-shlibdeps) for `make package`.
 need build-essential
+need dpkg-dev
 need pkg-config
 need curl
 # The desktop app (src-tauri/, a workspace member: `cargo test --workspace` builds it too).
@@ -22,6 +23,9 @@ case "$what" in
     for p in xvfb xauth imagemagick webkit2gtk-driver; do need "$p"; done
     # The PostgreSQL store tests start their own throwaway server (initdb, pg_ctl).
     need postgresql
+    # The server package's test (scripts/package-test.sh): lintian, and jq for the API's JSON.
+    need lintian
+    need jq
     ;;
 esac
 # Node.js with npm (the UI build): Debian's packages only when no node is on PATH

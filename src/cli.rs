@@ -99,6 +99,10 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the HTTP API's OpenAPI 3.1 document (what `GET /api/v1/openapi.json` serves);
+    /// the UI's client types are generated from it (`cd ui && npm run gen:api`).
+    #[command(hide = true)]
+    Openapi,
     /// Write the man pages (`fluxo.1` and one per subcommand, `fluxo-serve.1`, …) into a
     /// directory (`make man`).
     #[command(hide = true)]
@@ -165,16 +169,16 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on (loopback unless told otherwise).
-    #[arg(long, default_value = "127.0.0.1:8787")]
+    #[arg(long, default_value = "127.0.0.1:8787", env = "FLUXO_ADDR")]
     pub addr: SocketAddr,
     /// Folder of workflow files, the source of truth (PUT writes the file).
-    #[arg(long, default_value = "workflows")]
+    #[arg(long, default_value = "workflows", env = "FLUXO_WORKFLOWS")]
     pub workflows: PathBuf,
     /// API token for /api/v1 (default: `<data-dir>/token`, generated on first start).
     #[arg(long, env = "FLUXO_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Runs executed at once.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, env = "FLUXO_WORKERS")]
     pub workers: usize,
     /// The store: the embedded sled store in the data dir (default), or a shared PostgreSQL
     /// database (`postgres://user:password@host:port/database`) that any number of `fluxo
@@ -183,43 +187,47 @@ pub struct ServeArgs {
     pub store: Option<String>,
     /// Seconds a run taken from a shared PostgreSQL queue stays leased without a heartbeat;
     /// a dead process's runs are recovered by another process after it.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 30, env = "FLUXO_LEASE_S", value_parser = clap::value_parser!(u64).range(1..))]
     pub lease_s: u64,
     /// Who may read GET /metrics: `loopback` (anyone when listening on a loopback address,
     /// the API token otherwise), `token` (always the token) or `none` (always open).
-    #[arg(long, value_enum, default_value_t = crate::app::MetricsAuth::Loopback)]
+    #[arg(long, value_enum, default_value_t = crate::app::MetricsAuth::Loopback, env = "FLUXO_METRICS_AUTH")]
     pub metrics_auth: crate::app::MetricsAuth,
     /// Request body limit in bytes (413 above it).
-    #[arg(long, default_value_t = crate::server::DEFAULT_BODY_LIMIT)]
+    #[arg(long, default_value_t = crate::server::DEFAULT_BODY_LIMIT, env = "FLUXO_BODY_LIMIT")]
     pub body_limit: usize,
     /// Keep the newest N finished runs per workflow.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, env = "FLUXO_RETENTION_RUNS")]
     pub retention_runs: usize,
     /// Keep finished runs for D days (default: no age limit).
-    #[arg(long)]
+    #[arg(long, env = "FLUXO_RETENTION_DAYS")]
     pub retention_days: Option<u32>,
     /// Built browser UI to serve at / (default: ui/dist when it exists).
-    #[arg(long)]
+    #[arg(long, env = "FLUXO_UI")]
     pub ui: Option<PathBuf>,
     /// sled page cache in MiB.
-    #[arg(long, default_value_t = SledConfig::DEFAULT_CACHE_CAPACITY_BYTES / (1024 * 1024))]
+    #[arg(long, default_value_t = SledConfig::DEFAULT_CACHE_CAPACITY_BYTES / (1024 * 1024), env = "FLUXO_CACHE_MB")]
     pub cache_mb: u64,
     /// Runs a dead process left running: `resume-safe` resumes those whose in-flight step is
     /// safe to repeat (the rest become interrupted, with the reason); `none` marks them all
     /// interrupted for a person to resume.
-    #[arg(long, value_enum, default_value_t = RecoverArg::ResumeSafe)]
+    #[arg(long, value_enum, default_value_t = RecoverArg::ResumeSafe, env = "FLUXO_RECOVER")]
     pub recover: RecoverArg,
     /// Seconds a client may take to send a request's headers (also the keep-alive idle
     /// time); then the connection is closed.
-    #[arg(long, default_value_t = crate::server::listen::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), env = "FLUXO_HEADER_TIMEOUT_S", value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_s: u64,
     /// Seconds a request body may stall between two chunks; then 408 and the connection is
     /// closed.
-    #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_READ_TIMEOUT.as_secs(), env = "FLUXO_BODY_TIMEOUT_S", value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_s: u64,
     /// Most connections open at once; more wait to be accepted.
-    #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_CONNECTIONS, env = "FLUXO_MAX_CONNECTIONS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// Never print a token this start generates, only the file it is saved in: for a service
+    /// whose output ends in a journal (the packaged fluxo.service sets it).
+    #[arg(long, env = "FLUXO_HIDE_TOKEN")]
+    pub hide_token: bool,
 }
 
 /// `--recover`.
@@ -401,6 +409,10 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Db(DbCommand::Migrate { store }) => cmd_db_migrate(&store).await,
         Command::Completions { shell } => cmd_completions(shell),
         Command::Man { out } => cmd_man(&out),
+        Command::Openapi => {
+            println!("{}", pretty(&crate::server::openapi::document()));
+            Ok(EXIT_OK)
+        }
         Command::Check(a) => cmd_check(a).await,
     }
 }
@@ -998,6 +1010,13 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     // token's URL): a token read from the file or given by --token/FLUXO_TOKEN is never
     // printed again, since stdout often ends in a log or a journal; the lines say where it is.
     let shown = match source {
+        auth::TokenSource::Generated if a.hide_token => {
+            println!(
+                "  API token: generated, saved in {} (mode 0600); not printed (--hide-token)",
+                token_file.display()
+            );
+            false
+        }
         auth::TokenSource::Generated => {
             println!(
                 "  API token: generated, saved in {} (mode 0600); shown this once",

@@ -1,4 +1,19 @@
 // Shapes of the Fluxo API (SPEC §1, §4, §5). The same shapes cross the Tauri IPC boundary.
+//
+// The API's own shapes come from the OpenAPI document, generated into ./schema.gen.ts
+// (`npm run gen:api`; `make test` fails when it is stale): each is named here once. What the
+// document leaves open (a workflow definition is free JSON there; event names are strings) is
+// narrowed here, and what the API does not carry (request options, query filters, the
+// workflow file's shape the editor works on) is written here. Still written here, as the UI
+// reads them: RunRecord, StepRecord, RunPreview, RunSummary, RunPage, MemoryEntry and
+// MemoryPage, whose fields the document gives as optional or nullable (`steps`, `attempts`,
+// `started_at`, `duration_ms`, `ttl_left_ms`, …: serde defaults and Options) where the UI
+// counts on a value.
+
+import type { components } from './schema.gen';
+
+/** The schemas of the OpenAPI document (`components.schemas`). */
+export type Schemas = components['schemas'];
 
 export interface Position {
   x: number;
@@ -58,46 +73,15 @@ export interface WorkflowSummary {
 export type JsonSchema = Record<string, unknown>;
 
 /** One entry of the step catalog (`GET /step-kinds`). */
-export interface StepKind {
-  kind: string;
-  title: string;
-  category: string;
-  description: string;
-  trigger: boolean;
-  output: string;
-  /** Ports computed from the config (the router: one per route + `default` + `error`). */
-  dynamic_ports: boolean;
-  ports: string[];
-  config_schema: JsonSchema;
-}
+export type StepKind = Omit<Schemas['StepKind'], 'config_schema'> & { config_schema: JsonSchema };
 
-export interface Problem {
-  severity: 'error' | 'warning';
-  code: string;
-  message: string;
-  step?: string;
-  /** e.g. `steps[1].config.url`, `edges[2].port`. */
-  path: string;
-}
+export type Problem = Schemas['ValidationProblem'];
 
 /** `GET /schedules` entry: a valid workflow that starts with a `schedule_trigger`. */
-export interface ScheduledWorkflow {
-  workflow_id: string;
-  cron: string;
-  timezone: string;
-  /** The next tick, RFC 3339 UTC (absent when the expression never fires again). */
-  next_at?: string;
-}
+export type ScheduledWorkflow = Schemas['ScheduledWorkflow'];
 
 /** `GET /schedules/preview`: the next fire times of a cron expression in its zone. */
-export interface SchedulePreview {
-  cron: string;
-  timezone: string;
-  /** RFC 3339 UTC, oldest first (fewer when the expression stops matching). */
-  next: string[];
-  /** The same instants on the zone's wall clock, RFC 3339 with the zone's offset. */
-  next_local: string[];
-}
+export type SchedulePreview = Schemas['SchedulePreview'];
 
 /** A problem of `invalid_schedule` (`ApiError.problems` of that code): which field and why. */
 export interface ScheduleProblem {
@@ -105,17 +89,9 @@ export interface ScheduleProblem {
   message: string;
 }
 
-export interface ValidateResult {
-  valid: boolean;
-  problems: Problem[];
-}
+export type ValidateResult = Schemas['Validation'];
 
-export interface SaveResult {
-  workflow: Workflow;
-  version: number;
-  valid: boolean;
-  problems: Problem[];
-}
+export type SaveResult = Omit<Schemas['WorkflowSaved'], 'workflow'> & { workflow: Workflow };
 
 /** A workflow's draft (`GET /workflows/{id}/draft`): what Save keeps; nothing runs it. */
 export interface Draft {
@@ -137,23 +113,11 @@ export interface DraftSaved {
   saved_at: number;
 }
 
-export interface ErrorInfo {
-  code: string;
-  message: string;
-  step?: string;
-  attempts?: number;
-  http_status?: number | null;
-}
+export type ErrorInfo = Schemas['ErrorInfo'];
 
-export interface Attempt {
-  started_at: string;
-  duration_ms: number;
-  delay_before_ms?: number;
-  http_status?: number | null;
-  error?: string | null;
-}
+export type Attempt = Schemas['Attempt'];
 
-export type StepRunStatus = 'running' | 'succeeded' | 'failed' | 'fallback';
+export type StepRunStatus = Schemas['StepStatus'];
 
 export interface StepRecord {
   step_id: string;
@@ -173,7 +137,7 @@ export interface StepRecord {
 }
 
 /** `skipped`: a schedule tick that yielded to an earlier run (`overlap: skip`). */
-export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'interrupted' | 'skipped';
+export type RunStatus = Schemas['RunStatus'];
 
 /** A run record (SPEC §4). */
 export interface RunRecord {
@@ -213,7 +177,7 @@ export interface RunRecord {
   snapshot?: Workflow | Record<string, never>;
 }
 
-export type RunTrigger = 'webhook' | 'api' | 'manual' | 'replay' | 'cli' | 'resume' | 'schedule' | 'fan_out';
+export type RunTrigger = Schemas['Trigger'];
 
 /** The list view of a run (`GET /runs` entries): everything but input, steps and snapshot. */
 export interface RunSummary {
@@ -357,26 +321,9 @@ export interface ResumeOptions {
 }
 
 /** One step with side effects that a previewed resume or replay would execute. */
-export interface PlannedCall {
-  step_id: string;
-  kind: string;
-  method?: string;
-  url?: string;
-  /** The `Idempotency-Key` the call would carry. */
-  idempotency_key?: string;
-  /** Sent again: the original run already executed this step, or was in it when it stopped. */
-  again: boolean;
-  /** Repeating it cannot duplicate an effect. */
-  repeat_safe: boolean;
-  repeat_reason?: string;
-}
+export type PlannedCall = Schemas['PlannedCall'];
 
-export interface PreviewWarning {
-  /** `own_claim` (a replay stopped by its own lineage's Memory claim: resume instead), `not_transient`, `repeat_unsafe`. */
-  code: 'own_claim' | 'not_transient' | 'repeat_unsafe' | string;
-  step?: string;
-  message: string;
-}
+export type PreviewWarning = Schemas['PreviewWarning'];
 
 /** `POST /runs/{id}/resume/preview` and `/replay/preview`: the dry walk of the action; nothing is stored or sent. */
 export interface RunPreview {
@@ -430,81 +377,26 @@ export interface MemoryPage {
  * REPLACES it: send back the loaded document with only the edited fields changed, never one
  * rebuilt from the fields a form knows (see `settings/model.ts`).
  */
-export interface AppSettings {
-  /** Variables templates see as `env.NAME`. Secret ones come back masked (`••••1234`); sending the mask back keeps the stored value. */
-  env: Record<string, string>;
-  /** Env variables that are secret although their names do not say so (e.g. `SLACK_WEBHOOK_URL`). Omitted when empty. */
-  secret_env?: string[];
-  retention_runs?: number;
-  retention_days?: number;
-  listener_addr?: string;
-  /** Private/loopback destinations that steps with `allow_input_host` may still reach: host names, IPs, CIDR blocks. Omitted when empty. */
-  outbound_allow?: string[];
-  /** More names the server answers to (`name` or `name:port`), besides its own address. Omitted when empty. */
-  allowed_hosts?: string[];
-}
+export type AppSettings = Schemas['AppSettings'];
 
 /** `GET|PUT /settings`. */
-export interface SettingsView {
-  /** The document, secret env values masked. */
-  settings: AppSettings;
-  /** The env variables that are secret (by name, or listed in `secret_env`): their values are masks. Read-only: not part of `settings`, never sent back. */
-  secret_names?: string[];
-  /** The policy in force (the settings over the command-line defaults). */
-  effective: { retention_runs?: number | null; retention_days?: number | null };
-  data_dir?: string | null;
-  workflows_dir?: string | null;
-}
+export type SettingsView = Schemas['SettingsView'];
 
 /** One server-sent `run` event. */
-export interface RunEvent {
-  event: 'run_started' | 'step_finished' | 'run_finished';
-  run_id: string;
-  workflow_id: string;
-  step_id?: string;
-  status: string;
-  mode: 'live' | 'dry';
-  at: string;
-}
+export type RunEvent = Omit<Schemas['RunEvent'], 'event'> & { event: 'run_started' | 'step_finished' | 'run_finished' };
 
-export interface Template {
-  id: string;
-  name: string;
-  workflow: Workflow;
-}
+export type Template = Omit<Schemas['Template'], 'workflow'> & { workflow: Workflow };
 
-export interface SamplePayload {
-  name: string;
-  payload: unknown;
-}
+export type SamplePayload = Schemas['SamplePayload'];
 
 /** The verdict of one row of a re-run safety check; `not_run` when a row it depends on failed. */
-export type CheckVerdict = 'pass' | 'fail' | 'not_run';
+export type CheckVerdict = Schemas['Verdict'];
 
 /** One row of a check: what was done, what a workflow safe to re-run does, what this one did. */
-export interface CheckRow {
-  check: string;
-  expected: string;
-  seen: string;
-  verdict: CheckVerdict;
-}
+export type CheckRow = Schemas['CheckRow'];
 
 /** `POST /workflows/{id}/check`: the re-run safety check against a throw-away sandbox and store. */
-export interface CheckReport {
-  workflow_id: string;
-  workflow_version: number;
-  /** Every row passed. */
-  passed: boolean;
-  checks: CheckRow[];
-  /** The `env` names pointed at the sandbox. */
-  env: string[];
-  /** The id paths the "new event" variant changed. */
-  id_paths: string[];
-  /** Linter warnings of the workflow. */
-  warnings: string[];
-  /** How the check ran (what it bypasses, how time is handled). */
-  notes: string[];
-}
+export type CheckReport = Schemas['CheckReport'];
 
 export interface CheckOptions {
   /** Dot paths of the event's business ids; empty or absent: the server's default (`id`, plus `data.object.id`). */
