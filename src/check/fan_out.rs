@@ -210,6 +210,11 @@ fn not_run(check: impl Into<String>, why: &str) -> CheckRow {
     }
 }
 
+/// A row that failed because its scenario's store could not open.
+fn no_store(check: impl Into<String>, why: &str) -> CheckRow {
+    row(check, "", format!("could not open a store: {why}"), false)
+}
+
 fn row(
     check: impl Into<String>,
     expected: impl Into<String>,
@@ -336,12 +341,7 @@ async fn scheduled(
     let lane = match ctx.lane() {
         Ok(l) => l,
         Err(e) => {
-            rows.push(row(
-                first_name,
-                "",
-                format!("could not open a store: {e}"),
-                false,
-            ));
+            rows.push(no_store(first_name, &e));
             skip_rest(&mut rows, "not run: the first poll must succeed");
             return (rows, None);
         }
@@ -445,12 +445,7 @@ async fn event_driven(ctx: &mut Ctx<'_>, event: &Value) -> (Vec<CheckRow>, Optio
     let lane = match ctx.lane() {
         Ok(l) => l,
         Err(e) => {
-            rows.push(row(
-                first_name,
-                "",
-                format!("could not open a store: {e}"),
-                false,
-            ));
+            rows.push(no_store(first_name, &e));
             rows.push(not_run(twice, "not run: the first delivery must succeed"));
             return (rows, None);
         }
