@@ -90,6 +90,10 @@ pub enum Command {
     /// Prove a workflow is safe to re-run: replay an event against a private sandbox (twice,
     /// after a timeout-after-write, as a new event, failed then replayed) and print a table.
     Check(CheckArgs),
+    /// Rewrite workflow files in the file format saves use (small objects on one line, keys
+    /// in their order, whole positions as integers), so hand edits and saves diff cleanly.
+    /// The version is not bumped. `--check`: change nothing, exit 1 if a file would change.
+    Fmt(FmtArgs),
     /// The shared PostgreSQL database of a scale-out deployment.
     #[command(subcommand)]
     Db(DbCommand),
@@ -262,6 +266,17 @@ pub struct RunArgs {
     pub json: bool,
 }
 
+/// `fluxo fmt`.
+#[derive(Debug, Args)]
+pub struct FmtArgs {
+    /// Workflow files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// List the files that are not formatted and exit 1; write nothing.
+    #[arg(long)]
+    pub check: bool,
+}
+
 /// `fluxo validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -414,6 +429,7 @@ async fn dispatch(cli: Cli) -> CliResult {
             Ok(EXIT_OK)
         }
         Command::Check(a) => cmd_check(a).await,
+        Command::Fmt(a) => cmd_fmt(a),
     }
 }
 
@@ -1048,6 +1064,50 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     eprintln!("shutting down: finishing running runs...");
     running.shutdown().await;
     Ok(EXIT_OK)
+}
+
+/// `fluxo fmt`: each file parsed as a workflow and written back in the file format
+/// ([`crate::workflow::model::file_format`]); exit 0, 1 with `--check` when one would change,
+/// 2 for a file that cannot be read or is not a workflow (named, nothing written).
+fn cmd_fmt(a: FmtArgs) -> CliResult {
+    let mut unformatted = Vec::new();
+    for path in &a.files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CliError::bad_input(format!("cannot read `{}`: {e}", path.display())))?;
+        let wf: crate::workflow::Workflow = serde_json::from_str(&text).map_err(|e| {
+            CliError::bad_input(format!(
+                "{} is not a workflow (line {}, column {}): {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+        let formatted = wf.to_file_string();
+        if formatted == text {
+            continue;
+        }
+        unformatted.push(path.display().to_string());
+        if !a.check {
+            crate::workflow::dir::write_atomic(path, formatted.as_bytes()).map_err(|e| {
+                CliError::bad_input(format!("cannot write `{}`: {e}", path.display()))
+            })?;
+        }
+    }
+    for f in &unformatted {
+        println!(
+            "{}{f}",
+            if a.check {
+                "not formatted: "
+            } else {
+                "formatted "
+            }
+        );
+    }
+    Ok(if a.check && !unformatted.is_empty() {
+        EXIT_RUN_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
 /// `fluxo check`: runs on a throw-away data dir (`--data-dir` is not used) and a private

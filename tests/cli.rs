@@ -463,3 +463,90 @@ fn serve_warns_of_unsigned_webhooks_beyond_loopback() {
     let local = serve_banner(&data, &[]);
     assert!(!local.contains("no signing secret"), "{local}");
 }
+
+/// `fluxo fmt`: the shipped templates are in the file format saves write (`--check` exits 0);
+/// a hand-written file is rewritten (small objects on one line, whole positions as integers,
+/// keys in their order, the same data plus the default settings, the version kept) and a
+/// second run changes nothing;
+/// `--check` names an unformatted file and exits 1 without writing; a file that is not a
+/// workflow exits 2, named, untouched.
+#[test]
+fn fmt_writes_the_file_format_saves_use() {
+    let data = tempfile::tempdir().unwrap();
+    let templates: Vec<String> = std::fs::read_dir("workflows")
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".json"))
+        .collect();
+    let mut args = vec!["fmt", "--check"];
+    args.extend(templates.iter().map(String::as_str));
+    let o = fluxo(data.path(), &args, &[]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hand.json");
+    let hand = r#"{"id":"hand","name":"Hand","version":3,"steps":[
+        {"id":"start","kind":"manual_trigger","position":{"x":0.0,"y":120},"config":{}},
+        {"id":"call","kind":"http_request","position":{"x":260.5,"y":0},
+         "config":{"method":"GET","url":"{{ env.CRM_URL }}/deals","timeout_s":0,
+                   "headers":{"X-A":"a very long header value that takes this object past the line width of one hundred"}}}],
+        "edges":[{"from":"start","to":"call"}]}"#;
+    std::fs::write(&path, hand).unwrap();
+    let p = path.to_str().unwrap();
+    let o = fluxo(data.path(), &["fmt", "--check", p], &[]);
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+    assert!(text(&o).0.contains("not formatted: "), "{:?}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        hand,
+        "--check writes nothing"
+    );
+
+    let o = fluxo(data.path(), &["fmt", p], &[]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        written.contains(r#""position": { "x": 0, "y": 120 },"#),
+        "{written}"
+    );
+    assert!(
+        written.contains(r#""position": { "x": 260.5, "y": 0 },"#),
+        "{written}"
+    );
+    assert!(
+        written.contains("\"timeout_s\": 0,"),
+        "numbers as written: {written}"
+    );
+    assert!(
+        written.contains(r#"{ "id": "start", "kind": "manual_trigger", "position": { "x": 0, "y": 120 }, "config": {} },"#),
+        "a step that fits is one line: {written}"
+    );
+    assert!(
+        written.contains("\"headers\": {\n"),
+        "a long object is one member per line: {written}"
+    );
+    assert!(written.contains("\"version\": 3,"), "{written}");
+    // The same data; the defaults a save writes (settings) are written out.
+    let mut a: serde_json::Value = serde_json::from_str(hand).unwrap();
+    a["steps"][0]["position"]["x"] = serde_json::json!(0); // 0.0 is written 0
+    let mut b: serde_json::Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(b["settings"], serde_json::json!({"run_timeout_s": 50}));
+    b.as_object_mut().unwrap().remove("settings");
+    assert_eq!(a, b, "the same data");
+    let o = fluxo(data.path(), &["fmt", "--check", p], &[]);
+    assert_eq!(o.status.code(), Some(0), "formatted once: {:?}", text(&o));
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"id": "x", "steps": 3}"#).unwrap();
+    let o = fluxo(data.path(), &["fmt", bad.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("bad.json is not a workflow"),
+        "{:?}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&bad).unwrap(),
+        r#"{"id": "x", "steps": 3}"#
+    );
+}

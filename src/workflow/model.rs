@@ -88,12 +88,24 @@ fn empty_object() -> Value {
     Value::Object(Default::default())
 }
 
-/// Canvas position in pixels.
+/// Canvas position in pixels. Whole numbers are written as integers (`120`, not `120.0`), so
+/// a save does not rewrite positions the file wrote as integers.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Position {
+    #[serde(serialize_with = "whole_as_integer")]
     pub x: f64,
+    #[serde(serialize_with = "whole_as_integer")]
     pub y: f64,
+}
+
+/// `120.0` as `120`; anything with a fraction (or beyond ±2^53) as the float.
+fn whole_as_integer<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
 }
 
 /// A wire from a step's output port to another step.
@@ -126,9 +138,8 @@ impl Workflow {
     /// Deterministic file text: fields in declaration order, config keys in the order written,
     /// 2-space indent, trailing newline (SPEC §1 "human-diffable").
     pub fn to_file_string(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("workflow serializes");
-        s.push('\n');
-        s
+        let v = serde_json::to_value(self).expect("workflow serializes");
+        file_format(&v)
     }
 
     /// SHA-256 (hex) of the definition's canonical JSON (object keys sorted, no whitespace),
@@ -138,6 +149,91 @@ impl Workflow {
         let v = serde_json::to_value(self).expect("workflow serializes");
         hex::encode(Sha256::digest(canonical_json(&v).as_bytes()))
     }
+}
+
+/// The widest line [`file_format`] puts an object or array on, indentation included.
+pub const FILE_LINE_WIDTH: usize = 100;
+
+/// The text of a workflow file: two-space indentation, keys in their order, and any object or
+/// array whose one-line form (`{ "x": 0, "y": 120 }`) fits in [`FILE_LINE_WIDTH`] columns on one
+/// line, the rest one member per line. The same definition always gives the same text, and an
+/// edit changes only the lines it touches (small objects stay on one line), so git diffs of
+/// saves stay small. The top level is always one member per line; the text ends with `\n`.
+pub fn file_format(v: &Value) -> String {
+    fn one_line(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                out.push_str("{ ");
+                for (i, (k, x)) in m.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(&serde_json::to_string(k).expect("string serializes"));
+                    out.push_str(": ");
+                    one_line(x, out);
+                }
+                out.push_str(" }");
+            }
+            Value::Array(a) if !a.is_empty() => {
+                out.push_str("[ ");
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    one_line(x, out);
+                }
+                out.push_str(" ]");
+            }
+            other => out.push_str(&serde_json::to_string(other).expect("value serializes")),
+        }
+    }
+    /// `v` at `depth` (two spaces each), after `lead` columns already on its line.
+    fn member(v: &Value, depth: usize, lead: usize, top: bool, out: &mut String) {
+        let mut flat = String::new();
+        one_line(v, &mut flat);
+        let nested = matches!(v, Value::Object(m) if !m.is_empty())
+            || matches!(v, Value::Array(a) if !a.is_empty());
+        if !nested || (!top && lead + flat.chars().count() <= FILE_LINE_WIDTH) {
+            out.push_str(&flat);
+            return;
+        }
+        let pad = "  ".repeat(depth + 1);
+        let (open, close) = if v.is_object() {
+            ('{', '}')
+        } else {
+            ('[', ']')
+        };
+        out.push(open);
+        out.push('\n');
+        let items: Vec<(Option<&String>, &Value)> = match v {
+            Value::Object(m) => m.iter().map(|(k, x)| (Some(k), x)).collect(),
+            Value::Array(a) => a.iter().map(|x| (None, x)).collect(),
+            _ => Vec::new(),
+        };
+        for (i, (k, x)) in items.iter().enumerate() {
+            out.push_str(&pad);
+            let mut lead = pad.len();
+            if let Some(k) = k {
+                let key = serde_json::to_string(k).expect("string serializes");
+                out.push_str(&key);
+                out.push_str(": ");
+                lead += key.chars().count() + 2;
+            }
+            // Room for the `,` that follows all but the last member.
+            let comma = usize::from(i + 1 < items.len());
+            member(x, depth + 1, lead + comma, false, out);
+            if comma == 1 {
+                out.push(',');
+            }
+            out.push('\n');
+        }
+        out.push_str(&"  ".repeat(depth));
+        out.push(close);
+    }
+    let mut out = String::new();
+    member(v, 0, 0, true, &mut out);
+    out.push('\n');
+    out
 }
 
 /// Canonical JSON text: object keys sorted (by UTF-16-agnostic byte order), no insignificant
