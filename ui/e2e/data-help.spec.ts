@@ -32,6 +32,17 @@ test('a field inserted by click from the sample tree, with its live preview; out
   await key.fill('{{ input.data.object.nope }}');
   await expect(preview).toHaveAttribute('data-state', 'error');
   await expect(preview).toContainText('missing value `input.data.object.nope`');
+  // Path completion: what the sample has at the path typed so far; Tab takes the first.
+  await key.fill('');
+  await key.pressSequentially('{{ input.data.ob');
+  await expect(page.getByTestId('tpl-completions')).toContainText('object');
+  await key.press('Tab');
+  await expect(key).toHaveValue('{{ input.data.object');
+  await key.pressSequentially('.customer_e');
+  await page.getByTestId('tpl-complete-customer_email').click();
+  await expect(key).toHaveValue('{{ input.data.object.customer_email');
+  await key.pressSequentially(' }}');
+  await expect(page.getByTestId('tpl-completions')).toHaveCount(0);
   await key.fill('{{ input.data.object.id }}');
 
   // After a dry run, the outputs of upstream steps are in the tree of a later step's field.

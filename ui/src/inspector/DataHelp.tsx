@@ -149,3 +149,41 @@ export function TemplatePreviewLine({ template, expression, upstream }: { templa
     </div>
   );
 }
+
+/** What a template in this field can read: `input` (the sample) and `steps.<id>.output` of the
+ * upstream steps that have one in the last run. */
+export function useScope(upstream: string[]): Record<string, unknown> | undefined {
+  const sample = useSample();
+  const outputs = useUpstreamOutputs(upstream);
+  return useMemo(() => {
+    if (sample === undefined) return undefined;
+    const steps: Record<string, unknown> = {};
+    for (const [id, out] of Object.entries(outputs)) steps[id] = { output: out };
+    return { input: sample, steps };
+  }, [sample, outputs]);
+}
+
+/** Path completion at the caret: inside `{{ … }}` (or a condition), after `input.data.` or
+ * `steps.seen.output.wr`, the keys of the value at the path so far that start with what is
+ * typed. `from` is where the typed part starts (replaced by a pick). */
+export function completionsAt(text: string, caret: number, scope: Record<string, unknown> | undefined, expression = false): { from: number; items: string[] } | null {
+  if (!scope) return null;
+  const before = text.slice(0, caret);
+  if (!expression) {
+    const open = before.lastIndexOf('{{');
+    if (open < 0 || before.lastIndexOf('}}') > open) return null;
+  }
+  const m = /([A-Za-z_][\w-]*(?:\.[\w-]+|\[\d+\])*)\.([\w-]*)$/.exec(before);
+  if (!m) return null;
+  let cur: unknown = scope;
+  for (const seg of m[1].split(/\.|\[(\d+)\]/).filter((x) => x !== undefined && x !== '')) {
+    if (cur === null || typeof cur !== 'object' || isLosslessNumber(cur)) return null;
+    cur = Array.isArray(cur) ? cur[Number(seg)] : (cur as Record<string, unknown>)[seg];
+  }
+  if (cur === null || typeof cur !== 'object' || Array.isArray(cur) || isLosslessNumber(cur)) return null;
+  const typed = m[2];
+  const items = Object.keys(cur)
+    .filter((k) => k.startsWith(typed) && k !== typed && IDENT.test(k))
+    .slice(0, 8);
+  return items.length ? { from: caret - typed.length, items } : null;
+}

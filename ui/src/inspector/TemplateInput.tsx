@@ -1,6 +1,6 @@
 import { createContext, Fragment, useContext, useRef, useState, type ReactNode } from 'react';
 import { Braces } from 'lucide-react';
-import { DataTree, TemplatePreviewLine } from './DataHelp';
+import { completionsAt, DataTree, TemplatePreviewLine, useScope } from './DataHelp';
 
 // Whether a pointer is down anywhere: the insert hint sits in the flow under its field (it never
 // covers a button), so it must not vanish, and move what is below it, in the middle of a click.
@@ -91,7 +91,22 @@ export function TemplateInput(props: TemplateInputProps) {
   const info = useContext(InspectorContext);
   const [focused, setFocused] = useState(false);
   const [dataOpen, setDataOpen] = useState(false);
+  const [caret, setCaret] = useState<number | null>(null);
   const ref = useRef<HTMLTextAreaElement>(null);
+  const scope = useScope(info.upstream);
+  const completion = focused && !plain && caret !== null ? completionsAt(value, caret, scope, expression) : null;
+  /** Replace the typed part of a path with `key` (path completion). */
+  const complete = (key: string) => {
+    if (!completion || caret === null) return;
+    const next = value.slice(0, completion.from) + key + value.slice(caret);
+    onChange(next);
+    const at = completion.from + key.length;
+    setCaret(at);
+    requestAnimationFrame(() => {
+      ref.current?.focus();
+      ref.current?.setSelectionRange(at, at);
+    });
+  };
 
   const names = [
     { label: 'input', insert: 'input.' },
@@ -134,8 +149,17 @@ export function TemplateInput(props: TemplateInputProps) {
           placeholder={placeholder}
           disabled={disabled}
           data-testid={testId}
-          onChange={(e) => onChange(multiline ? e.target.value : e.target.value.replace(/\n/g, ''))}
+          onChange={(e) => {
+            onChange(multiline ? e.target.value : e.target.value.replace(/\n/g, ''));
+            setCaret(e.target.selectionStart);
+          }}
+          onSelect={(e) => setCaret((e.target as HTMLTextAreaElement).selectionStart)}
           onKeyDown={(e) => {
+            if (e.key === 'Tab' && completion && !e.shiftKey) {
+              e.preventDefault();
+              complete(completion.items[0]);
+              return;
+            }
             if (e.key === 'Enter' && !multiline) e.preventDefault();
           }}
           onFocus={() => {
@@ -152,6 +176,16 @@ export function TemplateInput(props: TemplateInputProps) {
       </div>
       {focused && !plain && (
         <div className="fx-tpl-hint" onMouseDown={(e) => e.preventDefault()}>
+          {completion && (
+            <span className="fx-tpl-complete" data-testid="tpl-completions">
+              <span className="fx-muted">Tab:</span>
+              {completion.items.map((k) => (
+                <button key={k} type="button" className="fx-chip fx-chip-button" onClick={() => complete(k)} data-testid={`tpl-complete-${k}`}>
+                  {k}
+                </button>
+              ))}
+            </span>
+          )}
           <span className="fx-muted">{expression ? 'Condition over' : 'Insert'}</span>
           {names.map((n) => (
             <button key={n.label} type="button" className="fx-chip" onClick={() => insert(n.insert)}>
