@@ -41,6 +41,12 @@ pub struct AppSettings {
     /// Desktop app: address of the local listener (default `127.0.0.1:8787`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_addr: Option<String>,
+    /// Desktop app: run the sandbox destination (the test CRM/ledger of `fluxo sandbox`, on a
+    /// free loopback port) while the app is open, and point every `env.NAME` the workflows use
+    /// that no setting gives at it, so the templates run end to end on a new machine. Set on
+    /// at the first launch; from the next start when changed. `fluxo serve` ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
     /// Non-public destinations that steps with `allow_input_host` may still reach (SPEC §5):
     /// host names (`crm.internal`: whatever it resolves to), IP addresses (`127.0.0.1`,
     /// `::1`) and CIDR blocks (`10.0.0.0/8`, `fd00::/8`). Without an entry, a host from run

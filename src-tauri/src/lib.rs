@@ -58,6 +58,7 @@ pub fn run() {
                 listener_url: shell.server.url(),
                 data_dir: shell.data_dir.clone(),
                 notices: shell.notices.clone(),
+                sandbox: shell.sandbox,
             });
             app.manage(shell.server.state.clone());
             app.manage(Listener(Mutex::new(Some(shell.server))));

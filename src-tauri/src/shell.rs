@@ -15,6 +15,7 @@ use fluxo::app::{AppState, ServerOptions};
 use fluxo::clock::{Clock, SystemClock};
 use fluxo::runtime::{Engine, RunEvent};
 use fluxo::server::{self, RunningServer};
+use fluxo::settings::AppSettings;
 use fluxo::store::sled_store::{SledConfig, SledStore};
 use fluxo::store::Store;
 use fluxo::workflow::dir::WorkflowDir;
@@ -30,6 +31,8 @@ pub struct Shell {
     /// What the user should know about this launch, in plain words (also logged): on the
     /// first launch, that the seeded webhook templates have no signing secret.
     pub notices: Vec<String>,
+    /// The sandbox destination, when the settings turn it on (stopped with the app).
+    pub sandbox: Option<fluxo::sandbox::SandboxHandle>,
 }
 
 impl Shell {
@@ -68,6 +71,7 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
     }
     let workflows = WorkflowDir::load(&folder, engine.registry().clone())
         .map_err(|e| format!("cannot read the workflows folder {}: {e}", folder.display()))?;
+    let sandbox = start_sandbox(data_dir, first_launch, &engine, &workflows).await?;
     // The seeded templates keep no signing secret (their senders, Stripe and GitHub, sign
     // with their own headers, which Fluxo does not verify; a generated Fluxo secret would
     // only make them refuse their real senders): say so plainly once they are listening.
@@ -113,7 +117,42 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
         events,
         data_dir: data_dir.to_path_buf(),
         notices,
+        sandbox,
     })
+}
+
+/// The sandbox destination when the settings say so (`sandbox`; turned on and saved at the
+/// first launch): started on a free loopback port, with every `env.NAME` the workflows use
+/// pointed at it through the embedder's layer of `env`, so a variable set in Settings (or
+/// `FLUXO_ENV_*`) still wins.
+async fn start_sandbox(
+    data_dir: &Path,
+    first_launch: bool,
+    engine: &Engine,
+    workflows: &WorkflowDir,
+) -> Result<Option<fluxo::sandbox::SandboxHandle>, String> {
+    let mut settings = AppSettings::load(data_dir).map_err(|e| e.to_string())?;
+    if first_launch && settings.sandbox.is_none() {
+        settings.sandbox = Some(true);
+        settings
+            .save(data_dir)
+            .map_err(|e| format!("cannot save the settings: {e}"))?;
+    }
+    if settings.sandbox != Some(true) {
+        return Ok(None);
+    }
+    let handle = fluxo::sandbox::Sandbox::start(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .map_err(|e| format!("cannot start the sandbox: {e}"))?;
+    let names: std::collections::BTreeSet<String> = workflows
+        .list()
+        .iter()
+        .filter_map(|e| e.compiled.as_ref())
+        .flat_map(|c| fluxo::workflow::env::env_names(&c.workflow))
+        .collect();
+    engine.set_env(names.iter().map(|n| (n.clone(), handle.url())).collect());
+    tracing::info!(url = %handle.url(), variables = ?names, "sandbox destination running");
+    Ok(Some(handle))
 }
 
 /// `addr`; if that fails (busy), any free port on the same interface, said in the log.
@@ -188,6 +227,41 @@ mod tests {
         assert!(notice.contains(&shell.server.url()), "{notice}");
         assert!(notice.contains("signing_secret"), "{notice}");
 
+        // The first launch turns the sandbox destination on (saved), and the templates'
+        // variables point at it: a live run of invoice-paid-once creates its deal there.
+        let saved = fluxo::settings::AppSettings::load(dir.path()).unwrap();
+        assert_eq!(saved.sandbox, Some(true));
+        let sandbox = shell.sandbox.as_ref().expect("the sandbox runs");
+        let env = shell.state().engine().env();
+        for name in ["CRM_URL", "AI_URL", "OUTPUT_URL", "LEDGER_URL"] {
+            assert_eq!(env.get(name), Some(&sandbox.url()), "{name}: {env:?}");
+        }
+        let wf = shell.state().workflows().get("invoice-paid-once").unwrap();
+        let event: serde_json::Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/payloads/stripe/invoice.paid.json"
+        ))
+        .unwrap();
+        let run = shell
+            .state()
+            .engine()
+            .run(
+                wf.compiled.as_ref().unwrap(),
+                fluxo::runtime::RunRequest::new(
+                    event,
+                    fluxo::run::Trigger::Manual,
+                    fluxo::run::Mode::Live,
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            run.status,
+            fluxo::run::RunStatus::Succeeded,
+            "{:?}",
+            run.error
+        );
+        assert_eq!(sandbox.state().records("deals").len(), 1);
+
         // A workflow saved through the shared folder (what `save_workflow` does) is what the
         // listener's webhook route runs.
         let mut events = shell.events.resubscribe();
@@ -221,6 +295,8 @@ mod tests {
         };
         assert!(shell.state().workflows().get("invoice-paid-once").is_none());
         assert!(shell.state().workflows().get("desk-hook").is_some());
+        // Still on (saved); a variable set in Settings wins over the sandbox's.
+        assert!(shell.sandbox.is_some());
         assert!(
             shell.notices.is_empty(),
             "only the first launch: {:?}",

@@ -14,9 +14,12 @@ pub struct AppInfo {
     /// Plain-words notices of this launch (the first launch's "these webhooks have no signing
     /// secret"), for the window to show once.
     pub notices: Vec<String>,
+    /// The sandbox destination, while it runs (settings `sandbox`); kept here so it lives as
+    /// long as the app.
+    pub sandbox: Option<fluxo::sandbox::SandboxHandle>,
 }
 
-/// `{listener_url, webhook_base, data_dir, workflows_dir, notices}`: the URL a sender posts
+/// `{listener_url, webhook_base, data_dir, workflows_dir, notices, sandbox_url}`: the URL a sender posts
 /// webhooks to is `<webhook_base>/<workflow_id>` (the page's own origin is
 /// `tauri://localhost`); `notices` are this launch's plain-words notices (empty but on the
 /// first launch).
@@ -28,5 +31,6 @@ pub async fn app_info(info: State<'_, AppInfo>, state: State<'_, AppState>) -> I
         "data_dir": info.data_dir,
         "workflows_dir": state.workflows().path(),
         "notices": info.notices,
+        "sandbox_url": info.sandbox.as_ref().map(|s| s.url()),
     }))
 }

@@ -209,6 +209,17 @@ export function SettingsView() {
             data-error-key="listener"
           />
           <ListeningNow />
+          {isTauri() && (
+            <label className="fx-check-row" data-testid="settings-sandbox">
+              <input
+                type="checkbox"
+                checked={form.sandbox}
+                onChange={(e) => edit('sandbox', (f) => ({ ...f, sandbox: e.target.checked }))}
+              />{' '}
+              Run the sandbox destination while the app is open: the templates' variables (<code>env.CRM_URL</code>, …) point at
+              it unless set below, so they run end to end. From the next start.
+            </label>
+          )}
           {listenerErr || serverErr('listener') ? (
             <div className="fx-field-errors">{listenerErr ?? serverErr('listener')}</div>
           ) : (

@@ -44,6 +44,8 @@ export interface ListRow {
 
 export interface SettingsForm {
   listener: string;
+  /** Desktop: run the sandbox destination (`sandbox`). */
+  sandbox: boolean;
   retRuns: string;
   retDays: string;
   rows: EnvRow[];
@@ -63,6 +65,7 @@ export function formOf(view: SettingsView): SettingsForm {
   const secret = new Set(view.secret_names ?? Object.keys(env).filter((n) => env[n].startsWith(MASK)));
   return {
     listener: s.listener_addr ?? '',
+    sandbox: s.sandbox ?? false,
     retRuns: s.retention_runs?.toString() ?? '',
     retDays: s.retention_days?.toString() ?? '',
     rows: Object.entries(env).map(([name, value]) =>
@@ -116,6 +119,7 @@ export function documentOf(loaded: AppSettings, f: SettingsForm): AppSettings {
   setOrDrop(doc, 'retention_runs', numOrUndef(f.retRuns));
   setOrDrop(doc, 'retention_days', numOrUndef(f.retDays));
   setOrDrop(doc, 'listener_addr', f.listener.trim() || undefined);
+  setOrDrop(doc, 'sandbox', f.sandbox ? true : loaded.sandbox === undefined || loaded.sandbox === null ? undefined : false);
   const hosts = listOf(f.hosts);
   setOrDrop(doc, 'allowed_hosts', hosts.length ? hosts : undefined);
   const outbound = listOf(f.outbound);
