@@ -333,6 +333,25 @@ test('a flow of 6 steps wired with the picker on drop only: trigger â†’ claim â†
   }
 });
 
+test('a "+" beside a port of the selected step opens the step picker; the pick is added after it, connected', async ({ page }) => {
+  await openEditor(page);
+  await newBlank(page);
+  await select(page, 'start');
+  await node(page, 'start').getByTestId('port-plus-out').click();
+  const picker = page.getByTestId('step-picker');
+  await expect(picker).toBeVisible();
+  await expect(page.getByTestId('picker-search')).toBeFocused();
+  await picker.getByTestId('picker-transform').click();
+  await expect(node(page, 'transform')).toBeVisible();
+  await expect(edge(page, 'start', 'out', 'transform')).toHaveCount(1);
+  // From an error port too.
+  await select(page, 'transform');
+  await node(page, 'transform').getByTestId('port-plus-error').click();
+  await picker.getByTestId('picker-error_handler').click();
+  await expect(page.locator('[data-testid^="edge-transform:error->"]')).toHaveCount(1);
+  await expect(page.locator('.react-flow__node')).toHaveCount(3);
+});
+
 test('keyboard focus on a node and a button shows a focus ring', async ({ page }) => {
   await openEditor(page);
   await newBlank(page);

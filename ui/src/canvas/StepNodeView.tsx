@@ -1,10 +1,10 @@
 import { memo, useEffect, useMemo, useRef, useState } from 'react';
-import { Handle, NodeToolbar, Position, useUpdateNodeInternals, type NodeProps } from '@xyflow/react';
+import { Handle, NodeToolbar, Position, useReactFlow, useUpdateNodeInternals, type NodeProps } from '@xyflow/react';
 import { useEditor, runFinished } from '../store/editor';
 import { portsOf, type StepNode } from '../store/graph';
 import type { StepKind } from '../api';
 import { excerpt, formatMs } from '../app/format';
-import { CircleX, TriangleAlert } from 'lucide-react';
+import { CircleX, Plus, TriangleAlert } from 'lucide-react';
 import { CategoryIcon } from './icons';
 import { describeCron } from '../inspector/schedule';
 
@@ -55,6 +55,36 @@ function PortHandle({ port }: { port: string }) {
       data-testid={`handle-${port}`}
       title={isError ? 'error: taken when this step fails' : port}
     />
+  );
+}
+
+/** "+" beside a port (on a selected or hovered step): opens the step picker to the right of it,
+ * and the picked step is added there, connected from this port (like dropping a wire). */
+function PortPlus({ node, port }: { node: string; port: string }) {
+  const openPicker = useEditor((s) => s.openPicker);
+  const { screenToFlowPosition } = useReactFlow();
+  return (
+    <button
+      type="button"
+      className="fx-port-plus nodrag nopan"
+      aria-label={`Add a step after ${node}.${port}`}
+      title={`Add a step after this ${port === 'error' ? 'error port' : 'port'}`}
+      data-testid={`port-plus-${port}`}
+      onClick={(e) => {
+        e.stopPropagation();
+        const b = e.currentTarget.getBoundingClientRect();
+        const host = (e.currentTarget.closest('.fx-canvas') as HTMLElement | null)?.getBoundingClientRect();
+        const at = { x: b.right + 60, y: b.top + b.height / 2 };
+        openPicker({
+          screen: { x: at.x - (host?.left ?? 0), y: at.y - (host?.top ?? 0) },
+          flow: screenToFlowPosition(at),
+          from: node,
+          port,
+        });
+      }}
+    >
+      <Plus size={11} aria-hidden />
+    </button>
   );
 }
 
@@ -159,11 +189,13 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
           <div key={p} className={`fx-port-row ${mainPorts.length > 1 || p !== 'out' ? 'labelled' : ''}`}>
             {(mainPorts.length > 1 || p !== 'out') && <span className="fx-port-label">{p}</span>}
             <PortHandle port={p} />
+            {(selected || hover) && <PortPlus node={id} port={p} />}
           </div>
         ))}
         <div className="fx-port-row fx-port-row-error labelled">
           <span className="fx-port-label">error</span>
           <PortHandle port="error" />
+          {(selected || hover) && <PortPlus node={id} port="error" />}
         </div>
       </div>
       {rec && (
