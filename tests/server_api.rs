@@ -533,7 +533,11 @@ async fn validation_names_unset_env_variables() {
 /// under the field); a body that is not a preview request is a 400 problem.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn template_preview_renders_like_a_step() {
-    let s = Setup::new().env("REGION", "eu").start().await;
+    let s = Setup::new()
+        .env("REGION", "eu")
+        .env("CRM_API_KEY", "sk_live_0123456789abcdef")
+        .start()
+        .await;
     let preview = |body: Value| {
         let s = &s;
         async move {
@@ -568,6 +572,11 @@ async fn template_preview_renders_like_a_step() {
     )
     .await;
     assert_eq!(v["value"], true);
+    // A secret is never shown: masked as run records mask it.
+    let v = preview(json!({"template": "Bearer {{ env.CRM_API_KEY }}"})).await;
+    let shown = v["value"].as_str().unwrap();
+    assert!(!shown.contains("sk_live_0123456789abcdef"), "{v}");
+    assert!(shown.starts_with("Bearer "), "{v}");
     let v = preview(json!({"template": "{{ input.nope }}"})).await;
     assert!(
         v["error"]

@@ -1,7 +1,7 @@
 //! The live preview of a template field (the editor's "Preview" under a field): one template
 //! rendered exactly as a step would render it, against the sample input and the last run's
 //! step outputs. Like a dry run, an unset `env.NAME` renders as its placeholder
-//! ([`crate::workflow::env::dry_placeholder`]).
+//! ([`crate::workflow::env::dry_placeholder`]); secret values are masked, as in run records.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -76,14 +76,19 @@ pub fn preview(state: &AppState, req: &TemplatePreview) -> Value {
     } else {
         templates.render_str(&req.template, &ctx, "preview")
     };
+    // Secret env values are never shown (as in run records): masked in the answer.
+    let masker = state.engine().masker();
     match rendered {
-        Ok(v) => json!({"value": v, "env_unset": unset}),
+        Ok(mut v) => {
+            masker.value(&mut v);
+            json!({"value": v, "env_unset": unset})
+        }
         Err(e) => {
             let why = match &e.missing {
                 Some(p) => format!("missing value `{p}` (not in the sample input or the last run)"),
                 None => e.message,
             };
-            json!({"error": why, "env_unset": unset})
+            json!({"error": masker.text(&why), "env_unset": unset})
         }
     }
 }
