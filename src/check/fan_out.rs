@@ -32,8 +32,8 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::{
-    default_id_paths, diff, fmt_counts, fmt_diff, given_id_paths, run_summary, total, variant_of,
-    CheckError, CheckOptions, CheckRow, Counts, Ctx, Lane, Verdict,
+    default_id_paths, diff, fmt_counts, fmt_diff, given_id_paths, no_store, run_summary, total,
+    variant_of, CheckError, CheckOptions, CheckRow, Counts, Ctx, Lane, Verdict,
 };
 use crate::run::{RunRecord, RunStatus, Trigger};
 use crate::sandbox::state::valid_collection;
@@ -210,11 +210,6 @@ fn not_run(check: impl Into<String>, why: &str) -> CheckRow {
     }
 }
 
-/// A row that failed because its scenario's store could not open.
-fn no_store(check: impl Into<String>, why: &str) -> CheckRow {
-    row(check, "", format!("could not open a store: {why}"), false)
-}
-
 fn row(
     check: impl Into<String>,
     expected: impl Into<String>,
@@ -341,7 +336,7 @@ async fn scheduled(
     let lane = match ctx.lane() {
         Ok(l) => l,
         Err(e) => {
-            rows.push(no_store(first_name, &e));
+            rows.push(no_store(first_name, "", &e));
             skip_rest(&mut rows, "not run: the first poll must succeed");
             return (rows, None);
         }
@@ -445,7 +440,7 @@ async fn event_driven(ctx: &mut Ctx<'_>, event: &Value) -> (Vec<CheckRow>, Optio
     let lane = match ctx.lane() {
         Ok(l) => l,
         Err(e) => {
-            rows.push(no_store(first_name, &e));
+            rows.push(no_store(first_name, "", &e));
             rows.push(not_run(twice, "not run: the first delivery must succeed"));
             return (rows, None);
         }

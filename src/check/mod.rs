@@ -513,12 +513,7 @@ impl Ctx<'_> {
         let lane = match self.lane() {
             Ok(l) => l,
             Err(e) => {
-                rows.push(row(
-                    first_name,
-                    first_expected,
-                    format!("could not open a store: {e}"),
-                    false,
-                ));
+                rows.push(no_store(first_name, first_expected, &e));
                 return rows;
             }
         };
@@ -587,12 +582,7 @@ impl Ctx<'_> {
             let lane = match self.lane() {
                 Ok(l) => l,
                 Err(e) => {
-                    rows.push(row(
-                        name,
-                        expected,
-                        format!("could not open a store: {e}"),
-                        false,
-                    ));
+                    rows.push(no_store(name, expected, &e));
                     continue;
                 }
             };
@@ -662,12 +652,7 @@ impl Ctx<'_> {
             let lane = match self.lane() {
                 Ok(l) => l,
                 Err(e) => {
-                    rows.push(row(
-                        name,
-                        expected,
-                        format!("could not open a store: {e}"),
-                        false,
-                    ));
+                    rows.push(no_store(name, expected, &e));
                     continue;
                 }
             };
@@ -737,6 +722,16 @@ fn row(
         seen: seen.into(),
         verdict: if pass { Verdict::Pass } else { Verdict::Fail },
     }
+}
+
+/// A row that failed because its scenario's store could not open.
+fn no_store(check: impl Into<String>, expected: impl Into<String>, why: &str) -> CheckRow {
+    row(
+        check,
+        expected,
+        format!("could not open a store: {why}"),
+        false,
+    )
 }
 
 fn succeeded(r: &Result<RunRecord, String>) -> bool {
