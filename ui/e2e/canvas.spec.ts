@@ -121,73 +121,78 @@ async function newFromTemplate(page: Page, id: string): Promise<void> {
   await fitDone(page);
 }
 
-test.describe('a canvas for people, at 1280x720', () => {
-  test.use({ viewport: { width: 1280, height: 720 } });
+for (const [width, height] of [
+  [1280, 720],
+  [1440, 900],
+] as const) {
+  test.describe(`a canvas for people, at ${width}x${height}`, () => {
+    test.use({ viewport: { width, height } });
 
-  test('Fit stays readable on every template: zoom, title size and port targets; no attribution badge; the input panel fits', async ({ page, request }) => {
-    await openEditor(page);
-    const { templates } = await (
-      await request.get(`${baseUrl()}/api/v1/templates`, { headers: { Authorization: `Bearer ${token()}` } })
-    ).json() as { templates: { id: string; workflow: { steps: unknown[] } }[] };
-    expect(templates.length).toBeGreaterThan(0);
-    for (const t of templates) {
-      await newFromTemplate(page, t.id);
-      await expect(page.locator('.react-flow__node')).toHaveCount(t.workflow.steps.length);
-      await page.getByTestId('fit-view').click();
-      await fitDone(page);
-      await expect.poll(() => zoomOf(page), `fit zoom of ${t.id}`).toBeGreaterThanOrEqual(READABLE_ZOOM);
-      const zoom = await zoomOf(page);
-      // A title on screen is at least 11 px.
-      const title = page.locator('.react-flow__node [data-testid=node-title]').first();
-      const px = await title.evaluate((e) => parseFloat(getComputedStyle(e).fontSize));
-      expect(px * zoom, `title size on screen in ${t.id}`).toBeGreaterThanOrEqual(11);
-      // A port's target is at least 12 px across on screen: 6 px either side of its centre hit it.
-      const handle = page.locator('.react-flow__node [data-testid=handle-out], .react-flow__node [data-testid=handle-error]').first();
-      const b = (await handle.boundingBox())!;
-      const cx = b.x + b.width / 2;
-      const cy = b.y + b.height / 2;
-      for (const [dx, dy] of [
-        [-6, 0],
-        [6, 0],
-        [0, -6],
-        [0, 6],
-      ]) {
-        const hit = await page.evaluate(([x, y]) => !!document.elementFromPoint(x, y)?.closest('.react-flow__handle'), [cx + dx, cy + dy]);
-        expect(hit, `port target at ${dx},${dy} in ${t.id}`).toBe(true);
+    test('Fit stays readable on every template: zoom, title size and port targets; no attribution badge; the input panel fits', async ({ page, request }) => {
+      await openEditor(page);
+      const { templates } = await (
+        await request.get(`${baseUrl()}/api/v1/templates`, { headers: { Authorization: `Bearer ${token()}` } })
+      ).json() as { templates: { id: string; workflow: { steps: unknown[] } }[] };
+      expect(templates.length).toBeGreaterThan(0);
+      for (const t of templates) {
+        await newFromTemplate(page, t.id);
+        await expect(page.locator('.react-flow__node')).toHaveCount(t.workflow.steps.length);
+        await page.getByTestId('fit-view').click();
+        await fitDone(page);
+        await expect.poll(() => zoomOf(page), `fit zoom of ${t.id}`).toBeGreaterThanOrEqual(READABLE_ZOOM);
+        const zoom = await zoomOf(page);
+        // A title on screen is at least 11 px.
+        const title = page.locator('.react-flow__node [data-testid=node-title]').first();
+        const px = await title.evaluate((e) => parseFloat(getComputedStyle(e).fontSize));
+        expect(px * zoom, `title size on screen in ${t.id}`).toBeGreaterThanOrEqual(11);
+        // A port's target is at least 12 px across on screen: 6 px either side of its centre hit it.
+        const handle = page.locator('.react-flow__node [data-testid=handle-out], .react-flow__node [data-testid=handle-error]').first();
+        const b = (await handle.boundingBox())!;
+        const cx = b.x + b.width / 2;
+        const cy = b.y + b.height / 2;
+        for (const [dx, dy] of [
+          [-6, 0],
+          [6, 0],
+          [0, -6],
+          [0, 6],
+        ]) {
+          const hit = await page.evaluate(([x, y]) => !!document.elementFromPoint(x, y)?.closest('.react-flow__handle'), [cx + dx, cy + dy]);
+          expect(hit, `port target at ${dx},${dy} in ${t.id}`).toBe(true);
+        }
       }
-    }
-    await expect(page.locator('.react-flow__attribution')).toHaveCount(0);
-    await expect(page.getByText('React Flow', { exact: true })).toHaveCount(0);
+      await expect(page.locator('.react-flow__attribution')).toHaveCount(0);
+      await expect(page.getByText('React Flow', { exact: true })).toHaveCount(0);
 
-    // The bottom panel is closed until asked for; its primary button is not clipped at 1280 px.
-    await expect(page.getByTestId('bottom-panel')).not.toHaveClass(/is-open/);
-    await page.getByTestId('edit-input').click();
-    const run = page.getByTestId('input-dry-run');
-    await expect(run).toBeVisible();
-    const rb = (await run.boundingBox())!;
-    const pb = (await page.getByTestId('bottom-panel').boundingBox())!;
-    expect(rb.x + rb.width).toBeLessThanOrEqual(pb.x + pb.width);
-    expect(await run.evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true);
-  });
+      // The bottom panel is closed until asked for; its primary button is not clipped at 1280 px.
+      await expect(page.getByTestId('bottom-panel')).not.toHaveClass(/is-open/);
+      await page.getByTestId('edit-input').click();
+      const run = page.getByTestId('input-dry-run');
+      await expect(run).toBeVisible();
+      const rb = (await run.boundingBox())!;
+      const pb = (await page.getByTestId('bottom-panel').boundingBox())!;
+      expect(rb.x + rb.width).toBeLessThanOrEqual(pb.x + pb.width);
+      expect(await run.evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true);
+    });
 
-  test('the side panels collapse and come back from the keyboard; the canvas takes their room', async ({ page }) => {
-    await openEditor(page);
-    const canvas = page.getByTestId('canvas');
-    const before = (await canvas.boundingBox())!.width;
-    await page.getByTestId('toggle-left').focus();
-    await page.keyboard.press('Enter');
-    await expect(page.getByTestId('left-panel')).toHaveCount(0);
-    await page.getByTestId('toggle-right').focus();
-    await page.keyboard.press('Enter');
-    await expect(page.getByTestId('inspector')).toHaveCount(0);
-    await expect.poll(async () => (await canvas.boundingBox())!.width).toBeGreaterThan(before + 500);
-    await page.keyboard.press('Enter');
-    await page.getByTestId('toggle-left').focus();
-    await page.keyboard.press('Enter');
-    await expect(page.getByTestId('left-panel')).toBeVisible();
-    await expect(page.getByTestId('inspector')).toBeVisible();
+    test('the side panels collapse and come back from the keyboard; the canvas takes their room', async ({ page }) => {
+      await openEditor(page);
+      const canvas = page.getByTestId('canvas');
+      const before = (await canvas.boundingBox())!.width;
+      await page.getByTestId('toggle-left').focus();
+      await page.keyboard.press('Enter');
+      await expect(page.getByTestId('left-panel')).toHaveCount(0);
+      await page.getByTestId('toggle-right').focus();
+      await page.keyboard.press('Enter');
+      await expect(page.getByTestId('inspector')).toHaveCount(0);
+      await expect.poll(async () => (await canvas.boundingBox())!.width).toBeGreaterThan(before + 500);
+      await page.keyboard.press('Enter');
+      await page.getByTestId('toggle-left').focus();
+      await page.keyboard.press('Enter');
+      await expect(page.getByTestId('left-panel')).toBeVisible();
+      await expect(page.getByTestId('inspector')).toBeVisible();
+    });
   });
-});
+}
 
 test('a click on a palette card adds the step after the selected one and connects it; never on top of another', async ({ page }) => {
   await openEditor(page);
