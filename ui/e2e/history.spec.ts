@@ -177,9 +177,14 @@ test.describe.serial('run history, replay, memory and settings', () => {
     for (const s of await page.getByTestId('run-row').evaluateAll((els) => els.map((e) => e.getAttribute('data-status')))) expect(s).toBe('failed');
 
     // A bar filters to its time bucket: the newest bucket holds this session's runs.
+    const gen2 = await listGen(page);
     await page.getByTestId('chart-status-failed').click();
     await expect(page.getByTestId('filter-status')).toHaveValue('');
+    await reloaded(page, gen2);
+    // The chart is drawn again for the new filter: take its plot once it is there.
     const over = page.getByTestId('chart-plot').locator('.u-over');
+    await expect(over).toBeVisible();
+    await expect.poll(async () => (await over.boundingBox())?.width ?? 0).toBeGreaterThan(10);
     const box = (await over.boundingBox())!;
     await over.click({ position: { x: box.width - 4, y: box.height - 2 } });
     await expect(page.getByTestId('filter-range')).toHaveValue('custom');
