@@ -54,6 +54,7 @@ fn make_run(i: usize, created: i64) -> RunRecord {
         steps: vec![],
         snapshot: json!({}),
         parent_run: None,
+        trace_parent: None,
     }
 }
 

@@ -164,6 +164,7 @@ fn make_run(i: usize, workflows: usize, created: i64) -> RunRecord {
         steps,
         snapshot: json!({}),
         parent_run: None,
+        trace_parent: None,
     }
 }
 

@@ -40,6 +40,17 @@ pub struct Cli {
     /// $FLUXO_LOG (default `warn`; e.g. `info`, `fluxo=debug`).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "FLUXO_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// Export OpenTelemetry traces (a span per run, step and HTTP attempt) to this OTLP/HTTP
+    /// collector, e.g. `http://localhost:4318` (`/v1/traces` is appended when the URL has no
+    /// path). Off when unset. Incoming W3C `traceparent` headers on webhooks and the run API
+    /// become the runs' parents; outbound HTTP calls carry one.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    pub otlp_endpoint: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -51,20 +62,40 @@ pub enum LogFormat {
     Json,
 }
 
-/// Start logging to stderr in `format`, at the level `$FLUXO_LOG` gives (default `warn`).
-pub fn init_logging(format: LogFormat) {
+/// Start logging to stderr in `format`, at the level `$FLUXO_LOG` gives (default `warn`), and
+/// with `otlp_endpoint` the export of traces ([`crate::traces`]; their HTTP calls run on
+/// `runtime`). The guard must be shut down before the process exits (it exports the last
+/// spans). Errors: an unusable endpoint (nothing is installed then).
+pub fn init_logging(
+    format: LogFormat,
+    otlp_endpoint: Option<&str>,
+    runtime: tokio::runtime::Handle,
+) -> Result<Option<crate::traces::TracesGuard>, String> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("FLUXO_LOG").unwrap_or_else(|_| "warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt
             .json()
             .with_current_span(true)
             .with_span_list(true)
-            .init(),
+            .boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
+    match otlp_endpoint.map(str::trim).filter(|e| !e.is_empty()) {
+        None => {
+            registry.init();
+            Ok(None)
+        }
+        Some(endpoint) => {
+            let (traces, guard) = crate::traces::layer(endpoint, runtime)?;
+            registry.with(traces).init();
+            Ok(Some(guard))
+        }
     }
 }
 

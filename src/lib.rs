@@ -55,4 +55,5 @@ pub mod steps;
 pub mod store;
 pub mod telemetry;
 pub mod template;
+pub mod traces;
 pub mod workflow;

@@ -26,17 +26,32 @@ fn blocking_threads() -> usize {
 
 fn main() {
     let cli = fluxo::cli::Cli::parse();
-    fluxo::cli::init_logging(cli.log_format);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(blocking_threads())
-        .build();
-    let code = match runtime {
-        Ok(rt) => rt.block_on(fluxo::cli::main_with(cli)),
+        .build()
+    {
+        Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the async runtime: {e}");
-            2
+            std::process::exit(2);
         }
     };
+    let traces = match fluxo::cli::init_logging(
+        cli.log_format,
+        cli.otlp_endpoint.as_deref(),
+        runtime.handle().clone(),
+    ) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let code = runtime.block_on(fluxo::cli::main_with(cli));
+    // The runtime's workers still run: the exporter's last HTTP call goes through them.
+    if let Some(guard) = traces {
+        guard.shutdown();
+    }
     std::process::exit(code);
 }

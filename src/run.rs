@@ -272,6 +272,11 @@ pub struct RunRecord {
     /// The run whose `fan_out` step started this one (trigger `fan_out`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run: Option<String>,
+    /// The W3C `traceparent` of the call that started it (a webhook delivery's or run API
+    /// request's header, validated; a fan-out item's `fan_out` step): its run span is that
+    /// span's child ([`crate::traces`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
     /// The trigger's input (a webhook's JSON body, `input` of an API start).
     pub input: Value,
     pub status: RunStatus,

@@ -290,3 +290,199 @@ async fn metrics_need_the_token_when_asked_to() {
     assert_eq!(open.status().as_u16(), 401);
     assert_eq!(with.status().as_u16(), 200);
 }
+
+/// One span a collector received: its ids (hex), name and string/int attributes.
+#[derive(Debug, Clone)]
+struct GotSpan {
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    name: String,
+    attrs: std::collections::HashMap<String, String>,
+}
+
+/// A collector stand-in on port 0: `POST /v1/traces` with an OTLP/HTTP protobuf export
+/// request, decoded into [`GotSpan`]s (with the service name checked once).
+async fn otlp_collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<GotSpan>>>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use prost::Message as _;
+    let got: std::sync::Arc<std::sync::Mutex<Vec<GotSpan>>> = Default::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let sink = sink.clone();
+                async move {
+                    assert_eq!(
+                        headers.get("content-type").unwrap(),
+                        "application/x-protobuf",
+                        "OTLP/HTTP protobuf"
+                    );
+                    let req = ExportTraceServiceRequest::decode(body).expect("an OTLP export");
+                    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+                    for rs in req.resource_spans {
+                        let service = rs
+                            .resource
+                            .iter()
+                            .flat_map(|r| &r.attributes)
+                            .find(|a| a.key == "service.name")
+                            .and_then(|a| a.value.as_ref()?.value.clone());
+                        assert_eq!(service, Some(Any::StringValue("fluxo".into())));
+                        for ss in rs.scope_spans {
+                            for s in ss.spans {
+                                let attrs = s
+                                    .attributes
+                                    .iter()
+                                    .filter_map(|a| {
+                                        let v = match a.value.as_ref()?.value.as_ref()? {
+                                            Any::StringValue(s) => s.clone(),
+                                            Any::IntValue(i) => i.to_string(),
+                                            other => format!("{other:?}"),
+                                        };
+                                        Some((a.key.clone(), v))
+                                    })
+                                    .collect();
+                                sink.lock().unwrap().push(GotSpan {
+                                    trace_id: hex(&s.trace_id),
+                                    span_id: hex(&s.span_id),
+                                    parent_span_id: hex(&s.parent_span_id),
+                                    name: s.name,
+                                    attrs,
+                                });
+                            }
+                        }
+                    }
+                    (
+                        [("content-type", "application/x-protobuf")],
+                        Vec::<u8>::new(),
+                    )
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, got)
+}
+
+/// Issue 16: with `--otlp-endpoint`, a webhook delivery carrying a W3C `traceparent` yields
+/// spans of its run (run → step → HTTP attempt) in the sender's trace, each with the run id,
+/// and the step's outbound call carries the attempt span as its `traceparent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
+    let (collector, got) = otlp_collector().await;
+    let dest = common::Mock::always(common::Action::json(201, json!({"id": "deal_1"}))).await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
+    let wf = json!({
+        "id": "traced", "name": "traced", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "create", "kind": "http_request", "config": {
+                "method": "POST", "url": format!("{}/deals", dest.url()),
+                "headers": {"Idempotency-Key": "deal-{{ input.id }}"},
+                "body": {"id": "{{ input.id }}"}}}
+        ],
+        "edges": [{"from": "hook", "to": "create"}]
+    });
+    std::fs::write(tmp.path().join("workflows/traced.json"), wf.to_string()).unwrap();
+    let port = free_port();
+    let log = tmp.path().join("serve.log");
+    let mut child = serve_command(
+        port,
+        &tmp.path().join("workflows"),
+        &tmp.path().join("data"),
+        "trace-token",
+        &log,
+    )
+    .args(["--otlp-endpoint", &collector])
+    .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+    .spawn()
+    .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&client, &url, &mut child, &log).await;
+
+    let (trace_id, sender_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let r = client
+        .post(format!("{url}/hooks/traced"))
+        .header("traceparent", format!("00-{trace_id}-{sender_span}-01"))
+        .header("idempotency-key", "evt_traced")
+        .json(&json!({"id": "evt_traced"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(status, 202, "{answer}");
+    let run_id = answer["run_id"].as_str().unwrap().to_string();
+
+    // Bounded wait for the run, step and attempt spans (the batch exports every 100 ms).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let spans = loop {
+        let spans = got.lock().unwrap().clone();
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        if ["run traced", "step hook", "step create", "attempt 1"]
+            .iter()
+            .all(|n| names.contains(n))
+        {
+            break spans;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "spans so far: {names:?}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let named = |n: &str| spans.iter().find(|s| s.name == n).unwrap().clone();
+    let (run, create, attempt) = (
+        named("run traced"),
+        named("step create"),
+        named("attempt 1"),
+    );
+    for s in &spans {
+        assert_eq!(
+            s.trace_id, trace_id,
+            "every span is in the sender's trace: {s:?}"
+        );
+        assert_eq!(s.attrs.get("run_id"), Some(&run_id), "the run id on {s:?}");
+    }
+    assert_eq!(
+        run.parent_span_id, sender_span,
+        "the run's parent is the sender's span"
+    );
+    assert_eq!(
+        run.attrs.get("workflow_id").map(String::as_str),
+        Some("traced")
+    );
+    assert_eq!(create.parent_span_id, run.span_id);
+    assert_eq!(named("step hook").parent_span_id, run.span_id);
+    assert_eq!(
+        create.attrs.get("kind").map(String::as_str),
+        Some("http_request")
+    );
+    assert_eq!(attempt.parent_span_id, create.span_id);
+    assert_eq!(
+        attempt
+            .attrs
+            .get("http.response.status_code")
+            .map(String::as_str),
+        Some("201")
+    );
+
+    // The outbound call carried the attempt's context.
+    let calls = dest.requests();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].header("traceparent"),
+        Some(format!("00-{trace_id}-{}-01", attempt.span_id).as_str()),
+        "the destination got the attempt span as its parent"
+    );
+}

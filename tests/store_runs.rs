@@ -56,6 +56,7 @@ fn run(id: &str, workflow: &str, status: RunStatus, created: i64) -> RunRecord {
         steps: vec![],
         snapshot: json!({}),
         parent_run: None,
+        trace_parent: None,
     }
 }
 

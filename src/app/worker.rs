@@ -385,14 +385,27 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
 /// Execute `run` inside its `run` span (run and workflow ids on every log line of it), with
 /// one `info` line when it ends (status, duration).
 async fn execute_in_span(state: &AppState, wf: &crate::workflow::Compiled, run: RunRecord) {
-    let span = tracing::info_span!("run", run_id = %run.id, workflow_id = %run.workflow_id);
+    let span = tracing::info_span!(
+        "run",
+        otel.name = %format!("run {}", run.workflow_id),
+        run_id = %run.id,
+        workflow_id = %run.workflow_id,
+        otel.status_code = tracing::field::Empty,
+    );
+    crate::traces::set_parent(&span, run.trace_parent.as_deref());
+    let span_for_status = span.clone();
     let work = async {
         match state.engine().execute(wf, run).await {
-            Ok(done) => tracing::info!(
-                status = done.status.as_str(),
-                duration_ms = done.duration_ms,
-                "run finished"
-            ),
+            Ok(done) => {
+                if done.status != RunStatus::Succeeded {
+                    span_for_status.record("otel.status_code", "ERROR");
+                }
+                tracing::info!(
+                    status = done.status.as_str(),
+                    duration_ms = done.duration_ms,
+                    "run finished"
+                )
+            }
             Err(e) => tracing::error!(error = %e, "run history could not be written"),
         }
     };

@@ -65,6 +65,8 @@ impl RunStarter for LiveStarter {
         req.idempotency_key = Some(child.key.clone());
         let mut run = self.engine.new_run(&wf, req);
         run.parent_run = Some(child.parent_run.clone());
+        // The item run's span is a child of the `fan_out` step's (traces on).
+        run.trace_parent = crate::traces::current_traceparent();
         let now = run.created_at.0;
         let run_id = run.id.clone();
         let claim = WebhookClaim {

@@ -289,6 +289,7 @@ impl Engine {
             resumed_by: Vec::new(),
             input_edited: req.input_edited,
             parent_run: None,
+            trace_parent: None,
             input: req.input,
             status: RunStatus::Queued,
             created_at: Timestamp(now),
@@ -1041,7 +1042,25 @@ impl Walk<'_> {
         .with_raw_config(&def.config);
         let result = match pre_error {
             Some(e) => Err(e),
-            None => kind.run(&cx, resolved.clone()).await,
+            None => {
+                // One span per execution of the step (its attempt; an HTTP step's retries
+                // are `attempt` spans inside it): `crate::traces`.
+                let span = tracing::info_span!(
+                    "step",
+                    otel.name = %format!("step {}", def.id),
+                    run_id = %run.id,
+                    step_id = %def.id,
+                    kind = %def.kind,
+                    otel.status_code = tracing::field::Empty,
+                );
+                let result =
+                    tracing::Instrument::instrument(kind.run(&cx, resolved.clone()), span.clone())
+                        .await;
+                if result.is_err() {
+                    span.record("otel.status_code", "ERROR");
+                }
+                result
+            }
         };
         let mut attempts = cx.take_attempts();
         drop(cx);

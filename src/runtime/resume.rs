@@ -275,6 +275,8 @@ impl Engine {
         req.input_edited = original.input_edited;
         let mut run = self.new_run(&wf, req);
         run.replay_of = original.replay_of.clone();
+        // A resume continues the run's trace.
+        run.trace_parent = original.trace_parent.clone();
         let mut orig = original.clone();
         orig.resumed_by.push(run.id.clone());
         Ok((wf, run, orig))

@@ -38,3 +38,14 @@ pub fn key_header(
         .map(Some)
         .map_err(|e| invalid(e.to_string()))
 }
+
+/// The W3C `traceparent` header ([`crate::traces::parse_traceparent`]): `None` when absent,
+/// invalid or given more than once (ignored, as Trace Context §3.2.2 asks; never a 400).
+pub fn traceparent(headers: &HeaderMap) -> Option<String> {
+    let mut values = headers.get_all("traceparent").iter();
+    let v = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    crate::traces::parse_traceparent(v.to_str().ok()?)
+}

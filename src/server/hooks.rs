@@ -141,7 +141,8 @@ async fn deliver(
     };
     let mut req = RunRequest::new(input, Trigger::Webhook, Mode::Live);
     req.idempotency_key = key.clone();
-    let run = state.engine().new_run(&wf, req);
+    let mut run = state.engine().new_run(&wf, req);
+    run.trace_parent = super::headers::traceparent(&headers);
     // In a task of its own: a sender that disconnects (its timeout) must not cancel the
     // delivery between the claim and the queue push, which would leave the key claimed for a
     // run that never executes (its retry would be answered as a duplicate of it).

@@ -237,7 +237,8 @@ async fn start_run(
         Begin::NoKey => None,
     };
     let key = guard.as_ref().map(|g| g.key().to_string());
-    let run = new_live_run(&state, &wf, parsed.input, trigger, key);
+    let mut run = new_live_run(&state, &wf, parsed.input, trigger, key);
+    run.trace_parent = super::headers::traceparent(&headers);
     Ok(run_to_answer(state, guard, wf, run, !prefers_async(&headers)).await)
 }
 

@@ -225,6 +225,16 @@ impl HttpTransport for LiveHttp {
             })?;
             req = req.header(name, value);
         }
+        // W3C Trace Context on the wire when traces are on, unless the step sets its own.
+        if !call
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
+        {
+            if let Some(tp) = crate::traces::current_traceparent() {
+                req = req.header("traceparent", tp);
+            }
+        }
         if let Some(body) = &call.body {
             if !has_content_type {
                 req = req.header(reqwest::header::CONTENT_TYPE, "application/json");

@@ -141,11 +141,36 @@ pub async fn send_with_retries(
         }
         let timeout_ms = policy.timeout_ms.min(remaining as u64);
         let t0 = Instant::now();
-        let result = cx
-            .effects
-            .http()
-            .send(call, Duration::from_millis(timeout_ms), dry_sample)
-            .await;
+        // One span per attempt (`crate::traces`); its context is the call's `traceparent`.
+        let span = tracing::info_span!(
+            "attempt",
+            otel.name = %format!("attempt {attempt}"),
+            otel.kind = "client",
+            run_id = %cx.run_id,
+            step_id = %cx.step_id,
+            attempt,
+            http.request.method = %call.method,
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(
+            cx.effects
+                .http()
+                .send(call, Duration::from_millis(timeout_ms), dry_sample),
+            span.clone(),
+        )
+        .await;
+        match &result {
+            Ok(answer) => {
+                span.record("http.response.status_code", answer.status);
+                if !(200..300).contains(&answer.status) {
+                    span.record("otel.status_code", "ERROR");
+                }
+            }
+            Err(_) => {
+                span.record("otel.status_code", "ERROR");
+            }
+        }
         let duration_ms = t0.elapsed().as_millis() as u64;
         let mut record = Attempt {
             started_at: Timestamp(now),
