@@ -1144,7 +1144,7 @@ fn cmd_fmt(a: FmtArgs) -> CliResult {
 /// `fluxo check`: runs on a throw-away data dir (`--data-dir` is not used) and a private
 /// sandbox; exit 0 when every row passes, 1 when one fails, 2 for bad input.
 async fn cmd_check(a: CheckArgs) -> CliResult {
-    use crate::check::{check, CheckError, CheckOptions};
+    use crate::check::{CheckError, CheckOptions};
     let text = std::fs::read_to_string(&a.workflow)
         .map_err(|e| CliError::bad_input(format!("cannot read `{}`: {e}", a.workflow.display())))?;
     let definition: Value = serde_json::from_str(&text).map_err(|e| {
@@ -1157,12 +1157,32 @@ async fn cmd_check(a: CheckArgs) -> CliResult {
     })?;
     let event = read_input(Some(&a.event))
         .map_err(|e| CliError::bad_input(e.message.replacen("--input", "--event", 1)))?;
-    if std::io::stderr().is_terminal() && !a.json {
-        eprintln!(
-            "checking {} against a private sandbox...",
-            a.workflow.display()
+    // A progress line on a terminal (not with --json, not in a pipe): each scenario starts on
+    // a clean store and a check takes seconds.
+    let bar = (std::io::stderr().is_terminal() && !a.json).then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
         );
-    }
+        bar.set_message(format!(
+            "checking {} against a private sandbox",
+            a.workflow.display()
+        ));
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        bar
+    });
+    let file = a.workflow.display().to_string();
+    let on_progress = |p: crate::check::CheckProgress| {
+        if let Some(bar) = &bar {
+            bar.set_message(format!(
+                "checking {file}: scenario {}, {} event{} delivered",
+                p.scenarios,
+                p.deliveries,
+                if p.deliveries == 1 { "" } else { "s" }
+            ));
+        }
+    };
     let mut targets = std::collections::BTreeMap::new();
     for id in crate::check::fan_out_targets(&definition) {
         let path = a.workflow.with_file_name(format!("{id}.json"));
@@ -1188,14 +1208,17 @@ async fn cmd_check(a: CheckArgs) -> CliResult {
         id_paths: a.id_path,
         targets,
     };
-    let report = check(&definition, &event, &options)
-        .await
-        .map_err(|e| match e {
-            CheckError::Invalid(problems) => {
-                CliError::bad_input(format_problems(&a.workflow, &problems))
-            }
-            other => CliError::bad_input(other.to_string()),
-        })?;
+    let report =
+        crate::check::check_with_progress(&definition, &event, &options, &on_progress).await;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = report.map_err(|e| match e {
+        CheckError::Invalid(problems) => {
+            CliError::bad_input(format_problems(&a.workflow, &problems))
+        }
+        other => CliError::bad_input(other.to_string()),
+    })?;
     if a.json {
         println!(
             "{}",

@@ -1004,3 +1004,38 @@ fn find_or_create_is_in_the_catalog_and_validates_its_ports() {
     let ok = customer_flow(json!({}));
     assert!(ok.warnings.is_empty(), "{:?}", ok.warnings);
 }
+
+/// The CLI's progress line: `check_with_progress` reports every scenario as it starts and every
+/// delivered event, counting up by one, and its report is the one `check` gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_counts_scenarios_and_deliveries_as_they_happen() {
+    let definition = read_json("workflows/invoice-paid-once.json");
+    let event = payload("stripe/invoice.paid.json");
+    let seen = std::sync::Mutex::new(Vec::new());
+    let report =
+        fluxo::check::check_with_progress(&definition, &event, &CheckOptions::default(), &|p| {
+            seen.lock().unwrap().push(p)
+        })
+        .await
+        .unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert!(report.passed, "{}", table(&report));
+    let last = *seen.last().expect("progress was reported");
+    assert!(
+        last.scenarios >= 4 && last.deliveries >= last.scenarios,
+        "{} scenarios, {} deliveries for {} rows",
+        last.scenarios,
+        last.deliveries,
+        report.checks.len()
+    );
+    // One step at a time: each report moves exactly one counter by one.
+    for w in seen.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let steps = (b.scenarios - a.scenarios) + (b.deliveries - a.deliveries);
+        assert_eq!(steps, 1, "{a:?} then {b:?}");
+    }
+    assert_eq!(
+        seen[0].scenarios, 1,
+        "the first report is the first scenario"
+    );
+}

@@ -163,12 +163,64 @@ pub enum CheckError {
     Setup(String),
 }
 
+/// How far a check is, for a progress display ([`check_with_progress`]): scenarios started
+/// (each on a clean store) and events delivered so far, both counting up from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckProgress {
+    pub scenarios: usize,
+    pub deliveries: usize,
+}
+
+/// The counters behind [`CheckProgress`], shared by the main and the item workflow's rows.
+struct Progress<'a> {
+    scenarios: std::sync::atomic::AtomicUsize,
+    deliveries: std::sync::atomic::AtomicUsize,
+    report: &'a (dyn Fn(CheckProgress) + Sync),
+}
+
+impl Progress<'_> {
+    fn bump(&self, scenario: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (s, d) = if scenario {
+            (
+                self.scenarios.fetch_add(1, Relaxed) + 1,
+                self.deliveries.load(Relaxed),
+            )
+        } else {
+            (
+                self.scenarios.load(Relaxed),
+                self.deliveries.fetch_add(1, Relaxed) + 1,
+            )
+        };
+        (self.report)(CheckProgress {
+            scenarios: s,
+            deliveries: d,
+        });
+    }
+}
+
 /// Run every check of a workflow definition with `event`. See the module doc.
 pub async fn check(
     definition: &Value,
     event: &Value,
     options: &CheckOptions,
 ) -> Result<CheckReport, CheckError> {
+    check_with_progress(definition, event, options, &|_| {}).await
+}
+
+/// [`check`], calling `progress` as each scenario starts and each event is delivered (the
+/// CLI's progress line).
+pub async fn check_with_progress(
+    definition: &Value,
+    event: &Value,
+    options: &CheckOptions,
+    progress: &(dyn Fn(CheckProgress) + Sync),
+) -> Result<CheckReport, CheckError> {
+    let progress = Progress {
+        scenarios: Default::default(),
+        deliveries: Default::default(),
+        report: progress,
+    };
     let registry = Registry::builtin();
     let (compiled, problems) = workflow::check_value(definition, &registry);
     let wf = compiled.ok_or_else(|| {
@@ -229,6 +281,7 @@ pub async fn check(
         lane_prefix: "lane",
         targets: &targets,
         seed: Vec::new(),
+        progress: &progress,
     };
     let (rows, id_paths, extra_notes) = match plan {
         Plan::Single { id_paths, variant } => {
@@ -294,6 +347,7 @@ struct Ctx<'a> {
     targets: &'a BTreeMap<String, Arc<Compiled>>,
     /// Records each lane's sandbox starts with, `(collection, body)` (a poll's source items).
     seed: Vec<(String, serde_json::Map<String, Value>)>,
+    progress: &'a Progress<'a>,
 }
 
 /// How [`check`] proceeds: the single-workflow rows, or a fan-out's ([`fan_out::run`]).
@@ -324,6 +378,7 @@ impl Ctx<'_> {
 
     fn lane(&mut self) -> Result<Lane, String> {
         self.lanes += 1;
+        self.progress.bump(true);
         self.state().reset();
         for (collection, body) in &self.seed {
             self.state()
@@ -368,6 +423,7 @@ impl Ctx<'_> {
     }
 
     async fn deliver(&self, lane: &Lane, event: &Value) -> Result<RunRecord, String> {
+        self.progress.bump(false);
         lane.engine
             .run(
                 self.wf,
