@@ -80,7 +80,7 @@ load:
 	bash scripts/load.sh
 
 ## ui/src/api/schema.gen.ts (the UI's API types, `cd ui && npm run gen:api`) is what the
-## OpenAPI document of this build generates.
+## OpenAPI document of this build generates, and the UI writes none of those shapes by hand.
 .PHONY: test-api-types
 test-api-types: build
 	bash scripts/gen-api.sh --check

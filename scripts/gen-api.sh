@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The UI's API types, generated from the OpenAPI document (`fluxo openapi`, what
 # GET /api/v1/openapi.json serves) with openapi-typescript (ui's devDependency) into
-# ui/src/api/schema.gen.ts, which is committed; ui/src/api/types.ts names its shapes.
+# ui/src/api/schema.gen.ts, which is committed. The UI uses them as they are: ui/src/api/schemas.ts
+# only names them (`export type RunRecord = Schemas['RunRecord'];`), and no hand-written shape
+# may stand in for one (checked below, both ways of running): a declaration in ui/src or ui/e2e
+# named like a schema other than that alias, anything else declared in schemas.ts, or a
+# ui/src/api/types.ts (the hand-written types file this replaced) fails. Where the document is
+# wrong (a member marked optional that the server always sends), fix the Rust side's schema
+# attributes, not the UI.
 #   bash scripts/gen-api.sh           regenerate (`cd ui && npm run gen:api`)
 #   bash scripts/gen-api.sh --check   fail when the committed file is stale (`make test`)
 # FLUXO_BIN: the fluxo binary to ask (default: cargo's debug build, built when needed).
@@ -28,6 +34,35 @@ trap 'rm -rf "$tmp"' EXIT
     { "$gen" "$tmp/openapi.json" --output "$tmp/schema.ts"; exit 1; }
   cat "$tmp/schema.ts"
 } >"$tmp/schema.gen.ts"
+
+# No hand-written API shapes: see the header.
+names=$(awk '/^    schemas: \{/ { on = 1; next } on && /^    \};/ { exit }
+  on && /^        [A-Za-z0-9_]+: / { sub(/^ +/, ""); sub(/:.*/, ""); print }' "$tmp/schema.gen.ts")
+[ -n "$names" ] || { echo "gen-api: no schemas found in the generated file" >&2; exit 1; }
+bad=0
+if [ -e ui/src/api/types.ts ]; then
+  echo "gen-api: ui/src/api/types.ts is back: use the generated types (ui/src/api/schemas.ts names them)" >&2
+  bad=1
+fi
+decl='^[[:space:]]*(export[[:space:]]+)?(declare[[:space:]]+)?(interface|type|class|enum)[[:space:]]+([A-Za-z0-9_]+)[[:space:]]*(=|<|\{|extends|implements|$)'
+while IFS= read -r hit; do
+  file=${hit%%:*}
+  rest=${hit#*:}
+  text=${rest#*:}
+  name=$(sed -E "s/$decl.*/\4/" <<<"$text")
+  alias="export type $name = Schemas['$name'];"
+  if [ "$file" = ui/src/api/schemas.ts ]; then
+    [ "$text" = "$alias" ] || [ "$text" = "export type Schemas = components['schemas'];" ] && continue
+    echo "gen-api: $file:${rest%%:*}: schemas.ts only names generated schemas (\`$alias\`)" >&2
+    bad=1
+    continue
+  elif ! grep -qxF "$name" <<<"$names"; then
+    continue
+  fi
+  echo "gen-api: $file:${rest%%:*}: \`$name\` is written by hand; the API's shapes are the generated ones (\`$alias\` in ui/src/api/schemas.ts)" >&2
+  bad=1
+done < <(grep -rnE --include='*.ts' --include='*.tsx' "$decl" ui/src ui/e2e | grep -v '^ui/src/api/schema.gen.ts:' || true)
+[ "$bad" = 0 ] || exit 1
 
 if [ "${1:-}" = --check ]; then
   if ! diff -u "$out" "$tmp/schema.gen.ts" >"$tmp/diff"; then

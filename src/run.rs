@@ -175,9 +175,11 @@ pub struct ErrorInfo {
     pub step: String,
     /// Attempts made before giving up.
     #[serde(default)]
+    #[schema(required = true)]
     pub attempts: u32,
     /// The last HTTP status seen, if the failure was an HTTP answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub http_status: Option<u16>,
 }
 
@@ -192,9 +194,11 @@ pub struct Attempt {
     pub delay_before_ms: u64,
     /// The HTTP status answered, if the attempt got an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub http_status: Option<u16>,
     /// Why the attempt failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error: Option<String>,
 }
 
@@ -206,24 +210,31 @@ pub struct StepRecord {
     pub status: StepStatus,
     pub started_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub finished_at: Option<Timestamp>,
     /// How long the step took (every attempt and wait), in milliseconds.
     pub duration_ms: u64,
     /// The step's config after template rendering.
     #[serde(default)]
+    #[schema(required = true)]
     pub resolved_config: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error: Option<ErrorInfo>,
     #[serde(default)]
+    #[schema(required = true)]
     pub attempts: Vec<Attempt>,
     /// Port(s) the walk left this step by (`out`, `error`, a route name, `default`).
     #[serde(default)]
+    #[schema(required = true)]
     pub ports: Vec<String>,
     /// Set on a resumed run's steps that were not executed again: the run that executed the
     /// step and whose recorded output (and ports) this run reused (SPEC §4 "Resume").
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub reused_from: Option<String>,
 }
 
@@ -240,10 +251,12 @@ pub struct RunRecord {
     pub trigger: Trigger,
     /// The dedupe key of the delivery or request that started it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub idempotency_key: Option<String>,
     pub mode: Mode,
     /// The run this one replays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub replay_of: Option<String>,
     /// Runs that replayed this one (newest last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -251,10 +264,12 @@ pub struct RunRecord {
     /// The run this one resumes (SPEC §4 "Resume"): it runs that run's snapshot and reuses the
     /// outputs of its steps that succeeded before the resume point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub resume_of: Option<String>,
     /// The step a resume executes from, when one was chosen (`from_step`); absent = from the
     /// failed or in-flight step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub resume_from: Option<String>,
     /// Runs that resumed this one (newest last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -264,6 +279,7 @@ pub struct RunRecord {
     /// that default per run use it, so a resumed call sends the key of the first attempt.
     /// Empty on records written before lineages existed (read it with [`RunRecord::root`]).
     #[serde(default)]
+    #[schema(required = true)]
     pub root_run_id: String,
     /// The input was edited by the person who started this replay (it differs from the
     /// replayed run's input).
@@ -271,33 +287,41 @@ pub struct RunRecord {
     pub input_edited: bool,
     /// The run whose `fan_out` step started this one (trigger `fan_out`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub parent_run: Option<String>,
     /// The W3C `traceparent` of the call that started it (a webhook delivery's or run API
     /// request's header, validated; a fan-out item's `fan_out` step): its run span is that
     /// span's child ([`crate::traces`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub trace_parent: Option<String>,
     /// The trigger's input (a webhook's JSON body, `input` of an API start).
     pub input: Value,
     pub status: RunStatus,
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub started_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub finished_at: Option<Timestamp>,
     /// From start to finish, in milliseconds (once finished).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub duration_ms: Option<u64>,
     /// Final error (the last error kept on `timed_out`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error: Option<ErrorInfo>,
     /// Non-fatal notes, e.g. an error logged by an `error_handler` in `log` mode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     #[serde(default)]
+    #[schema(required = true)]
     pub steps: Vec<StepRecord>,
     /// The workflow definition as it ran (for replay of the original version and "open on canvas").
     #[serde(default)]
+    #[schema(required = true)]
     pub snapshot: Value,
 }
 

@@ -76,6 +76,7 @@ pub struct ScheduledWorkflow {
     pub timezone: String,
     /// The next tick after now, RFC 3339 in UTC (absent if the expression never fires again).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub next_at: Option<String>,
 }
 

@@ -25,12 +25,15 @@ pub struct PlannedCall {
     pub kind: String,
     /// The HTTP method, for kinds that send a request.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub method: Option<String>,
     /// The rendered URL, for kinds that send a request.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub url: Option<String>,
     /// The `Idempotency-Key` the call would carry, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub idempotency_key: Option<String>,
     /// The original run already executed this step (or was executing it when it stopped):
     /// the call is sent again.
@@ -39,6 +42,7 @@ pub struct PlannedCall {
     pub repeat_safe: bool,
     /// Why repeating it is not safe.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub repeat_reason: Option<String>,
 }
 
@@ -51,6 +55,7 @@ pub struct PreviewWarning {
     /// and repeating it may duplicate that).
     pub code: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub step: Option<String>,
     pub message: String,
 }
@@ -63,9 +68,11 @@ pub struct RunPreview {
     /// The mode the action itself would run in: a resume keeps the original's (a dry run is
     /// resumed dry); absent for a replay, whose mode the request chooses.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub mode: Option<crate::run::Mode>,
     /// For a resume: the step it executes from (absent: the first step without a record).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub from_step: Option<String>,
     /// For a resume: the steps reused, not executed again.
     pub reused: Vec<String>,

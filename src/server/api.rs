@@ -626,7 +626,7 @@ async fn events(
     responses(
         (status = 200, description = "`{value, env_unset}` (the rendered JSON value; unset \
             variables rendered as their dry-run placeholder), or `{error, env_unset}` naming why \
-            it does not render (syntax, a missing value).", body = Value,
+            it does not render (syntax, a missing value).", body = doc::TemplatePreviewAnswer,
             example = json!({"value": "deal-in_1Pgc6tB7WZ01zgkWu9fdqL6I", "env_unset": []})),
         (status = 400, description = "`invalid_json`, `bad_body`.", body = Problem,
             content_type = "application/problem+json"),

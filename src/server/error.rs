@@ -30,8 +30,10 @@ pub struct Problem {
     /// Stable machine code (`invalid_idempotency_key`, `idempotency_conflict`,
     /// `idempotency_in_progress`, `workflow_not_found`, `payload_too_large`, `unauthorized`, …).
     pub code: String,
-    /// The validation problems, on `invalid_workflow` and `workflow_invalid` answers.
+    /// The validation problems, on `invalid_workflow` and `workflow_invalid` answers; the
+    /// field problems (`{path, message}`) on `invalid_schedule`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Vec<super::openapi::ProblemItem>>)]
     pub problems: Option<Vec<crate::workflow::Problem>>,
 }
 

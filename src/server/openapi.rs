@@ -331,6 +331,7 @@ pub struct WorkflowSummary {
     /// Number of linter warnings.
     pub warnings: u64,
     /// The trigger's step kind (`webhook_trigger`, `manual_trigger`, …); null when invalid.
+    #[schema(required = true)]
     pub trigger: Option<String>,
     /// The editor keeps a draft of it (unpublished changes).
     pub has_draft: bool,
@@ -349,6 +350,7 @@ pub struct WorkflowList {
 #[derive(ToSchema)]
 pub struct WorkflowSaved {
     /// The definition as saved (its `version` bumped).
+    #[schema(required = true)]
     pub workflow: Option<Value>,
     /// The saved file's version.
     pub version: u64,
@@ -364,10 +366,12 @@ pub struct Draft {
     /// The definition exactly as it was saved (it may not validate).
     pub workflow: Value,
     /// The live version the draft was saved over (null: never published).
+    #[schema(required = true)]
     pub based_on_version: Option<u64>,
     /// When the draft was saved (unix ms).
     pub saved_at: i64,
     /// The live file's version now (null: no live file).
+    #[schema(required = true)]
     pub live_version: Option<u64>,
 }
 
@@ -379,6 +383,7 @@ pub struct DraftSaved {
     /// Every error and warning, as `POST /workflows/validate` answers them.
     pub problems: Vec<ValidationProblem>,
     /// The live version the draft was saved over (null: never published).
+    #[schema(required = true)]
     pub based_on_version: Option<u64>,
     /// When the draft was saved (unix ms).
     pub saved_at: i64,
@@ -423,11 +428,15 @@ pub struct RunStats {
 #[derive(ToSchema)]
 pub struct DurationPercentiles {
     /// The workflow (in `durations`).
+    #[schema(nullable = false)]
     pub workflow_id: Option<String>,
     /// Finished runs measured.
     pub count: u64,
+    #[schema(nullable = false)]
     pub p50_ms: Option<u64>,
+    #[schema(nullable = false)]
     pub p95_ms: Option<u64>,
+    #[schema(nullable = false)]
     pub p99_ms: Option<u64>,
 }
 
@@ -467,11 +476,14 @@ pub struct MemoryEntry {
     /// When it was written.
     pub written_at: Timestamp,
     /// When it expires; absent: never.
+    #[schema(nullable = false)]
     pub expires_at: Option<Timestamp>,
     /// Time left before it expires, in milliseconds; absent: never expires.
+    #[schema(nullable = false)]
     pub ttl_left_ms: Option<i64>,
     /// The run lineage (root run id) and step that wrote it; absent for keys written outside
     /// a run.
+    #[schema(nullable = false)]
     pub owner: Option<crate::store::ClaimOwner>,
 }
 
@@ -481,6 +493,7 @@ pub struct MemoryPage {
     pub namespace: String,
     pub entries: Vec<MemoryEntry>,
     /// Pass as `after` for the next page; null on the last page.
+    #[schema(required = true)]
     pub next_after: Option<String>,
 }
 
@@ -507,6 +520,7 @@ pub struct StepKind {
 pub struct Template {
     pub id: String,
     /// The workflow's `name`.
+    #[schema(required = true)]
     pub name: Option<String>,
     /// The workflow definition.
     pub workflow: Value,
@@ -516,6 +530,39 @@ pub struct Template {
 #[derive(ToSchema)]
 pub struct TemplateList {
     pub templates: Vec<Template>,
+}
+
+/// A problem of a field of a request (`invalid_schedule`: `cron` or `timezone`).
+#[derive(ToSchema, serde::Serialize)]
+pub struct FieldProblem {
+    /// The field: `cron`, `timezone`.
+    pub path: String,
+    pub message: String,
+}
+
+/// One member of a problem's `problems`: a validation problem (`invalid_workflow`,
+/// `workflow_invalid`, `invalid_json`) or a field problem (`invalid_schedule`).
+#[derive(ToSchema, serde::Serialize)]
+#[serde(untagged)]
+pub enum ProblemItem {
+    Validation(ValidationProblem),
+    Field(FieldProblem),
+}
+
+/// The answer to a template preview (`POST /api/v1/templates/preview`): the rendered value, or
+/// why it does not render.
+#[derive(ToSchema)]
+pub struct TemplatePreviewAnswer {
+    /// The rendered JSON value (`true`/`false` for an `expression`); absent on an error.
+    pub value: Option<Value>,
+    /// Why it does not render (syntax, a missing value, a template over 16 KiB); absent when
+    /// it rendered.
+    #[schema(nullable = false)]
+    pub error: Option<String>,
+    /// The `env` variables that were unset and rendered as their dry-run placeholder; absent
+    /// when the template was too long to read.
+    #[schema(nullable = false)]
+    pub env_unset: Option<Vec<String>>,
 }
 
 /// A real payload for the Dry Run input editor.
@@ -535,8 +582,10 @@ pub struct SamplePayloadList {
 #[derive(ToSchema)]
 pub struct EffectiveRetention {
     /// Newest finished runs kept per workflow; null: no count limit.
+    #[schema(required = true)]
     pub retention_runs: Option<u64>,
     /// Days finished runs are kept; null: no age limit.
+    #[schema(required = true)]
     pub retention_days: Option<i64>,
 }
 
@@ -549,6 +598,7 @@ pub struct SettingsView {
     pub secret_names: Vec<String>,
     pub effective: EffectiveRetention,
     /// Where `settings.json` and `token` live; null: settings are kept in memory only.
+    #[schema(required = true)]
     pub data_dir: Option<String>,
     /// The workflow folder.
     pub workflows_dir: String,

@@ -262,10 +262,13 @@ pub struct RunSummary {
     pub mode: Mode,
     pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub idempotency_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub replay_of: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub resume_of: Option<String>,
     /// Runs that resumed this one (a run is resumed at most once: see
     /// [`crate::runtime::resume::ResumeError::AlreadyResumed`]).
@@ -279,30 +282,39 @@ pub struct RunSummary {
     /// replay, or theirs) that succeeded, live for a live run. Computed when a listing is
     /// answered (`app::runs::list`), never stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub fixed_by: Option<String>,
     /// The lineage's root run id ([`RunRecord::root`]).
     #[serde(default)]
+    #[schema(required = true)]
     pub root_run_id: String,
     /// The run whose `fan_out` started this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub parent_run: Option<String>,
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub finished_at: Option<Timestamp>,
     /// From start to finish, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub duration_ms: Option<u64>,
     /// The final error's code, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error_code: Option<String>,
     /// The final error's message, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error_message: Option<String>,
     /// The step the final error came from, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error_step: Option<String>,
     /// The final error's HTTP status, when the failure was an HTTP answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error_http_status: Option<u16>,
 }
 
@@ -434,6 +446,7 @@ pub struct RunPage {
     pub runs: Vec<RunSummary>,
     /// Pass as `cursor` for the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub next_cursor: Option<String>,
 }
 

@@ -44,6 +44,7 @@ pub struct Problem {
     pub message: String,
     /// The step concerned, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub step: Option<String>,
     /// JSON path in the file, e.g. `steps[2].config.retries`, `edges[0].to`.
     pub path: String,

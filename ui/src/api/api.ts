@@ -1,38 +1,123 @@
+import type { operations } from './schema.gen';
 import type {
-  NamespaceCount,
-  TemplatePreviewRequest,
-  TemplatePreviewResult,
   AppSettings,
   BulkSummary,
-  RunFilter,
-  CheckOptions,
   CheckReport,
   Draft,
   DraftSaved,
   MemoryEntry,
   MemoryPage,
-  MemoryQuery,
-  ReplayOptions,
-  ReplayPreviewOptions,
-  ResumeOptions,
+  Mode,
+  NamespaceCount,
+  RunEvent,
   RunPage,
   RunPreview,
-  RunQuery,
-  RunStats,
-  RunStatsQuery,
-  SettingsView,
-  RunEvent,
-  SchedulePreview,
-  ScheduledWorkflow,
   RunRecord,
+  RunStats,
+  RunStatus,
   SamplePayload,
-  SaveResult,
+  ScheduledWorkflow,
+  SchedulePreview,
+  SettingsView,
   StepKind,
   Template,
-  ValidateResult,
-  Workflow,
+  TemplatePreview,
+  TemplatePreviewAnswer,
+  Trigger,
+  Validation,
+  WorkflowSaved,
   WorkflowSummary,
-} from './types';
+} from './schemas';
+import type { Workflow } from '../store/workflowFile';
+
+// What the client sends that is no schema of the document: query strings (their parameters
+// are in the document, and the keys of these types are checked against them below), and the
+// options of the calls, which each transport turns into a body, headers or IPC arguments.
+
+/**
+ * Filters of `GET /runs` (all optional; empty strings are ignored, as the list's filter form
+ * keeps them). `since`/`until`: RFC 3339 or unix ms.
+ */
+export interface RunQuery {
+  workflow?: string;
+  status?: RunStatus | '';
+  mode?: Mode | '';
+  trigger?: Trigger | '';
+  /** Exact idempotency/event key. */
+  key?: string;
+  /** A run id, a key or a value inside the run (a customer id…), exact or prefix. */
+  q?: string;
+  /** Failure reason, as `GET /runs/stats` groups them (`HTTP 500 at create`). */
+  error?: string;
+  since?: string | number;
+  until?: string | number;
+  /** 1..=500, default 50. */
+  limit?: number;
+  cursor?: string;
+}
+
+/** The list's filters without paging: which runs the chart counts and a bulk action covers (sent as the `RunFilter` schema, empty members left out). */
+export type RunQueryFilter = Omit<RunQuery, 'limit' | 'cursor'>;
+
+/** The list's filters, the range (default: all time, from the oldest matching run) and the bucket (`auto`: ≤ 60 bars). */
+export interface RunStatsQuery extends RunQueryFilter {
+  bucket?: 'auto' | 'minute' | 'hour' | 'day';
+}
+
+/** `GET /memory/{namespace}` query. */
+export interface MemoryQuery {
+  prefix?: string;
+  /** Keys after this one (paging). */
+  after?: string;
+  /** 1..=1000, default 100. */
+  limit?: number;
+}
+
+/** The query parameters of operation `Op` in the document. */
+type QueryOf<Op extends keyof operations> = NonNullable<operations[Op]['parameters']['query']>;
+/** `true` when every key of `Q` is a query parameter of `Op`, else `never`. */
+type OnlyParams<Q, Op extends keyof operations> = Exclude<keyof Q, keyof QueryOf<Op>> extends never ? true : never;
+// Compile-time checks: a filter the server does not document fails `tsc`.
+export const queryParamsDocumented: [
+  OnlyParams<RunQuery, 'list_runs'>,
+  OnlyParams<RunStatsQuery, 'stats'>,
+  OnlyParams<MemoryQuery, 'memory_list'>,
+] = [true, true, true];
+
+export interface ReplayOptions {
+  mode?: Mode;
+  version?: 'current' | 'original';
+  /** A corrected payload to run instead of the original input (absent: the original input). */
+  input?: unknown;
+  /** Answer at once with the queued run (`Prefer: respond-async`) instead of waiting for the end. */
+  async?: boolean;
+}
+
+export interface ReplayPreviewOptions {
+  version?: 'current' | 'original';
+  /** A corrected payload to preview instead of the original input. */
+  input?: unknown;
+}
+
+export interface ResumeOptions {
+  /** The step to execute from (its upstream steps must all have succeeded); absent: the failed or in-flight step. */
+  fromStep?: string;
+  /** Answer at once with the queued run (`Prefer: respond-async`) instead of waiting for the end. */
+  async?: boolean;
+}
+
+export interface CheckOptions {
+  /** Dot paths of the event's business ids; empty or absent: the server's default (`id`, plus `data.object.id`). */
+  idPaths?: string[];
+  /** Check this definition (the unsaved canvas) instead of the saved one. */
+  workflow?: Workflow;
+}
+
+/**
+ * An answer whose `workflow` the document gives as free JSON (the definition exactly as stored),
+ * read by the editor as its workflow file model.
+ */
+export type WithWorkflow<T extends { workflow?: unknown }> = Omit<T, 'workflow'> & { workflow: Workflow };
 
 /**
  * Everything the editor asks of Fluxo. Two transports implement it: {@link HttpApi}
@@ -57,17 +142,17 @@ export interface Api {
    * Saves and publishes (the engine bumps the version): what webhooks, schedules and runs use
    * from now on. A definition with validation errors is refused (`workflow_invalid`).
    */
-  saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult>;
+  saveWorkflow(id: string, workflow: Workflow): Promise<WithWorkflow<WorkflowSaved>>;
   /** The workflow's draft, or null when it has none. */
-  getDraft(id: string): Promise<Draft | null>;
+  getDraft(id: string): Promise<WithWorkflow<Draft> | null>;
   /** Keep `workflow` as the draft of `id`, even with validation errors; the live version is untouched. */
   saveDraft(id: string, workflow: Workflow): Promise<DraftSaved>;
   /** Delete the draft of `id` (none: resolves all the same); the live version is untouched. */
   discardDraft(id: string): Promise<void>;
   /** Make the draft of `id` live (refused with `workflow_invalid` and its problems when it has errors). */
-  publishWorkflow(id: string): Promise<SaveResult>;
+  publishWorkflow(id: string): Promise<WithWorkflow<WorkflowSaved>>;
   deleteWorkflow(id: string): Promise<void>;
-  validateWorkflow(workflow: Workflow): Promise<ValidateResult>;
+  validateWorkflow(workflow: Workflow): Promise<Validation>;
   /** A dry run; with `workflow`, of that definition (the unsaved canvas) instead of the saved one. */
   dryRun(id: string, input: unknown, workflow?: Workflow): Promise<RunRecord>;
   /** Queue a live run and answer at once with the queued record. */
@@ -87,13 +172,13 @@ export interface Api {
   /**
    * The next `count` (default 5, at most 20) fire times of `cron` in `timezone` (default `UTC`),
    * by the scheduler's own rules. Rejects with `invalid_schedule`, whose `problems`
-   * ({@link ScheduleProblem}) name the field (`cron`, `timezone`).
+   * ({@link FieldProblem}) name the field (`cron`, `timezone`).
    */
   previewSchedule(cron: string, timezone?: string, count?: number): Promise<SchedulePreview>;
-  templates(): Promise<Template[]>;
+  templates(): Promise<WithWorkflow<Template>[]>;
   samplePayloads(): Promise<SamplePayload[]>;
   /** One template rendered as a step would render it, against a sample input and earlier outputs. */
-  previewTemplate(request: TemplatePreviewRequest): Promise<TemplatePreviewResult>;
+  previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer>;
   /**
    * Subscribe to run progress. Resolves once the subscription is live (so a run started after
    * it cannot be missed) with the function that ends it.
@@ -127,9 +212,9 @@ export interface Api {
    * counts (to resume, to replay live, skipped, dry runs excluded) and each live run's action.
    * Error `too_many_runs` past 10,000 runs.
    */
-  previewBulk(filter: RunFilter, version?: 'current' | 'original'): Promise<BulkSummary>;
+  previewBulk(filter: RunQueryFilter, version?: 'current' | 'original'): Promise<BulkSummary>;
   /** Resume (else replay live) every failed live run matching `filter`, as previewed; the new runs are queued and named per original. */
-  startBulk(filter: RunFilter, version?: 'current' | 'original'): Promise<BulkSummary>;
+  startBulk(filter: RunQueryFilter, version?: 'current' | 'original'): Promise<BulkSummary>;
 
   // Memory browser
   memoryNamespaces(): Promise<string[]>;

@@ -1,43 +1,47 @@
 import type { Api } from './api';
 import { SseParser } from './sse';
 import { parseJson, stringifyJson } from './json';
-import {
-  ApiError,
-  type AppSettings,
-  type BulkSummary,
-  type RunFilter,
-  type CheckOptions,
-  type CheckReport,
-  type Draft,
-  type DraftSaved,
-  type MemoryEntry,
-  type MemoryPage,
-  type MemoryQuery,
-  type ReplayOptions,
-  type ReplayPreviewOptions,
-  type ResumeOptions,
-  type RunPage,
-  type RunPreview,
-  type RunQuery,
-  type RunStats,
-  type RunStatsQuery,
-  type SettingsView,
-  type Problem,
-  type RunEvent,
-  type SchedulePreview,
-  type ScheduledWorkflow,
-  type RunRecord,
-  type SamplePayload,
-  type SaveResult,
-  type StepKind,
-  type Template,
-  type ValidateResult,
-  type Workflow,
-  type WorkflowSummary,
-  type TemplatePreviewRequest,
-  type TemplatePreviewResult,
-  type NamespaceCount,
-} from './types';
+import { ApiError } from './error';
+import type {
+  AppSettings,
+  BulkSummary,
+  CheckReport,
+  Draft,
+  DraftSaved,
+  MemoryEntry,
+  MemoryPage,
+  NamespaceCount,
+  Problem,
+  RunEvent,
+  RunFilter,
+  RunPage,
+  RunPreview,
+  RunRecord,
+  RunStats,
+  SamplePayload,
+  ScheduledWorkflow,
+  SchedulePreview,
+  SettingsView,
+  StepKind,
+  Template,
+  TemplatePreview,
+  TemplatePreviewAnswer,
+  Validation,
+  WorkflowSaved,
+  WorkflowSummary,
+} from './schemas';
+import type {
+  CheckOptions,
+  MemoryQuery,
+  ReplayOptions,
+  ReplayPreviewOptions,
+  ResumeOptions,
+  RunQuery,
+  RunQueryFilter,
+  RunStatsQuery,
+  WithWorkflow,
+} from './api';
+import type { Workflow } from '../store/workflowFile';
 
 /** The API over HTTP against `fluxo serve` (same origin by default), with a bearer token. */
 export class HttpApi implements Api {
@@ -86,7 +90,7 @@ export class HttpApi implements Api {
       /* not JSON */
     }
     if (!resp.ok) {
-      const p = (json ?? {}) as { code?: string; detail?: string; title?: string; problems?: Problem[] } & Record<string, unknown>;
+      const p = (json ?? {}) as Partial<Problem> & Record<string, unknown>;
       throw new ApiError(
         p.code ?? `http_${resp.status}`,
         p.detail ?? p.title ?? (text || resp.statusText),
@@ -104,12 +108,12 @@ export class HttpApi implements Api {
   getWorkflow(id: string): Promise<Workflow> {
     return this.request('GET', `/workflows/${encodeURIComponent(id)}`, undefined, {}, false);
   }
-  saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult> {
+  saveWorkflow(id: string, workflow: Workflow): Promise<WithWorkflow<WorkflowSaved>> {
     return this.request('PUT', `/workflows/${encodeURIComponent(id)}`, workflow, {}, false);
   }
-  async getDraft(id: string): Promise<Draft | null> {
+  async getDraft(id: string): Promise<WithWorkflow<Draft> | null> {
     try {
-      return await this.request<Draft>('GET', `/workflows/${encodeURIComponent(id)}/draft`, undefined, {}, false);
+      return await this.request<WithWorkflow<Draft>>('GET', `/workflows/${encodeURIComponent(id)}/draft`, undefined, {}, false);
     } catch (e) {
       if (e instanceof ApiError && e.code === 'draft_not_found') return null;
       throw e;
@@ -125,13 +129,13 @@ export class HttpApi implements Api {
       if (!(e instanceof ApiError && e.code === 'draft_not_found')) throw e;
     }
   }
-  publishWorkflow(id: string): Promise<SaveResult> {
+  publishWorkflow(id: string): Promise<WithWorkflow<WorkflowSaved>> {
     return this.request('POST', `/workflows/${encodeURIComponent(id)}/publish`, undefined, {}, false);
   }
   deleteWorkflow(id: string): Promise<void> {
     return this.request('DELETE', `/workflows/${encodeURIComponent(id)}`);
   }
-  validateWorkflow(workflow: Workflow): Promise<ValidateResult> {
+  validateWorkflow(workflow: Workflow): Promise<Validation> {
     return this.request('POST', '/workflows/validate', workflow, {}, false);
   }
   dryRun(id: string, input: unknown, workflow?: Workflow): Promise<RunRecord> {
@@ -160,10 +164,10 @@ export class HttpApi implements Api {
   stepKinds(): Promise<StepKind[]> {
     return this.request('GET', '/step-kinds', undefined, {}, false);
   }
-  async templates(): Promise<Template[]> {
-    return (await this.request<{ templates: Template[] }>('GET', '/templates', undefined, {}, false)).templates;
+  async templates(): Promise<WithWorkflow<Template>[]> {
+    return (await this.request<{ templates: WithWorkflow<Template>[] }>('GET', '/templates', undefined, {}, false)).templates;
   }
-  previewTemplate(request: TemplatePreviewRequest): Promise<TemplatePreviewResult> {
+  previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer> {
     return this.request('POST', '/templates/preview', request);
   }
   async samplePayloads(): Promise<SamplePayload[]> {
@@ -193,10 +197,10 @@ export class HttpApi implements Api {
   previewResume(id: string, fromStep?: string): Promise<RunPreview> {
     return this.request('POST', `/runs/${encodeURIComponent(id)}/resume/preview`, fromStep ? { from_step: fromStep } : {}, {}, true);
   }
-  previewBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+  previewBulk(filter: RunQueryFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
     return this.request('POST', '/runs/bulk/preview', { filter: cleanFilter(filter), version }, {}, false);
   }
-  startBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+  startBulk(filter: RunQueryFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
     return this.request('POST', '/runs/bulk', { filter: cleanFilter(filter), version }, {}, false);
   }
   async memoryNamespaces(): Promise<string[]> {
@@ -271,7 +275,12 @@ export function queryString(q: object): string {
   return s ? `?${s}` : '';
 }
 
-/** A filter without its empty members. */
-function cleanFilter(f: RunFilter): RunFilter {
-  return Object.fromEntries(Object.entries(f).filter(([, v]) => v !== undefined && v !== null && v !== '')) as RunFilter;
+/** The body's `RunFilter`: the set members of the list's filters (unix ms sent as text, which the server reads as such). */
+function cleanFilter(f: RunQueryFilter): RunFilter {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(f)) {
+    if (v === undefined || v === null || v === '') continue;
+    out[k] = String(v);
+  }
+  return out as RunFilter;
 }

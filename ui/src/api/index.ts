@@ -2,8 +2,20 @@ import type { Api } from './api';
 import { HttpApi } from './http';
 import { TauriApi } from './tauri';
 
-export type { Api } from './api';
-export * from './types';
+export type {
+  Api,
+  CheckOptions,
+  MemoryQuery,
+  ReplayOptions,
+  ReplayPreviewOptions,
+  ResumeOptions,
+  RunQuery,
+  RunQueryFilter,
+  RunStatsQuery,
+  WithWorkflow,
+} from './api';
+export * from './schemas';
+export { ApiError } from './error';
 export { LosslessNumber, parseJson, stringifyJson, hasRoundedInteger } from './json';
 export { isLosslessNumber } from 'lossless-json';
 export { HttpApi } from './http';

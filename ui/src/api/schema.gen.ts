@@ -720,9 +720,9 @@ export interface components {
              * Format: int32
              * @description The HTTP status answered, if the attempt got an answer.
              */
-            http_status?: number | null;
+            http_status?: number;
             /** @description Why the attempt failed, if it did. */
-            error?: string | null;
+            error?: string;
         };
         /**
          * @description What a bulk action does (or did) with one run.
@@ -882,7 +882,7 @@ export interface components {
              * Format: int64
              * @description The live version the draft was saved over (null: never published).
              */
-            based_on_version?: number | null;
+            based_on_version: number | null;
             /**
              * Format: int64
              * @description When the draft was saved (unix ms).
@@ -892,7 +892,7 @@ export interface components {
              * Format: int64
              * @description The live file's version now (null: no live file).
              */
-            live_version?: number | null;
+            live_version: number | null;
         };
         /** @description The answer to saving a draft. */
         DraftSaved: {
@@ -904,7 +904,7 @@ export interface components {
              * Format: int64
              * @description The live version the draft was saved over (null: never published).
              */
-            based_on_version?: number | null;
+            based_on_version: number | null;
             /**
              * Format: int64
              * @description When the draft was saved (unix ms).
@@ -921,18 +921,18 @@ export interface components {
         /** @description Nearest-rank percentiles of run durations (absent when `count` is 0). */
         DurationPercentiles: {
             /** @description The workflow (in `durations`). */
-            workflow_id?: string | null;
+            workflow_id?: string;
             /**
              * Format: int64
              * @description Finished runs measured.
              */
             count: number;
             /** Format: int64 */
-            p50_ms?: number | null;
+            p50_ms?: number;
             /** Format: int64 */
-            p95_ms?: number | null;
+            p95_ms?: number;
             /** Format: int64 */
-            p99_ms?: number | null;
+            p99_ms?: number;
         };
         /** @description The retention policy in force (settings over the command-line defaults). */
         EffectiveRetention: {
@@ -940,12 +940,12 @@ export interface components {
              * Format: int64
              * @description Newest finished runs kept per workflow; null: no count limit.
              */
-            retention_runs?: number | null;
+            retention_runs: number | null;
             /**
              * Format: int64
              * @description Days finished runs are kept; null: no age limit.
              */
-            retention_days?: number | null;
+            retention_days: number | null;
         };
         /** @description A step's failure, as recorded and as seen by templates in `error` (SPEC §2). */
         ErrorInfo: {
@@ -962,12 +962,12 @@ export interface components {
              * Format: int32
              * @description Attempts made before giving up.
              */
-            attempts?: number;
+            attempts: number;
             /**
              * Format: int32
              * @description The last HTTP status seen, if the failure was an HTTP answer.
              */
-            http_status?: number | null;
+            http_status?: number;
         };
         /** @description Failed runs sharing a reason. */
         FailureGroup: {
@@ -975,6 +975,12 @@ export interface components {
             reason: string;
             /** Format: int64 */
             count: number;
+        };
+        /** @description A problem of a field of a request (`invalid_schedule`: `cron` or `timezone`). */
+        FieldProblem: {
+            /** @description The field: `cron`, `timezone`. */
+            path: string;
+            message: string;
         };
         /** @description `GET /healthz`. */
         Health: {
@@ -991,20 +997,25 @@ export interface components {
             value: unknown;
             /** @description When it was written. */
             written_at: components["schemas"]["Timestamp"];
-            expires_at?: null | components["schemas"]["Timestamp"];
+            /** @description When it expires; absent: never. */
+            expires_at?: components["schemas"]["Timestamp"];
             /**
              * Format: int64
              * @description Time left before it expires, in milliseconds; absent: never expires.
              */
-            ttl_left_ms?: number | null;
-            owner?: null | components["schemas"]["ClaimOwner"];
+            ttl_left_ms?: number;
+            /**
+             * @description The run lineage (root run id) and step that wrote it; absent for keys written outside
+             *     a run.
+             */
+            owner?: components["schemas"]["ClaimOwner"];
         };
         /** @description A page of a namespace's live keys, in key order. */
         MemoryPage: {
             namespace: string;
             entries: components["schemas"]["MemoryEntry"][];
             /** @description Pass as `after` for the next page; null on the last page. */
-            next_after?: string | null;
+            next_after: string | null;
         };
         /**
          * @description `live` runs act; `dry` runs simulate every side effect (SPEC §4 "Dry run").
@@ -1033,11 +1044,11 @@ export interface components {
             step_id: string;
             kind: string;
             /** @description The HTTP method, for kinds that send a request. */
-            method?: string | null;
+            method?: string;
             /** @description The rendered URL, for kinds that send a request. */
-            url?: string | null;
+            url?: string;
             /** @description The `Idempotency-Key` the call would carry, if any. */
-            idempotency_key?: string | null;
+            idempotency_key?: string;
             /**
              * @description The original run already executed this step (or was executing it when it stopped):
              *     the call is sent again.
@@ -1046,7 +1057,7 @@ export interface components {
             /** @description Repeating it cannot duplicate an effect ([`crate::steps::StepKind::repeat_safety`]). */
             repeat_safe: boolean;
             /** @description Why repeating it is not safe. */
-            repeat_reason?: string | null;
+            repeat_reason?: string;
         };
         /** @description Something a person should know before acting. */
         PreviewWarning: {
@@ -1057,7 +1068,7 @@ export interface components {
              *     and repeating it may duplicate that).
              */
             code: string;
-            step?: string | null;
+            step?: string;
             message: string;
         };
         /**
@@ -1088,9 +1099,17 @@ export interface components {
              *     `idempotency_in_progress`, `workflow_not_found`, `payload_too_large`, `unauthorized`, …).
              */
             code: string;
-            /** @description The validation problems, on `invalid_workflow` and `workflow_invalid` answers. */
-            problems?: components["schemas"]["ValidationProblem"][] | null;
+            /**
+             * @description The validation problems, on `invalid_workflow` and `workflow_invalid` answers; the
+             *     field problems (`{path, message}`) on `invalid_schedule`.
+             */
+            problems?: components["schemas"]["ProblemItem"][];
         };
+        /**
+         * @description One member of a problem's `problems`: a validation problem (`invalid_workflow`,
+         *     `workflow_invalid`, `invalid_json`) or a field problem (`invalid_schedule`).
+         */
+        ProblemItem: components["schemas"]["ValidationProblem"] | components["schemas"]["FieldProblem"];
         /** @description The body of a replay preview. */
         ReplayPreviewRequest: {
             /** @description `current` (default) or `original`. */
@@ -1171,15 +1190,19 @@ export interface components {
         RunPage: {
             runs: components["schemas"]["RunSummary"][];
             /** @description Pass as `cursor` for the next page; absent on the last page. */
-            next_cursor?: string | null;
+            next_cursor?: string;
         };
         /** @description A previewed resume or replay. */
         RunPreview: {
             /** @description The dry run of what the action would do (not stored; `mode: dry`). */
             run: components["schemas"]["RunRecord"];
-            mode?: null | components["schemas"]["Mode"];
+            /**
+             * @description The mode the action itself would run in: a resume keeps the original's (a dry run is
+             *     resumed dry); absent for a replay, whose mode the request chooses.
+             */
+            mode?: components["schemas"]["Mode"];
             /** @description For a resume: the step it executes from (absent: the first step without a record). */
-            from_step?: string | null;
+            from_step?: string;
             /** @description For a resume: the steps reused, not executed again. */
             reused: string[];
             /** @description Steps with side effects the run would execute, in walk order. */
@@ -1205,22 +1228,22 @@ export interface components {
             definition_hash: string;
             trigger: components["schemas"]["Trigger"];
             /** @description The dedupe key of the delivery or request that started it, if any. */
-            idempotency_key?: string | null;
+            idempotency_key?: string;
             mode: components["schemas"]["Mode"];
             /** @description The run this one replays. */
-            replay_of?: string | null;
+            replay_of?: string;
             /** @description Runs that replayed this one (newest last). */
             replayed_by?: string[];
             /**
              * @description The run this one resumes (SPEC §4 "Resume"): it runs that run's snapshot and reuses the
              *     outputs of its steps that succeeded before the resume point.
              */
-            resume_of?: string | null;
+            resume_of?: string;
             /**
              * @description The step a resume executes from, when one was chosen (`from_step`); absent = from the
              *     failed or in-flight step.
              */
-            resume_from?: string | null;
+            resume_from?: string;
             /** @description Runs that resumed this one (newest last). */
             resumed_by?: string[];
             /**
@@ -1229,31 +1252,38 @@ export interface components {
              *     that default per run use it, so a resumed call sends the key of the first attempt.
              *     Empty on records written before lineages existed (read it with [`RunRecord::root`]).
              */
-            root_run_id?: string;
+            root_run_id: string;
             /**
              * @description The input was edited by the person who started this replay (it differs from the
              *     replayed run's input).
              */
             input_edited?: boolean;
             /** @description The run whose `fan_out` step started this one (trigger `fan_out`). */
-            parent_run?: string | null;
+            parent_run?: string;
+            /**
+             * @description The W3C `traceparent` of the call that started it (a webhook delivery's or run API
+             *     request's header, validated; a fan-out item's `fan_out` step): its run span is that
+             *     span's child ([`crate::traces`]).
+             */
+            trace_parent?: string;
             /** @description The trigger's input (a webhook's JSON body, `input` of an API start). */
             input: unknown;
             status: components["schemas"]["RunStatus"];
             created_at: components["schemas"]["Timestamp"];
-            started_at?: null | components["schemas"]["Timestamp"];
-            finished_at?: null | components["schemas"]["Timestamp"];
+            started_at?: components["schemas"]["Timestamp"];
+            finished_at?: components["schemas"]["Timestamp"];
             /**
              * Format: int64
              * @description From start to finish, in milliseconds (once finished).
              */
-            duration_ms?: number | null;
-            error?: null | components["schemas"]["ErrorInfo"];
+            duration_ms?: number;
+            /** @description Final error (the last error kept on `timed_out`). */
+            error?: components["schemas"]["ErrorInfo"];
             /** @description Non-fatal notes, e.g. an error logged by an `error_handler` in `log` mode. */
             warnings?: string[];
-            steps?: components["schemas"]["StepRecord"][];
+            steps: components["schemas"]["StepRecord"][];
             /** @description The workflow definition as it ran (for replay of the original version and "open on canvas"). */
-            snapshot?: unknown;
+            snapshot: unknown;
         };
         /** @description `GET /api/v1/runs/stats`. */
         RunStats: {
@@ -1301,9 +1331,9 @@ export interface components {
             trigger: components["schemas"]["Trigger"];
             mode: components["schemas"]["Mode"];
             status: components["schemas"]["RunStatus"];
-            idempotency_key?: string | null;
-            replay_of?: string | null;
-            resume_of?: string | null;
+            idempotency_key?: string;
+            replay_of?: string;
+            resume_of?: string;
             /**
              * @description Runs that resumed this one (a run is resumed at most once: see
              *     [`crate::runtime::resume::ResumeError::AlreadyResumed`]).
@@ -1319,29 +1349,29 @@ export interface components {
              *     replay, or theirs) that succeeded, live for a live run. Computed when a listing is
              *     answered (`app::runs::list`), never stored.
              */
-            fixed_by?: string | null;
+            fixed_by?: string;
             /** @description The lineage's root run id ([`RunRecord::root`]). */
-            root_run_id?: string;
+            root_run_id: string;
             /** @description The run whose `fan_out` started this one. */
-            parent_run?: string | null;
+            parent_run?: string;
             created_at: components["schemas"]["Timestamp"];
-            finished_at?: null | components["schemas"]["Timestamp"];
+            finished_at?: components["schemas"]["Timestamp"];
             /**
              * Format: int64
              * @description From start to finish, in milliseconds.
              */
-            duration_ms?: number | null;
+            duration_ms?: number;
             /** @description The final error's code, if it failed. */
-            error_code?: string | null;
+            error_code?: string;
             /** @description The final error's message, if it failed. */
-            error_message?: string | null;
+            error_message?: string;
             /** @description The step the final error came from, if it failed. */
-            error_step?: string | null;
+            error_step?: string;
             /**
              * Format: int32
              * @description The final error's HTTP status, when the failure was an HTTP answer.
              */
-            error_http_status?: number | null;
+            error_http_status?: number;
         };
         /** @description A real payload for the Dry Run input editor. */
         SamplePayload: {
@@ -1371,7 +1401,7 @@ export interface components {
             cron: string;
             timezone: string;
             /** @description The next tick after now, RFC 3339 in UTC (absent if the expression never fires again). */
-            next_at?: string | null;
+            next_at?: string;
         };
         /** @description The settings and read-only facts. */
         SettingsView: {
@@ -1381,7 +1411,7 @@ export interface components {
             secret_names: string[];
             effective: components["schemas"]["EffectiveRetention"];
             /** @description Where `settings.json` and `token` live; null: settings are kept in memory only. */
-            data_dir?: string | null;
+            data_dir: string | null;
             /** @description The workflow folder. */
             workflows_dir: string;
         };
@@ -1422,24 +1452,24 @@ export interface components {
             kind: string;
             status: components["schemas"]["StepStatus"];
             started_at: components["schemas"]["Timestamp"];
-            finished_at?: null | components["schemas"]["Timestamp"];
+            finished_at?: components["schemas"]["Timestamp"];
             /**
              * Format: int64
              * @description How long the step took (every attempt and wait), in milliseconds.
              */
             duration_ms: number;
             /** @description The step's config after template rendering. */
-            resolved_config?: unknown;
+            resolved_config: unknown;
             output?: unknown;
-            error?: null | components["schemas"]["ErrorInfo"];
-            attempts?: components["schemas"]["Attempt"][];
+            error?: components["schemas"]["ErrorInfo"];
+            attempts: components["schemas"]["Attempt"][];
             /** @description Port(s) the walk left this step by (`out`, `error`, a route name, `default`). */
-            ports?: string[];
+            ports: string[];
             /**
              * @description Set on a resumed run's steps that were not executed again: the run that executed the
              *     step and whose recorded output (and ports) this run reused (SPEC §4 "Resume").
              */
-            reused_from?: string | null;
+            reused_from?: string;
         };
         /**
          * @description Status of one step inside a run.
@@ -1450,7 +1480,7 @@ export interface components {
         Template: {
             id: string;
             /** @description The workflow's `name`. */
-            name?: string | null;
+            name: string | null;
             /** @description The workflow definition. */
             workflow: unknown;
         };
@@ -1473,6 +1503,24 @@ export interface components {
             steps?: {
                 [key: string]: unknown;
             };
+        };
+        /**
+         * @description The answer to a template preview (`POST /api/v1/templates/preview`): the rendered value, or
+         *     why it does not render.
+         */
+        TemplatePreviewAnswer: {
+            /** @description The rendered JSON value (`true`/`false` for an `expression`); absent on an error. */
+            value?: unknown;
+            /**
+             * @description Why it does not render (syntax, a missing value, a template over 16 KiB); absent when
+             *     it rendered.
+             */
+            error?: string;
+            /**
+             * @description The `env` variables that were unset and rendered as their dry-run placeholder; absent
+             *     when the template was too long to read.
+             */
+            env_unset?: string[];
         };
         /**
          * Format: date-time
@@ -1507,7 +1555,7 @@ export interface components {
             code: string;
             message: string;
             /** @description The step concerned, if any. */
-            step?: string | null;
+            step?: string;
             /** @description JSON path in the file, e.g. `steps[2].config.retries`, `edges[0].to`. */
             path: string;
         };
@@ -1533,7 +1581,7 @@ export interface components {
         /** @description The answer to saving a workflow file. */
         WorkflowSaved: {
             /** @description The definition as saved (its `version` bumped). */
-            workflow?: unknown;
+            workflow: unknown;
             /**
              * Format: int64
              * @description The saved file's version.
@@ -1568,7 +1616,7 @@ export interface components {
              */
             warnings: number;
             /** @description The trigger's step kind (`webhook_trigger`, `manual_trigger`, …); null when invalid. */
-            trigger?: string | null;
+            trigger: string | null;
             /** @description The editor keeps a draft of it (unpublished changes). */
             has_draft: boolean;
             /**
@@ -3048,7 +3096,7 @@ export interface operations {
                      *       "env_unset": []
                      *     }
                      */
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["TemplatePreviewAnswer"];
                 };
             };
             /** @description `invalid_json`, `bad_body`. */

@@ -2,43 +2,46 @@ import { invoke } from '@tauri-apps/api/core';
 import { listen } from '@tauri-apps/api/event';
 import type { Api } from './api';
 import { canStringifyRaw, hasLosslessNumber } from './json';
-import {
-  ApiError,
-  type AppSettings,
-  type BulkSummary,
-  type RunFilter,
-  type CheckOptions,
-  type CheckReport,
-  type Draft,
-  type DraftSaved,
-  type MemoryEntry,
-  type MemoryPage,
-  type MemoryQuery,
-  type ReplayOptions,
-  type ReplayPreviewOptions,
-  type ResumeOptions,
-  type RunPage,
-  type RunPreview,
-  type RunQuery,
-  type RunStats,
-  type RunStatsQuery,
-  type SettingsView,
-  type Problem,
-  type RunEvent,
-  type SchedulePreview,
-  type ScheduledWorkflow,
-  type RunRecord,
-  type SamplePayload,
-  type SaveResult,
-  type StepKind,
-  type Template,
-  type ValidateResult,
-  type Workflow,
-  type WorkflowSummary,
-  type TemplatePreviewRequest,
-  type TemplatePreviewResult,
-  type NamespaceCount,
-} from './types';
+import { ApiError } from './error';
+import type {
+  AppSettings,
+  BulkSummary,
+  CheckReport,
+  Draft,
+  DraftSaved,
+  MemoryEntry,
+  MemoryPage,
+  NamespaceCount,
+  ProblemItem,
+  RunEvent,
+  RunPage,
+  RunPreview,
+  RunRecord,
+  RunStats,
+  SamplePayload,
+  ScheduledWorkflow,
+  SchedulePreview,
+  SettingsView,
+  StepKind,
+  Template,
+  TemplatePreview,
+  TemplatePreviewAnswer,
+  Validation,
+  WorkflowSaved,
+  WorkflowSummary,
+} from './schemas';
+import type {
+  CheckOptions,
+  MemoryQuery,
+  ReplayOptions,
+  ReplayPreviewOptions,
+  ResumeOptions,
+  RunQuery,
+  RunQueryFilter,
+  RunStatsQuery,
+  WithWorkflow,
+} from './api';
+import type { Workflow } from '../store/workflowFile';
 
 /**
  * The API over the desktop shell's IPC. Command names and arguments (Tauri maps the Rust
@@ -68,7 +71,7 @@ import {
  * | `preview_replay` | `{id, version, input}` | `RunPreview` (nothing stored or sent) |
  * | `resume_run` | `{id, fromStep, wait}` (`fromStep` may be null) | the new `RunRecord` (finished if `wait`, else queued) |
  * | `preview_resume` | `{id, fromStep}` | `RunPreview` (nothing stored or sent) |
- * | `preview_bulk` / `start_bulk` | `{filter: RunFilter, version}` | `BulkSummary` (as `POST /runs/bulk/preview` / `POST /runs/bulk`) |
+ * | `preview_bulk` / `start_bulk` | `{filter: RunQueryFilter, version}` | `BulkSummary` (as `POST /runs/bulk/preview` / `POST /runs/bulk`) |
  * | `memory_namespaces` | – | `string[]` |
  * | `memory_counts` | – | `{namespace, keys, more}[]` |
  * | `memory_list` | `{namespace, prefix, after, limit}` | `{entries, next_after}` |
@@ -99,7 +102,7 @@ export class TauriApi implements Api {
       return await invoke<T>(cmd, args);
     } catch (e) {
       if (e && typeof e === 'object' && 'code' in e) {
-        const x = e as { code: string; message?: string; problems?: Problem[] } & Record<string, unknown>;
+        const x = e as { code: string; message?: string; problems?: ProblemItem[] } & Record<string, unknown>;
         throw new ApiError(x.code, x.message ?? x.code, undefined, x.problems, x);
       }
       throw new ApiError('ipc', String(e));
@@ -129,12 +132,12 @@ export class TauriApi implements Api {
   getWorkflow(id: string): Promise<Workflow> {
     return this.call('get_workflow', { id });
   }
-  saveWorkflow(id: string, workflow: Workflow): Promise<SaveResult> {
+  saveWorkflow(id: string, workflow: Workflow): Promise<WithWorkflow<WorkflowSaved>> {
     return this.call('save_workflow', { id, workflow });
   }
-  async getDraft(id: string): Promise<Draft | null> {
+  async getDraft(id: string): Promise<WithWorkflow<Draft> | null> {
     try {
-      return await this.call<Draft>('get_draft', { id });
+      return await this.call<WithWorkflow<Draft>>('get_draft', { id });
     } catch (e) {
       if (e instanceof ApiError && e.code === 'draft_not_found') return null;
       throw e;
@@ -150,13 +153,13 @@ export class TauriApi implements Api {
       if (!(e instanceof ApiError && e.code === 'draft_not_found')) throw e;
     }
   }
-  publishWorkflow(id: string): Promise<SaveResult> {
+  publishWorkflow(id: string): Promise<WithWorkflow<WorkflowSaved>> {
     return this.call('publish_workflow', { id });
   }
   deleteWorkflow(id: string): Promise<void> {
     return this.call('delete_workflow', { id });
   }
-  validateWorkflow(workflow: Workflow): Promise<ValidateResult> {
+  validateWorkflow(workflow: Workflow): Promise<Validation> {
     return this.call('validate_workflow', { workflow });
   }
   dryRun(id: string, input: unknown, workflow?: Workflow): Promise<RunRecord> {
@@ -185,13 +188,13 @@ export class TauriApi implements Api {
   stepKinds(): Promise<StepKind[]> {
     return this.call('step_kinds');
   }
-  templates(): Promise<Template[]> {
+  templates(): Promise<WithWorkflow<Template>[]> {
     return this.call('templates');
   }
   samplePayloads(): Promise<SamplePayload[]> {
     return this.call('sample_payloads');
   }
-  previewTemplate(request: TemplatePreviewRequest): Promise<TemplatePreviewResult> {
+  previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer> {
     return this.call('preview_template', { request });
   }
   listRuns(query: RunQuery): Promise<RunPage> {
@@ -218,10 +221,10 @@ export class TauriApi implements Api {
   previewResume(id: string, fromStep?: string): Promise<RunPreview> {
     return this.call('preview_resume', { id, fromStep: fromStep ?? null });
   }
-  previewBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+  previewBulk(filter: RunQueryFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
     return this.call('preview_bulk', { filter: clean(filter), version });
   }
-  startBulk(filter: RunFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
+  startBulk(filter: RunQueryFilter, version: 'current' | 'original' = 'current'): Promise<BulkSummary> {
     return this.call('start_bulk', { filter: clean(filter), version });
   }
   memoryNamespaces(): Promise<string[]> {

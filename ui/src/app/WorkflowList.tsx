@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { CalendarClock } from 'lucide-react';
 import { useEditor } from '../store/editor';
-import type { ScheduledWorkflow, Template } from '../api';
+import type { ScheduledWorkflow, Template, WithWorkflow } from '../api';
 import { formatInZone, hasSeconds, relativeTime, tickFor, useNow } from '../inspector/schedule';
 
 /** The soonest next tick of the listed schedules (ms), if any. */
@@ -121,7 +121,7 @@ export function NewWorkflowDialog({ onClose }: { onClose(): void }) {
   const newWorkflow = useEditor((s) => s.newWorkflow);
   const guardDirty = useEditor((s) => s.guardDirty);
   const setLeftTab = useEditor((s) => s.setLeftTab);
-  const pick = async (t?: Template) => {
+  const pick = async (t?: WithWorkflow<Template>) => {
     onClose();
     if (!(await guardDirty('Start a new workflow'))) return;
     newWorkflow(t);

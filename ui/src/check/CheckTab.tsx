@@ -2,7 +2,7 @@ import { ShieldCheck } from 'lucide-react';
 import { useEffect, useState } from 'react';
 import { useEditor } from '../store/editor';
 import { formatMs } from '../app/format';
-import type { CheckVerdict } from '../api';
+import type { Verdict } from '../api';
 import { checkSummary, useCheck } from './store';
 import './check.css';
 
@@ -40,7 +40,7 @@ const EVENT_HINT: Record<CheckShape, string> = {
   fan_out: 'The event is the run input; its items start the item runs',
 };
 
-const VERDICT_LABEL: Record<CheckVerdict, string> = { pass: 'PASS', fail: 'FAIL', not_run: 'not run' };
+const VERDICT_LABEL: Record<Verdict, string> = { pass: 'PASS', fail: 'FAIL', not_run: 'not run' };
 
 const CHECK_TITLE =
   'Prove the canvas is safe to re-run: the run input as the event, sent twice, after a timeout-after-write, with a new id, ' +

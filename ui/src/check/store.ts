@@ -4,7 +4,7 @@
 // "Check" tab.
 
 import { create } from 'zustand';
-import { parseJson, type ApiError, type CheckReport, type Problem } from '../api';
+import { parseJson, type ApiError, type CheckReport, type ValidationProblem } from '../api';
 import { useEditor } from '../store/editor';
 
 const idPathsKey = (id: string) => `fluxo.checkIdPaths.${id}`;
@@ -27,7 +27,7 @@ export interface CheckFailure {
   workflowId: string;
   code: string;
   message: string;
-  problems?: Problem[];
+  problems?: ValidationProblem[];
 }
 
 export interface CheckState {

@@ -1,6 +1,6 @@
 import { Play } from 'lucide-react';
 import { useEffect, useMemo, useState } from 'react';
-import { hasRoundedInteger, parseJson, stringifyJson, type RunPreview } from '../api';
+import { hasRoundedInteger, parseJson, stringifyJson, type Mode, type RunPreview } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { predict, useReplayDialog } from './replay';
@@ -9,7 +9,6 @@ import { PreviewWarnings } from './ResumeDialog';
 import { summaryOf, useHistory } from './store';
 import { shortId } from './format';
 
-type Mode = 'live' | 'dry';
 type Version = 'current' | 'original';
 
 /** The value of `v`, once it has not changed for `ms`. */

@@ -17,7 +17,8 @@ import {
   type EdgeProps,
   type NodeProps,
 } from '@xyflow/react';
-import type { RunRecord, StepKind, StepRecord, Workflow } from '../api';
+import type { RunRecord, StepKind, StepRecord } from '../api';
+import type { Workflow } from '../store/workflowFile';
 import { useEditor } from '../store/editor';
 import { portsOf, workflowToGraph, type PortEdge, type StepNode } from '../store/graph';
 import { CategoryIcon } from '../canvas/icons';

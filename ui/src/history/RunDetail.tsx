@@ -1,6 +1,7 @@
 import { ChevronDown, ChevronRight, Play, RotateCcw, X } from 'lucide-react';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import { stringifyJson, type ApiError, type Attempt, type RunPreview, type RunRecord, type RunSummary, type StepRecord, type Workflow } from '../api';
+import { stringifyJson, type ApiError, type Attempt, type RunPreview, type RunRecord, type RunSummary, type StepRecord } from '../api';
+import { recordedWorkflow } from '../store/workflowFile';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { formatMs } from '../app/format';
@@ -332,7 +333,7 @@ export function RunDetail({ id }: { id: string }) {
       </section>
     );
   }
-  const snapshot = run.snapshot && (run.snapshot as Workflow).steps ? (run.snapshot as Workflow) : null;
+  const snapshot = recordedWorkflow(run);
   const fixedBy = fixedByOf(run, summaries);
   const fixer = fixedBy ? (summaries[fixedBy] ?? fixerSummary[fixedBy]) : undefined;
   const isOpen = (st: StepRecord) => openSteps[st.step_id] ?? st.status === 'failed';

@@ -1,6 +1,6 @@
 import { ChevronDown, Play, RotateCcw, X } from 'lucide-react';
 import { useEffect, useRef, useState } from 'react';
-import type { RunEvent, RunStatus, RunTrigger } from '../api';
+import type { RunEvent, RunStatus, Trigger } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { RunList } from './RunList';
@@ -83,7 +83,7 @@ function Filters() {
         <option value="live">Live</option>
         <option value="dry">Dry</option>
       </select>
-      <select className="fx-input" value={f.trigger} onChange={(e) => setFilters({ trigger: e.target.value as RunTrigger | '' })} data-testid="filter-trigger" aria-label="Trigger">
+      <select className="fx-input" value={f.trigger} onChange={(e) => setFilters({ trigger: e.target.value as Trigger | '' })} data-testid="filter-trigger" aria-label="Trigger">
         <option value="">Any trigger</option>
         {TRIGGERS.map((t) => (
           <option key={t} value={t}>

@@ -2,7 +2,8 @@
 // the resume dialog's state.
 
 import { create } from 'zustand';
-import type { ApiError, RunPreview, RunRecord, RunStatus, Workflow } from '../api';
+import type { ApiError, RunPreview, RunRecord, RunStatus } from '../api';
+import { recordedWorkflow } from '../store/workflowFile';
 import { useEditor } from '../store/editor';
 
 /** The statuses a resume accepts. */
@@ -54,7 +55,7 @@ export const rootOf = (run: Pick<RunRecord, 'id' | 'root_run_id'>): string => ru
 export function resumableSteps(run: RunRecord): Set<string> {
   const out = new Set<string>();
   if (!isResumable(run.status) || latestResume(run)) return out;
-  const wf = run.snapshot && (run.snapshot as Workflow).steps ? (run.snapshot as Workflow) : null;
+  const wf = recordedWorkflow(run);
   if (!wf) return out;
   const kinds = new Map(wf.steps.map((s) => [s.id, s.kind]));
   const first = run.steps[0]?.step_id;

@@ -3,7 +3,7 @@
 // views read it through selectors.
 
 import { create } from 'zustand';
-import type { Api, ApiError, BulkSummary, RunFilter, RunQuery, RunRecord, RunStats, RunStatus, RunSummary, RunTrigger } from '../api';
+import type { Api, ApiError, BulkSummary, RunQueryFilter, RunQuery, RunRecord, RunStats, RunStatus, RunSummary, Trigger } from '../api';
 import { onRunEvent } from './events';
 import { useEditor } from '../store/editor';
 import { isResumable, resumedByOf } from './resume';
@@ -22,13 +22,13 @@ export const RANGES: { id: RangePreset; label: string; ms?: number }[] = [
 ];
 
 export const STATUSES: RunStatus[] = ['succeeded', 'failed', 'timed_out', 'interrupted', 'skipped', 'running', 'queued'];
-export const TRIGGERS: RunTrigger[] = ['webhook', 'api', 'manual', 'schedule', 'fan_out', 'replay', 'resume', 'cli'];
+export const TRIGGERS: Trigger[] = ['webhook', 'api', 'manual', 'schedule', 'fan_out', 'replay', 'resume', 'cli'];
 
 export interface Filters {
   workflow: string;
   status: RunStatus | '';
   mode: 'live' | 'dry' | '';
-  trigger: RunTrigger | '';
+  trigger: Trigger | '';
   /** Exact idempotency/event key. */
   key: string;
   /** Run id, key or a value inside the run (a customer id…), exact or prefix. */
@@ -90,7 +90,7 @@ export interface BulkProgress {
 
 /** "Select all matching": every failed run of the filters, counted by the server, with what a bulk action would do. */
 export interface MatchingSelection {
-  filter: RunFilter;
+  filter: RunQueryFilter;
   loading: boolean;
   preview: BulkSummary | null;
   error: string | null;
@@ -99,7 +99,7 @@ export interface MatchingSelection {
 }
 
 /** The bulk filter of a resolved list query. */
-export function filterOf(q: RunQuery): RunFilter {
+export function filterOf(q: RunQuery): RunQueryFilter {
   const { limit: _l, cursor: _c, ...f } = q;
   return f;
 }
@@ -494,8 +494,8 @@ export const useHistory = create<HistoryState>()((set, get) => {
       }
       const results: BulkResult[] = done.runs.map((r) =>
         r.action === 'resume' || r.action === 'replay'
-          ? { id: r.run_id, outcome: 'queued', action: r.action, newId: r.new_run_id, mode: 'live' }
-          : { id: r.run_id, outcome: r.action === 'skip' ? 'skipped' : 'error', newId: r.new_run_id, note: r.detail ?? r.reason },
+          ? { id: r.run_id, outcome: 'queued', action: r.action, newId: r.new_run_id ?? undefined, mode: 'live' }
+          : { id: r.run_id, outcome: r.action === 'skip' ? 'skipped' : 'error', newId: r.new_run_id ?? undefined, note: r.detail ?? r.reason ?? undefined },
       );
       const pending = new Map(results.filter((r) => r.outcome === 'queued' && r.newId).map((r) => [r.newId!, r]));
       const created = Object.fromEntries(results.filter((r) => r.outcome === 'queued' && r.newId).map((r) => [r.id, r.newId!]));
@@ -610,13 +610,13 @@ export const useHistory = create<HistoryState>()((set, get) => {
   };
 });
 
-/** The summary of a full run record. */
+/** The summary of a full run record, as the server makes one (`impl From<&RunRecord> for RunSummary`). */
 export function summaryOf(r: import('../api').RunRecord): RunSummary {
   return {
     id: r.id,
     workflow_id: r.workflow_id,
-    workflow_version: r.workflow_version ?? 0,
-    trigger: (r.trigger ?? 'manual') as RunTrigger,
+    workflow_version: r.workflow_version,
+    trigger: r.trigger,
     mode: r.mode,
     status: r.status,
     idempotency_key: r.idempotency_key,
@@ -624,10 +624,14 @@ export function summaryOf(r: import('../api').RunRecord): RunSummary {
     resume_of: r.resume_of,
     resumed_by: r.resumed_by,
     replayed_by: r.replayed_by,
-    created_at: r.created_at ?? new Date().toISOString(),
+    root_run_id: r.root_run_id || r.id,
+    parent_run: r.parent_run,
+    created_at: r.created_at,
     finished_at: r.finished_at,
     duration_ms: r.duration_ms,
     error_code: r.error?.code,
     error_message: r.error?.message,
+    error_step: r.error?.step,
+    error_http_status: r.error?.http_status,
   };
 }

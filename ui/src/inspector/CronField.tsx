@@ -6,7 +6,7 @@
 import { useContext, useEffect, useRef, useState } from 'react';
 import { CalendarClock } from 'lucide-react';
 import type { WidgetProps } from '@rjsf/utils';
-import type { SchedulePreview, ScheduleProblem } from '../api';
+import type { SchedulePreview, FieldProblem } from '../api';
 import { useEditor } from '../store/editor';
 import { InspectorContext } from './TemplateInput';
 import { Markdownish } from './widgets';
@@ -20,7 +20,7 @@ interface Answer {
   cron: string;
   timezone: string;
   preview?: SchedulePreview;
-  problems?: ScheduleProblem[];
+  problems?: FieldProblem[];
   /** Anything else (offline, an older engine). */
   error?: string;
 }

@@ -4,7 +4,7 @@
 
 import { ChevronDown, ChevronRight } from 'lucide-react';
 import { useEffect, useMemo, useState } from 'react';
-import { isLosslessNumber, parseJson, stringifyJson, type TemplatePreviewResult } from '../api';
+import { isLosslessNumber, parseJson, stringifyJson, type TemplatePreviewAnswer } from '../api';
 import { useEditor } from '../store/editor';
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -115,7 +115,7 @@ export function TemplatePreviewLine({ template, expression, upstream }: { templa
   const api = useEditor((s) => s.api);
   const sample = useSample();
   const outputs = useUpstreamOutputs(upstream);
-  const [result, setResult] = useState<TemplatePreviewResult | null>(null);
+  const [result, setResult] = useState<TemplatePreviewAnswer | null>(null);
   const shown = expression ? template.trim() !== '' : template.includes('{{');
   useEffect(() => {
     if (!api || !shown || sample === undefined) return;
@@ -145,7 +145,7 @@ export function TemplatePreviewLine({ template, expression, upstream }: { templa
   return (
     <div className="fx-tpl-preview" data-testid="tpl-preview" data-state="ok" title="Rendered against the run input and the last run, as a step would render it">
       <span className="fx-muted">Preview:</span> <span className="fx-mono" data-testid="tpl-preview-value">{text}</span>
-      {result.env_unset.length > 0 && <span className="fx-muted"> (unset: {result.env_unset.map((n) => `env.${n}`).join(', ')})</span>}
+      {!!result.env_unset?.length && <span className="fx-muted"> (unset: {result.env_unset.map((n) => `env.${n}`).join(', ')})</span>}
     </div>
   );
 }

@@ -5,7 +5,7 @@ import { customizeValidator } from '@rjsf/validator-ajv8';
 import Ajv2020 from 'ajv/dist/2020';
 import { useShallow } from 'zustand/react/shallow';
 import { useEditor } from '../store/editor';
-import { portsOf, upstreamOf, WORKFLOW_ID_RE } from '../store/graph';
+import { configSchemaOf, portsOf, upstreamOf, WORKFLOW_ID_RE } from '../store/graph';
 import { clean, formSpec, sameJson } from './schemaForm';
 import { InspectorContext, type InspectorInfo } from './TemplateInput';
 import { fields, Markdownish, templates, widgets } from './widgets';
@@ -107,7 +107,7 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
 
   const spec = useMemo(() => {
     if (!kind) return null;
-    const base = formSpec(kind.config_schema);
+    const base = formSpec(configSchemaOf(kind));
     return kind.kind === SCHEDULE ? { ...base, uiSchema: withCron(base.uiSchema) } : base;
   }, [kind]);
 

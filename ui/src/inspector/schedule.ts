@@ -4,7 +4,7 @@
 
 import { useEffect, useState } from 'react';
 import cronstrue from 'cronstrue';
-import { ApiError, type ScheduleProblem } from '../api';
+import { ApiError, type FieldProblem } from '../api';
 
 /** Presets the cron field offers (5 fields, read in the step's zone). */
 export const CRON_PRESETS: { label: string; cron: string }[] = [
@@ -40,9 +40,9 @@ export function hasSeconds(expr: string): boolean {
 }
 
 /** The `{path, message}` problems of an `invalid_schedule` error (either transport), else []. */
-export function scheduleProblems(e: unknown): ScheduleProblem[] {
+export function scheduleProblems(e: unknown): FieldProblem[] {
   if (!(e instanceof ApiError)) return [];
-  const raw: unknown = e.problems ?? e.extra.problems;
+  const raw: unknown = e.extra.problems;
   if (!Array.isArray(raw)) return [];
   return raw
     .filter((p): p is { path?: unknown; message?: unknown } => !!p && typeof p === 'object')

@@ -3,7 +3,7 @@
 // picks template-aware inputs, key/value editors and JSON editors.
 
 import type { UiSchema } from '@rjsf/utils';
-import type { JsonSchema } from '../api';
+import type { JsonSchema } from '../store/graph';
 import { deref } from '../store/graph';
 import { humanize } from '../app/format';
 

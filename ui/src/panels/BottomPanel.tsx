@@ -2,7 +2,7 @@ import { ChevronDown, ChevronUp, CircleX, Play, TriangleAlert } from 'lucide-rea
 import { useMemo, useState } from 'react';
 import { useEditor, runFinished } from '../store/editor';
 import { excerpt, formatMs } from '../app/format';
-import { parseJson, stringifyJson, type Problem } from '../api';
+import { parseJson, stringifyJson, type ValidationProblem } from '../api';
 import { CheckTab, CheckTabMark } from '../check/CheckTab';
 import { useNav } from '../app/nav';
 
@@ -36,7 +36,7 @@ function ProblemsTab() {
         </tr>
       </thead>
       <tbody>
-        {sorted.map((p: Problem, i) => (
+        {sorted.map((p: ValidationProblem, i) => (
           <tr
             key={i}
             className={`${p.severity} ${p.step && exists.has(p.step) ? 'is-clickable' : ''}`}

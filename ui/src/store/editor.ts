@@ -11,7 +11,7 @@ import {
   parseJson,
   stringifyJson,
   type Api,
-  type Problem,
+  type ValidationProblem,
   type RunEvent,
   type RunRecord,
   type SamplePayload,
@@ -19,9 +19,10 @@ import {
   type StepKind,
   type StepRecord,
   type Template,
-  type Workflow,
+  type WithWorkflow,
   type WorkflowSummary,
 } from '../api';
+import type { Workflow } from './workflowFile';
 import {
   STEP_ID_RE,
   WORKFLOW_ID_RE,
@@ -46,8 +47,8 @@ export type BottomTab = 'problems' | 'results' | 'input' | 'check';
 export type LeftTab = 'steps' | 'workflows';
 
 export interface StepProblems {
-  errors: Problem[];
-  warnings: Problem[];
+  errors: ValidationProblem[];
+  warnings: ValidationProblem[];
   /** Messages by config path (`url`, `headers.Idempotency-Key`, `routes.0.when`). */
   fields: Record<string, string[]>;
 }
@@ -122,6 +123,12 @@ const TERMINAL = new Set(['succeeded', 'failed', 'timed_out', 'interrupted']);
 const inputKey = (id: string) => `fluxo.input.${id}`;
 const LAST_WF_KEY = 'fluxo.lastWorkflow';
 
+/**
+ * What the canvas knows of a step of the drawn run: its record, or while the run goes, what its
+ * `step_finished` event told (the status; no timing, attempts or output until the record).
+ */
+export type StepProgress = Pick<StepRecord, 'step_id' | 'kind' | 'status' | 'attempts' | 'ports'> & Partial<StepRecord>;
+
 export interface EditorState {
   api: Api | null;
   ready: boolean;
@@ -131,7 +138,7 @@ export interface EditorState {
   workflows: WorkflowSummary[];
   /** Scheduled workflows by id, with their next tick (`listSchedules`; refreshed with the list). */
   schedules: Record<string, ScheduledWorkflow>;
-  templates: Template[];
+  templates: WithWorkflow<Template>[];
   samples: SamplePayload[];
 
   meta: WorkflowMeta;
@@ -158,7 +165,7 @@ export interface EditorState {
   focus: { id: string; n: number; keepZoom?: boolean } | null;
   fitRequest: number;
 
-  problems: Problem[];
+  problems: ValidationProblem[];
   problemsByStep: Record<string, StepProblems>;
   problemEdges: Record<string, 'error' | 'warning'>;
   validation: 'idle' | 'pending' | 'done' | 'failed';
@@ -168,7 +175,7 @@ export interface EditorState {
 
   inputText: string;
   run: RunRecord | null;
-  runByStep: Record<string, StepRecord>;
+  runByStep: Record<string, StepProgress>;
   runBusy: null | 'dry' | 'live';
 
   leftTab: LeftTab;
@@ -191,7 +198,7 @@ export interface EditorState {
   refreshSchedules(): Promise<void>;
   loadWorkflow(wf: Workflow, savedId: string | null, dirty?: boolean, state?: { liveVersion: number | null; hasDraft: boolean }): void;
   openWorkflow(id: string): Promise<void>;
-  newWorkflow(template?: Template): void;
+  newWorkflow(template?: WithWorkflow<Template>): void;
   /** Save the canvas as the workflow's draft (never live: Publish makes it live). */
   save(): Promise<boolean>;
   /** Publish: save the draft first when the canvas has changes, then make it the live version. */
@@ -383,7 +390,7 @@ export const useEditor = create<EditorState>()((set, get) => {
         const [catalog, workflows, templates, samples] = await Promise.all([
           api.stepKinds(),
           api.listWorkflows(),
-          api.templates().catch(() => [] as Template[]),
+          api.templates().catch(() => [] as WithWorkflow<Template>[]),
           api.samplePayloads().catch(() => [] as SamplePayload[]),
         ]);
         set({ catalog, kinds: Object.fromEntries(catalog.map((k) => [k.kind, k])), workflows, templates, samples });
@@ -1102,7 +1109,7 @@ export const useEditor = create<EditorState>()((set, get) => {
         const cur = get();
         if (cur.run?.id !== runId) return;
         if (ev.event === 'step_finished' && ev.step_id) {
-          const rec: StepRecord = {
+          const rec: StepProgress = {
             step_id: ev.step_id,
             kind: cur.nodes.find((n) => n.id === ev.step_id)?.data.kind ?? '',
             status: ev.status as StepRecord['status'],

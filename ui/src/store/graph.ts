@@ -1,7 +1,11 @@
 // Conversion between a workflow file and the canvas graph, port rules, connection rules.
 
 import type { Edge, Node } from '@xyflow/react';
-import type { EdgeDef, JsonSchema, StepDef, StepKind, Workflow } from '../api';
+import type { StepKind } from '../api';
+import type { EdgeDef, StepDef, Workflow } from './workflowFile';
+
+/** A JSON Schema (a step kind's `config_schema`, free JSON in the document), as the config forms read it. */
+export type JsonSchema = Record<string, unknown>;
 
 /** What a canvas node carries: the step minus its id and position (those live on the node). */
 export type StepNodeData = {
@@ -173,9 +177,15 @@ export function deref(schema: JsonSchema | undefined, root: JsonSchema): JsonSch
   return s;
 }
 
+/** A step kind's `config_schema` (free JSON in the document: a JSON Schema object, else none). */
+export function configSchemaOf(kind: StepKind | undefined): JsonSchema {
+  const s = kind?.config_schema;
+  return s && typeof s === 'object' && !Array.isArray(s) ? (s as JsonSchema) : {};
+}
+
 /** A minimal config for a new step: every required field with its default or an empty value. */
 export function defaultConfig(kind: StepKind | undefined): Record<string, unknown> {
-  const root = kind?.config_schema ?? {};
+  const root = configSchemaOf(kind);
   const props = (root.properties ?? {}) as Record<string, JsonSchema>;
   const required = (root.required ?? []) as string[];
   const out: Record<string, unknown> = {};
