@@ -50,6 +50,16 @@ impl TestPg {
     /// `initdb` and start a new server. Panics (failing the test) with what to do when the
     /// binaries are missing or the server does not start.
     pub fn start() -> TestPg {
+        Self::start_with(None)
+    }
+
+    /// [`TestPg::start`] with TLS on (`ssl=on`), serving the PEM certificate chain and key
+    /// given; plain connections are still accepted (`sslmode` decides).
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> TestPg {
+        Self::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> TestPg {
         let bin = find_bin_dir().unwrap_or_else(|| {
             panic!(
                 "PostgreSQL's server binaries (initdb, pg_ctl) are not on PATH nor in \
@@ -101,12 +111,38 @@ impl TestPg {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let mut tls_opts = String::new();
+        if let Some((cert, key)) = tls {
+            // PostgreSQL refuses a key others can read: 0600, owned by the server's user.
+            let (cert_path, key_path) = (data.join("server.crt"), data.join("server.key"));
+            std::fs::write(&cert_path, cert).expect("write server.crt");
+            std::fs::write(&key_path, key).expect("write server.key");
+            std::fs::set_permissions(
+                &key_path,
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            )
+            .expect("chmod server.key");
+            if pg.as_postgres {
+                let st = Command::new("chown")
+                    .arg("postgres:postgres")
+                    .arg(&cert_path)
+                    .arg(&key_path)
+                    .status()
+                    .expect("run chown");
+                assert!(st.success(), "chown of the TLS files failed");
+            }
+            tls_opts = format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                cert_path.display(),
+                key_path.display()
+            );
+        }
         // A free port: bind, read, release. Another process may take it in between, so retry.
         let mut last = String::new();
         for _ in 0..5 {
             pg.port = free_port();
             let opts = format!(
-                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
+                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300{tls_opts}",
                 pg.port,
                 pg.root.join("sock").display()
             );
