@@ -1,10 +1,15 @@
 //! History that testers and analysts can trust (issue 15), over real HTTP on port 0:
 //! * C12: one webhook body with a duplicated member is read the same way by every surface
 //!   (the dedupe key, the router, the stored input, the list, a replay, a dry run);
+//! * C13: the event stream resumes after `Last-Event-ID` with every missed event once, in
+//!   order, and says `reset` when it cannot;
+//! * exports: `GET /runs/export` as CSV that spreadsheets open safely, and as JSON Lines.
 
 mod common;
 
-use common::server::Setup;
+use std::time::Duration;
+
+use common::server::{Setup, TestServer, TOKEN};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -124,4 +129,253 @@ async fn c12_a_duplicated_member_is_read_as_its_last_value_everywhere() {
         .await;
     assert_eq!(dry.status, 200, "{}", dry.text);
     assert_reads_b(&dry.json(), "the dry run");
+}
+
+// ---------------------------------------------------------------------------------------------
+// C13
+// ---------------------------------------------------------------------------------------------
+
+/// `manual_trigger` → `transform`: four events per run (started, two steps, finished).
+fn ticks_workflow() -> Value {
+    json!({
+        "id": "ticks",
+        "name": "ticks",
+        "version": 1,
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": {"n": "{{ input.n }}"}}}
+        ],
+        "edges": [{"from": "start", "to": "shape"}]
+    })
+}
+
+/// One server-sent event as read off the wire.
+#[derive(Debug, Clone)]
+struct Sse {
+    event: String,
+    id: Option<String>,
+    data: String,
+}
+
+impl Sse {
+    fn id(&self) -> u64 {
+        self.id
+            .as_deref()
+            .and_then(|i| i.parse().ok())
+            .unwrap_or_else(|| panic!("an event without a numeric id: {self:?}"))
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.data).expect("JSON data")
+    }
+}
+
+/// A streaming reader of `GET /api/v1/events` (the body read chunk by chunk as it arrives).
+struct EventStream {
+    resp: reqwest::Response,
+    buf: String,
+    /// The id a connection without `Last-Event-ID` starts from (its first, data-less event).
+    start: Option<u64>,
+}
+
+impl EventStream {
+    async fn open(s: &TestServer, last_event_id: Option<&str>) -> EventStream {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let mut req = client
+            .get(format!("{}/api/v1/events", s.url))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("accept", "text/event-stream");
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send().await.expect("the stream opens");
+        assert_eq!(resp.status(), 200);
+        assert!(resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
+        let mut stream = EventStream {
+            resp,
+            buf: String::new(),
+            start: None,
+        };
+        if last_event_id.is_none() {
+            let mark = stream.next().await.expect("the starting id");
+            assert!(mark.data.is_empty() && mark.event == "message", "{mark:?}");
+            stream.start = Some(mark.id());
+        }
+        stream
+    }
+
+    /// The next event (comments skipped), or None after 5 s without one.
+    async fn next(&mut self) -> Option<Sse> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let (mut event, mut id, mut data) = (String::from("message"), None, Vec::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim_start().to_string();
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim_start().to_string());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push(v.trim_start().to_string());
+                    }
+                }
+                if data.is_empty() && id.is_none() {
+                    continue; // a keep-alive comment
+                }
+                return Some(Sse {
+                    event,
+                    id,
+                    data: data.join("\n"),
+                });
+            }
+            match tokio::time::timeout(Duration::from_secs(5), self.resp.chunk()).await {
+                Ok(Ok(Some(bytes))) => self.buf.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Events until `done` says the last one read is the last wanted (at most 5 s apart).
+    async fn until(&mut self, mut done: impl FnMut(&[Sse]) -> bool) -> Vec<Sse> {
+        let mut out = Vec::new();
+        while !done(&out) {
+            match self.next().await {
+                Some(e) => out.push(e),
+                None => panic!("the stream went quiet after {} events: {out:?}", out.len()),
+            }
+        }
+        out
+    }
+}
+
+async fn run_ticks(s: &TestServer, from: u64, n: u64) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in from..from + n {
+        let a = s
+            .api(
+                Method::POST,
+                "/workflows/ticks/runs",
+                &[],
+                Some(&json!({"input": {"n": i}}).to_string()),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        ids.push(a.json()["id"].as_str().unwrap().to_string());
+    }
+    ids
+}
+
+fn finished_all(runs: &[String]) -> impl FnMut(&[Sse]) -> bool + '_ {
+    move |evs: &[Sse]| {
+        runs.iter().all(|r| {
+            evs.iter().any(|e| {
+                e.event == "run"
+                    && e.json()["event"] == "run_finished"
+                    && e.json()["run_id"] == r.as_str()
+            })
+        })
+    }
+}
+
+/// Ids one more than the previous each, starting right after `after`.
+fn assert_contiguous(evs: &[Sse], after: u64) {
+    let ids: Vec<u64> = evs.iter().map(Sse::id).collect();
+    let want: Vec<u64> = (after + 1..after + 1 + ids.len() as u64).collect();
+    assert_eq!(ids, want, "ids after {after} with no gap and no repeat");
+}
+
+/// C13: a client reads events 1..n, disconnects, runs finish meanwhile, it reconnects with
+/// `Last-Event-ID: n` and gets every event after n exactly once, in order, then the live
+/// ones with no gap; an id older than the buffer, or from another process lifetime, gets a
+/// `reset` event saying what was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c13_a_reconnecting_event_stream_loses_nothing() {
+    let s = Setup::new().workflow(ticks_workflow()).start().await;
+
+    // Events 1..n: two runs, read to their end.
+    let mut first = EventStream::open(&s, None).await;
+    let start = first.start.unwrap();
+    assert_eq!(start, s.running().state.engine().journal().last_id());
+    let runs = run_ticks(&s, 0, 2).await;
+    let seen = first.until(finished_all(&runs)).await;
+    assert!(seen.iter().all(|e| e.event == "run"), "{seen:?}");
+    assert_eq!(seen.len(), 8, "4 events per run: {seen:?}");
+    assert_contiguous(&seen, start);
+    let n = seen.last().unwrap().id();
+    drop(first);
+
+    // Disconnected: three runs start and finish.
+    let missed_runs = run_ticks(&s, 2, 3).await;
+
+    // Reconnect with Last-Event-ID: n.
+    let mut again = EventStream::open(&s, Some(&n.to_string())).await;
+    let replayed = again.until(|evs| evs.len() == 12).await;
+    assert_contiguous(&replayed, n);
+    let order: Vec<(String, String)> = replayed
+        .iter()
+        .map(|e| {
+            let j = e.json();
+            (
+                j["run_id"].as_str().unwrap().to_string(),
+                j["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (i, run) in missed_runs.iter().enumerate() {
+        let of_run: Vec<&str> = order
+            .iter()
+            .filter(|(r, _)| r == run)
+            .map(|(_, e)| e.as_str())
+            .collect();
+        assert_eq!(
+            of_run,
+            [
+                "run_started",
+                "step_finished",
+                "step_finished",
+                "run_finished"
+            ],
+            "missed run {i}"
+        );
+    }
+    // Then the live part, continuing the same ids.
+    let live_runs = run_ticks(&s, 5, 1).await;
+    let live = again.until(finished_all(&live_runs)).await;
+    assert_contiguous(&live, n + 12);
+    // Nothing else comes (no repeat of the replayed part).
+    assert!(again.next().await.is_none());
+    drop(again);
+
+    // More than the buffer (1,024 events) since n: a reset naming what was lost.
+    let buffer = fluxo::app::events::EVENT_BUFFER as u64;
+    run_ticks(&s, 6, buffer / 4 + 1).await;
+    let newest = s.running().state.engine().journal().last_id();
+    let mut old = EventStream::open(&s, Some(&n.to_string())).await;
+    let reset = old.next().await.expect("a reset event");
+    assert_eq!(reset.event, "reset", "{reset:?}");
+    assert_eq!(reset.id(), newest, "the reset carries the newest id");
+    let why = reset.json();
+    assert_eq!(why["reason"], "too_old");
+    assert_eq!(why["last_event_id"], n.to_string());
+    let oldest: u64 = why["oldest_available"].as_str().unwrap().parse().unwrap();
+    assert_eq!(oldest, newest - buffer + 1);
+    assert_eq!(why["missed"], oldest - n - 1);
+    // Then only live events, right after the reset's id.
+    let live_runs = run_ticks(&s, 9000, 1).await;
+    let live = old.until(finished_all(&live_runs)).await;
+    assert_contiguous(&live, newest);
+    drop(old);
+
+    // An id from an earlier lifetime of the server (ids only grow across restarts).
+    let mut stale = EventStream::open(&s, Some("1700000000000000007")).await;
+    let reset = stale.next().await.expect("a reset event");
+    assert_eq!(reset.event, "reset");
+    assert_eq!(reset.json()["reason"], "restarted");
+    assert!(reset.json().get("missed").is_none());
+    drop(stale);
+    // Not an id of this stream at all.
+    let mut odd = EventStream::open(&s, Some("not-an-id")).await;
+    assert_eq!(odd.next().await.unwrap().json()["reason"], "unknown");
 }

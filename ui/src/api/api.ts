@@ -96,9 +96,12 @@ export interface Api {
   previewTemplate(request: TemplatePreviewRequest): Promise<TemplatePreviewResult>;
   /**
    * Subscribe to run progress. Resolves once the subscription is live (so a run started after
-   * it cannot be missed) with the function that ends it.
+   * it cannot be missed) with the function that ends it. Over HTTP a dropped stream reconnects
+   * by itself and resumes after the last event id (`Last-Event-ID`: every missed event, once);
+   * when the server cannot resume (the missed events left its buffer of 1,024, or it
+   * restarted) `onReset` is called: reload what is shown.
    */
-  subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void>;
+  subscribeRunEvents(onEvent: (e: RunEvent) => void, onReset?: () => void): Promise<() => void>;
 
   // Run history, replay (issue 5)
   /** A page of run summaries matching the filters, newest first (`next_cursor` for the next). */

@@ -229,31 +229,60 @@ export class HttpApi implements Api {
     return token;
   }
 
-  async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
+  async subscribeRunEvents(onEvent: (e: RunEvent) => void, onReset?: () => void): Promise<() => void> {
     const ctl = new AbortController();
-    const resp = await fetch(`${this.base}/api/v1/events`, {
-      headers: { Authorization: `Bearer ${this.token}`, Accept: 'text/event-stream' },
-      signal: ctl.signal,
-    });
-    if (!resp.ok || !resp.body) throw new ApiError(`http_${resp.status}`, 'cannot open the event stream', resp.status);
-    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-    const parser = new SseParser((m) => {
-      if (m.event !== 'run') return;
-      try {
-        onEvent(parseJson(m.data) as RunEvent);
-      } catch {
-        /* ignore a malformed event */
-      }
-    });
-    void (async () => {
+    // The id of the last event received: a reconnect resumes after it (`Last-Event-ID`), and
+    // the server sends every buffered event after it, or `reset` when it cannot.
+    let lastEventId = '';
+    const open = async () => {
+      const headers: Record<string, string> = { Authorization: `Bearer ${this.token}`, Accept: 'text/event-stream' };
+      if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+      const resp = await fetch(`${this.base}/api/v1/events`, { headers, signal: ctl.signal });
+      if (!resp.ok || !resp.body) throw new ApiError(`http_${resp.status}`, 'cannot open the event stream', resp.status);
+      return resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    };
+    const pump = async (reader: ReadableStreamDefaultReader<string>) => {
+      const parser = new SseParser((m) => {
+        if (m.event === 'reset') {
+          onReset?.();
+          return;
+        }
+        if (m.event !== 'run') return;
+        try {
+          onEvent(parseJson(m.data) as RunEvent);
+        } catch {
+          /* ignore a malformed event */
+        }
+      });
       try {
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
           parser.push(value);
+          lastEventId = parser.lastEventId || lastEventId;
         }
       } catch {
-        /* aborted or dropped: the caller polls as a fallback */
+        /* aborted or dropped */
+      }
+    };
+    let reader = await open();
+    void (async () => {
+      let delay = 500;
+      while (!ctl.signal.aborted) {
+        await pump(reader);
+        // Dropped (a restart, a proxy's timeout, the network): reconnect, resuming after the
+        // last id, with a growing pause while the server cannot be reached.
+        for (;;) {
+          await new Promise((r) => setTimeout(r, delay));
+          if (ctl.signal.aborted) return;
+          try {
+            reader = await open();
+            delay = 500;
+            break;
+          } catch {
+            delay = Math.min(delay * 2, 15_000);
+          }
+        }
       }
     })();
     return () => ctl.abort();

@@ -347,8 +347,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Server-sent events of run progress
-         * @description A `text/event-stream` that stays open: one `run` event per run change, its `data` the JSON `RunEvent`; a slow consumer skips missed events and gets a `lagged` event whose `data` is how many it missed. Comments keep the connection alive.
+         * Server-sent events of run progress (resumable with Last-Event-ID)
+         * @description A `text/event-stream` that stays open: one `run` event per run change, its `data` the JSON `RunEvent`, its `id` a decimal integer that only grows (across restarts too). The server keeps the newest 1,024 events: a client that reconnects with `Last-Event-ID: <the last id it saw>` (a browser's `EventSource` does so by itself) first receives every buffered event after it, once and in order, then the live ones, with no gap between them. When the events after that id are not all buffered any more (`too_old`), the id is from an earlier run of the server (`restarted`), or it is not an id of this stream (`unknown`), the stream starts with a `reset` event instead (its `data` the `EventReset`: the reason, how many events were missed when known, the oldest id still buffered): reload what you show, then follow the live events. A consumer too slow for the live events catches up from the same buffer, or gets a `reset`. A connection without `Last-Event-ID` starts with an `id:` line and no data (the newest id so far: it fires no event, but a reconnect resumes from it). Comments keep the connection alive.
          */
         get: operations["events"];
         put?: never;
@@ -968,6 +968,27 @@ export interface components {
              * @description The last HTTP status seen, if the failure was an HTTP answer.
              */
             http_status?: number | null;
+        };
+        /**
+         * @description Why a resume from a `Last-Event-ID` is not possible: the `data` of a `reset` event. The
+         *     client should reload what it shows (the run list), then go on with the live events.
+         */
+        EventReset: {
+            /**
+             * @description `too_old` (the events after it left the buffer), `restarted` (the id is from an earlier
+             *     process lifetime: this process's events started after it), `unknown` (newer than the
+             *     newest event, or not an id of this stream).
+             */
+            reason: string;
+            /** @description The `Last-Event-ID` the client sent. */
+            last_event_id: string;
+            /**
+             * Format: int64
+             * @description How many events after it are lost, when known (`too_old`).
+             */
+            missed?: number | null;
+            /** @description The oldest event id still buffered, if any. */
+            oldest_available?: string | null;
         };
         /** @description Failed runs sharing a reason. */
         FailureGroup: {
@@ -2988,13 +3009,16 @@ export interface operations {
     events: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `id` of the last event received: resume after it. */
+                "Last-Event-ID"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The event stream (the schema is a `run` event's `data`). */
+            /** @description The event stream (the schema is a `run` event's `data`; a `reset` event's `data` is an `EventReset`). */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -257,6 +257,7 @@ export class TauriApi implements Api {
     return this.call('regenerate_token');
   }
   async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
+    // In-process events: no connection to lose, so never a reset.
     return listen<RunEvent>('run-event', (e) => onEvent(e.payload));
   }
 }

@@ -8,7 +8,7 @@ import { RunDetail } from './RunDetail';
 import { ReplayDialog } from './ReplayDialog';
 import { ResumeDialog } from './ResumeDialog';
 import { StatusChart } from './StatusChart';
-import { onRunEvent } from './events';
+import { onRunEvent, onStreamReset } from './events';
 import { download, exportName, fetchAll, toCsv } from './export';
 import { fromLocalInput, plural, shortId, toLocalInput } from './format';
 import { isResumable } from './resume';
@@ -452,8 +452,15 @@ function LiveBadge() {
         }, 1500);
       }
     });
+    // Events were lost while disconnected: what the list shows may be stale, so load it again.
+    const offReset = onStreamReset(() => {
+      const h = useHistory.getState();
+      void h.reload();
+      void h.loadStats();
+    });
     return () => {
       off();
+      offReset();
       clearTimeout(timer);
       clearTimeout(statsTimer);
     };
