@@ -379,3 +379,203 @@ async fn c13_a_reconnecting_event_stream_loses_nothing() {
     let mut odd = EventStream::open(&s, Some("not-an-id")).await;
     assert_eq!(odd.next().await.unwrap().json()["reason"], "unknown");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Exports
+// ---------------------------------------------------------------------------------------------
+
+/// `manual_trigger` → `transform` echoing the note.
+fn notes_workflow() -> Value {
+    json!({
+        "id": "notes",
+        "name": "notes",
+        "version": 1,
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": {"note": "{{ input.note }}"}}}
+        ],
+        "edges": [{"from": "start", "to": "shape"}]
+    })
+}
+
+/// CSV records of an export (the header first).
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(text.as_bytes())
+        .records()
+        .map(|r| r.expect("a CSV record").iter().map(String::from).collect())
+        .collect()
+}
+
+/// The export of a run whose input holds `=HYPERLINK("x")` and `-5`: the note cell is the text
+/// `'=HYPERLINK("x")` (never a formula) and the amount the number -5, in chosen input columns
+/// or in the default whole-input column; JSON Lines carry the summary and the whole input, one
+/// parseable object per line, across pages; bad requests are precise 400s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exports_are_safe_in_spreadsheets_and_stream_as_json_lines() {
+    let s = Setup::new().workflow(notes_workflow()).start().await;
+    let input = json!({"note": "=HYPERLINK(\"x\")", "amount": -5, "nested": {"who": "@ann"}});
+    let a = s
+        .api(
+            Method::POST,
+            "/workflows/notes/runs",
+            &[],
+            Some(&json!({ "input": input }).to_string()),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let run_id = a.json()["id"].as_str().unwrap().to_string();
+
+    // CSV with chosen input paths.
+    let csv = s
+        .api(
+            Method::GET,
+            "/runs/export?format=csv&workflow=notes&fields=input.note,input.amount,input.nested.who,input.missing",
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(csv.status, 200, "{}", csv.text);
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    let disposition = csv.header("content-disposition").unwrap();
+    assert!(
+        disposition.starts_with("attachment; filename=\"fluxo-runs-")
+            && disposition.ends_with(".csv\""),
+        "{disposition}"
+    );
+    // On the wire: RFC 4180 quoting of the neutralised text, the number bare.
+    assert!(
+        csv.text.contains(r#","'=HYPERLINK(""x"")",-5,'@ann,"#),
+        "{}",
+        csv.text
+    );
+    assert!(csv.text.ends_with("\r\n"));
+    let rows = csv_rows(&csv.text);
+    assert_eq!(rows.len(), 2, "a header and one run: {rows:?}");
+    let header = &rows[0];
+    assert_eq!(&header[..3], ["id", "workflow_id", "workflow_version"]);
+    assert_eq!(
+        &header[header.len() - 4..],
+        [
+            "input.note",
+            "input.amount",
+            "input.nested.who",
+            "input.missing"
+        ]
+    );
+    let cell = |name: &str| {
+        let i = header.iter().position(|h| h == name).unwrap();
+        rows[1][i].clone()
+    };
+    assert_eq!(cell("id"), run_id);
+    assert_eq!(cell("status"), "succeeded");
+    assert_eq!(cell("input.note"), r#"'=HYPERLINK("x")"#);
+    assert_eq!(cell("input.amount"), "-5");
+    assert_eq!(cell("input.nested.who"), "'@ann");
+    assert_eq!(cell("input.missing"), "");
+
+    // The default: one `input` column with the whole input as JSON text (safe: it starts with `{`).
+    let whole = s
+        .api(Method::GET, "/runs/export?workflow=notes", &[], None)
+        .await;
+    assert_eq!(whole.status, 200);
+    let rows = csv_rows(&whole.text);
+    assert_eq!(rows[0].last().unwrap(), "input");
+    let parsed: Value = serde_json::from_str(rows[1].last().unwrap()).unwrap();
+    assert_eq!(parsed, input);
+    // `fields=` (empty): the summary columns only.
+    let bare = s
+        .api(
+            Method::GET,
+            "/runs/export?workflow=notes&fields=",
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(csv_rows(&bare.text)[0].last().unwrap(), "resumed_by");
+    // No run matches: the header alone.
+    let none = s
+        .api(Method::GET, "/runs/export?workflow=nope", &[], None)
+        .await;
+    assert_eq!(csv_rows(&none.text).len(), 1);
+
+    // JSON Lines over several pages (500 runs a page): 505 dry runs, each line parses.
+    for i in 0..505 {
+        let d = s
+            .api(
+                Method::POST,
+                "/workflows/notes/dry-run",
+                &[],
+                Some(&json!({"input": {"note": format!("n{i}"), "amount": i}}).to_string()),
+            )
+            .await;
+        assert_eq!(d.status, 200, "{}", d.text);
+    }
+    let jsonl = s
+        .api(
+            Method::GET,
+            "/runs/export?format=jsonl&workflow=notes&mode=dry",
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(jsonl.status, 200);
+    assert_eq!(jsonl.header("content-type"), Some("application/x-ndjson"));
+    assert!(jsonl.text.ends_with('\n'));
+    let lines: Vec<Value> = jsonl
+        .text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 505);
+    let ids: std::collections::BTreeSet<&str> =
+        lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 505, "each run once");
+    // Newest first: the last dry run heads the file.
+    assert_eq!(lines[0]["input"], json!({"note": "n504", "amount": 504}));
+    assert_eq!(lines[504]["input"], json!({"note": "n0", "amount": 0}));
+    assert!(lines
+        .iter()
+        .all(|l| l["mode"] == "dry" && l["workflow_id"] == "notes"));
+    // The live run's line holds the whole input, numbers as numbers.
+    let live = s
+        .api(
+            Method::GET,
+            "/runs/export?format=jsonl&mode=live",
+            &[],
+            None,
+        )
+        .await;
+    let line: Value = serde_json::from_str(live.text.lines().next().unwrap()).unwrap();
+    assert_eq!(line["id"], run_id.as_str());
+    assert_eq!(line["input"], input);
+
+    // Precise 400s.
+    let bad = s
+        .api(Method::GET, "/runs/export?format=xlsx", &[], None)
+        .await;
+    let p = bad.problem(400, "invalid_parameter");
+    assert!(
+        p["detail"].as_str().unwrap().contains("`format`: `xlsx`"),
+        "{p}"
+    );
+    for fields in ["data.customer", "input..x", "input.a%20b"] {
+        let bad = s
+            .api(
+                Method::GET,
+                &format!("/runs/export?fields={fields}"),
+                &[],
+                None,
+            )
+            .await;
+        let p = bad.problem(400, "invalid_field");
+        assert!(p["detail"].as_str().unwrap().contains("`fields`"), "{p}");
+    }
+    let bad = s
+        .api(Method::GET, "/runs/export?status=done", &[], None)
+        .await;
+    bad.problem(400, "invalid_parameter");
+    let bad = s.api(Method::GET, "/runs/export?limit=5", &[], None).await;
+    bad.problem(400, "invalid_parameter");
+}

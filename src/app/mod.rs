@@ -18,6 +18,8 @@
 //!   the undo of a claim that could not be made durable.
 //! * [`runs`]: start, queue, list, stats, replay and resume runs.
 //! * [`events`]: the live run events, resumable after the last id a client saw.
+//! * [`export`]: the runs matching a filter as CSV (safe in spreadsheets) or JSON Lines,
+//!   streamed page by page.
 //! * [`schedules`]: next fire times of a cron expression (the editor's preview) and of each
 //!   scheduled workflow.
 //! * [`workflows`]: the workflow files (list, get, save, delete, validate; the one mapping of
@@ -41,6 +43,7 @@ pub mod catalog;
 pub mod drafts;
 pub mod error;
 pub mod events;
+pub mod export;
 pub mod hosts;
 pub mod ingest;
 pub mod memory;

@@ -15,6 +15,8 @@ import type {
   ReplayOptions,
   ReplayPreviewOptions,
   ResumeOptions,
+  ExportOptions,
+  ExportResult,
   RunPage,
   RunPreview,
   RunQuery,
@@ -108,6 +110,14 @@ export interface Api {
   listRuns(query: RunQuery): Promise<RunPage>;
   /** Counts by status per time bucket. */
   runStats(query: RunStatsQuery): Promise<RunStats>;
+  /**
+   * Export every run matching `query` (its `limit` and `cursor` ignored) with the server's one
+   * export (`GET /runs/export`): CSV that spreadsheets open safely (text that looks like a
+   * formula gets a leading `'`, numbers stay numbers) or JSON Lines. The browser saves it as a
+   * download; the desktop app writes it to the Downloads folder. `onProgress` gets the bytes
+   * received so far. Errors: `invalid_parameter`, `invalid_field` (a bad `fields` path).
+   */
+  exportRuns(query: RunQuery, options: ExportOptions, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<ExportResult>;
   /**
    * Replay a run: a new run of its input (or of `options.input`, a corrected payload) linked by
    * `replay_of` (both ways). Waits for the end and answers the new run; with `async`, answers

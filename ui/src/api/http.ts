@@ -16,6 +16,8 @@ import {
   type ReplayOptions,
   type ReplayPreviewOptions,
   type ResumeOptions,
+  type ExportOptions,
+  type ExportResult,
   type RunPage,
   type RunPreview,
   type RunQuery,
@@ -176,6 +178,41 @@ export class HttpApi implements Api {
   runStats(query: RunStatsQuery): Promise<RunStats> {
     return this.request('GET', `/runs/stats${queryString(query)}`);
   }
+  async exportRuns(query: RunQuery, options: ExportOptions, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<ExportResult> {
+    const q = { ...query, limit: undefined, cursor: undefined, format: options.format, fields: options.fields?.trim() };
+    let resp: Response;
+    try {
+      resp = await fetch(`${this.base}/api/v1/runs/export${queryString(q)}`, { headers: { Authorization: `Bearer ${this.token}` }, signal });
+    } catch (e) {
+      if ((e as Error).name === 'AbortError') throw e;
+      throw new ApiError('network', `cannot reach the Fluxo server: ${(e as Error).message}`);
+    }
+    if (!resp.ok || !resp.body) {
+      const text = await resp.text();
+      let p: { code?: string; detail?: string; title?: string } = {};
+      try {
+        p = JSON.parse(text) as typeof p;
+      } catch {
+        /* not JSON */
+      }
+      throw new ApiError(p.code ?? `http_${resp.status}`, p.detail ?? p.title ?? (text || resp.statusText), resp.status);
+    }
+    const name = /filename="([^"]+)"/.exec(resp.headers.get('content-disposition') ?? '')?.[1] ?? `fluxo-runs.${options.format}`;
+    const type = resp.headers.get('content-type') ?? 'application/octet-stream';
+    // Streamed: the parts are kept as they come (no text decoding), then saved as one file.
+    const reader = resp.body.getReader();
+    const parts: Uint8Array[] = [];
+    let bytes = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      bytes += value.length;
+      onProgress?.(bytes);
+    }
+    saveBlob(name, new Blob(parts as BlobPart[], { type }));
+    return { name, bytes };
+  }
   replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
     const body: Record<string, unknown> = { mode: options.mode ?? 'live', version: options.version ?? 'current' };
     if (options.input !== undefined) body.input = options.input;
@@ -287,6 +324,18 @@ export class HttpApi implements Api {
     })();
     return () => ctl.abort();
   }
+}
+
+/** Hand the browser a file to save (a download named `name`). */
+function saveBlob(name: string, blob: Blob): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 /** `?a=1&b=2` from the set, non-empty members of `q` (or `''`). */

@@ -210,6 +210,27 @@ export interface RunSummary {
 }
 
 /** Filters of `GET /runs` (all optional; empty strings are ignored). `since`/`until`: RFC 3339 or unix ms. */
+/** What {@link Api.exportRuns} writes. */
+export interface ExportOptions {
+  /** `csv`: the summary columns plus `fields`; `jsonl`: one JSON object per run (its summary and whole input). */
+  format: 'csv' | 'jsonl';
+  /**
+   * CSV input columns: comma-separated dot paths from `input` (`input.data.object.customer,input.amount`).
+   * Empty or absent: one `input` column holding the whole input as JSON.
+   */
+  fields?: string;
+}
+
+/** Where an export went. */
+export interface ExportResult {
+  /** The file name. */
+  name: string;
+  /** Its size in bytes. */
+  bytes: number;
+  /** The full path where the desktop app wrote it (absent in the browser: a download). */
+  path?: string;
+}
+
 export interface RunQuery {
   workflow?: string;
   status?: RunStatus | '';
