@@ -475,6 +475,24 @@ async fn exports_are_safe_in_spreadsheets_and_stream_as_json_lines() {
     assert_eq!(cell("input.nested.who"), "'@ann");
     assert_eq!(cell("input.missing"), "");
 
+    // The desktop's `export_runs` writes the same bytes into a file (`export::write_file`).
+    let dir = tempfile::tempdir().unwrap();
+    let params = fluxo::app::export::ExportParams {
+        format: Some("csv".into()),
+        fields: Some("input.note,input.amount,input.nested.who,input.missing".into()),
+        workflow: Some("notes".into()),
+        ..Default::default()
+    };
+    let plan = fluxo::app::export::plan(&params).unwrap();
+    let file = fluxo::app::export::write_file(&s.running().state, plan, dir.path())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&file.path).unwrap(), csv.text);
+    assert_eq!(file.bytes, csv.text.len() as u64);
+    assert_eq!(file.path.parent(), Some(dir.path()));
+    let name = file.path.file_name().unwrap().to_str().unwrap();
+    assert!(disposition.contains(name), "{name} in {disposition}");
+
     // The default: one `input` column with the whole input as JSON text (safe: it starts with `{`).
     let whole = s
         .api(Method::GET, "/runs/export?workflow=notes", &[], None)
