@@ -203,7 +203,13 @@ function ExportMenu() {
         Export <ChevronDown size={14} aria-hidden />
       </button>
       {open && (
-        <span className="fx-menu fx-export-menu" data-testid="export-menu">
+        <span
+          className="fx-menu fx-export-menu"
+          data-testid="export-menu"
+          // Closes when the pointer leaves, unless the columns field is being typed in.
+          onMouseLeave={(e) => !e.currentTarget.contains(document.activeElement) && setOpen(false)}
+          onKeyDown={(e) => e.key === 'Escape' && setOpen(false)}
+        >
           <label className="fx-export-fields">
             <span className="fx-muted">CSV columns from the input (empty: the whole input as JSON)</span>
             <input
