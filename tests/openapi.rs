@@ -41,6 +41,7 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/workflows/{id}/runs"),
     ("GET", "/api/v1/runs"),
     ("GET", "/api/v1/runs/stats"),
+    ("GET", "/api/v1/runs/export"),
     ("GET", "/api/v1/runs/{id}"),
     ("POST", "/api/v1/runs/{id}/replay"),
     ("POST", "/api/v1/runs/{id}/replay/preview"),
@@ -387,11 +388,19 @@ async fn openapi_documents_headers_statuses_and_security() {
     let events = op("GET", "/api/v1/events");
     assert!(events["responses"]["200"]["content"]["text/event-stream"].is_object());
 
+    // Exports: CSV or JSON Lines, as an attachment.
+    let export = op("GET", "/api/v1/runs/export");
+    for t in ["text/csv", "application/x-ndjson"] {
+        assert!(export["responses"]["200"]["content"][t].is_object(), "{t}");
+    }
+    assert!(export["responses"]["400"].is_object());
+
     // Query parameters: exactly what the handlers accept, and each of them accepted.
     for (path, sample) in [
         ("/runs", "workflow=wf1&status=succeeded&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&error=e&limit=10&cursor="),
         ("/runs/stats", "bucket=hour&since=1767225600000&until=1767312000000&workflow=wf1&status=failed&mode=live&trigger=api&key=k&q=x&error=HTTP%20500%20at%20create"),
         ("/memory/ns", "prefix=a&after=a&limit=10"),
+        ("/runs/export", "format=jsonl&fields=input.a&workflow=wf1&status=failed&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&error=e"),
     ] {
         let documented = query_params(&op("GET", &format!("/api/v1{}", path.replace("/ns", "/{namespace}"))));
         let accepted = accepted_query_fields(&s, path).await;

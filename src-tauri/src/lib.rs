@@ -80,6 +80,7 @@ pub fn run() {
             commands::runs::start_run,
             commands::runs::get_run,
             commands::runs::list_runs,
+            commands::runs::export_runs,
             commands::runs::run_stats,
             commands::runs::replay_run,
             commands::runs::preview_replay,

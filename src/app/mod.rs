@@ -17,6 +17,9 @@
 //!   transaction, the pending and recent claim caches, duplicates confirmed after a flush,
 //!   the undo of a claim that could not be made durable.
 //! * [`runs`]: start, queue, list, stats, replay and resume runs.
+//! * [`events`]: the live run events, resumable after the last id a client saw.
+//! * [`export`]: the runs matching a filter as CSV (safe in spreadsheets) or JSON Lines,
+//!   streamed page by page.
 //! * [`schedules`]: next fire times of a cron expression (the editor's preview) and of each
 //!   scheduled workflow.
 //! * [`workflows`]: the workflow files (list, get, save, delete, validate; the one mapping of
@@ -39,6 +42,8 @@
 pub mod catalog;
 pub mod drafts;
 pub mod error;
+pub mod events;
+pub mod export;
 pub mod hosts;
 pub mod ingest;
 pub mod memory;

@@ -58,7 +58,7 @@ pub async fn execute_now(
 }
 
 /// Query parameters of `GET /api/v1/runs`. An empty value is no filter.
-#[derive(Debug, Deserialize, Default, IntoParams)]
+#[derive(Debug, Clone, Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct RunsParams {

@@ -116,6 +116,7 @@ pub struct Engine {
     outbound: Arc<OutboundPolicy>,
     env: Arc<RwLock<EnvLayers>>,
     events: broadcast::Sender<RunEvent>,
+    journal: Arc<super::journal::EventJournal>,
     commit: Option<crate::store::GroupCommit>,
     children: Arc<RwLock<Option<Arc<super::children::ChildHooks>>>>,
 }
@@ -125,6 +126,7 @@ impl Engine {
     /// the `FLUXO_ENV_*` process variables as `env`.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         let (events, _) = broadcast::channel(1024);
+        let journal = Arc::new(super::journal::EventJournal::default());
         let outbound = Arc::new(OutboundPolicy::default());
         Engine {
             store,
@@ -134,6 +136,7 @@ impl Engine {
             outbound,
             env: Arc::new(RwLock::new(EnvLayers::new())),
             events,
+            journal,
             commit: None,
             children: Arc::new(RwLock::new(None)),
         }
@@ -267,6 +270,12 @@ impl Engine {
     /// Subscribe to run events.
     pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
         self.events.subscribe()
+    }
+
+    /// The journal of run events (ids, the recent ones buffered): what the event stream
+    /// resumes from ([`super::journal`]).
+    pub fn journal(&self) -> &Arc<super::journal::EventJournal> {
+        &self.journal
     }
 
     /// A new `queued` run record for `wf` (not stored).
@@ -536,10 +545,7 @@ impl Engine {
     }
 
     fn emit(&self, run: &RunRecord, event: &'static str, step: Option<&str>, status: &str) {
-        if self.events.receiver_count() == 0 {
-            return;
-        }
-        let _ = self.events.send(RunEvent {
+        let ev = RunEvent {
             event,
             run_id: run.id.clone(),
             workflow_id: run.workflow_id.clone(),
@@ -547,7 +553,11 @@ impl Engine {
             status: status.to_string(),
             mode: run.mode,
             at: Timestamp(self.clock.now_ms()),
-        });
+        };
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(ev.clone());
+        }
+        self.journal.publish(ev);
     }
 
     /// Store a live run's progress after a step with side effects

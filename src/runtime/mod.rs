@@ -3,6 +3,7 @@
 
 pub mod children;
 pub mod executor;
+pub mod journal;
 pub mod preview;
 pub mod resume;
 

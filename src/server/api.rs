@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use super::body::json_body;
 use super::error::{ApiError, ApiResult, Problem};
 use super::openapi as doc;
-use crate::app::{catalog, drafts, memory, templates, workflows, AppState};
+use crate::app::{catalog, drafts, events, memory, templates, workflows, AppState};
 
 /// Routes under `/api/v1` (token required), each with its documentation (one `routes!` per
 /// path: the handlers of its methods).
@@ -584,34 +584,54 @@ async fn step_kinds(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// `GET /events`: server-sent events, one `run` event per run change (JSON of
-/// [`crate::runtime::RunEvent`]). Slow consumers skip missed events (a `lagged` event tells).
+/// [`crate::runtime::RunEvent`]), each with an `id`; resumes after `Last-Event-ID`
+/// ([`events::stream`]).
 #[utoipa::path(
     get,
     path = "/events",
     tag = "events",
-    summary = "Server-sent events of run progress",
+    summary = "Server-sent events of run progress (resumable with Last-Event-ID)",
     description = "A `text/event-stream` that stays open: one `run` event per run change, its \
-        `data` the JSON `RunEvent`; a slow consumer skips missed events and gets a `lagged` \
-        event whose `data` is how many it missed. Comments keep the connection alive.",
+        `data` the JSON `RunEvent`, its `id` a decimal integer that only grows (across \
+        restarts too). The server keeps the newest 1,024 events: a client that reconnects with \
+        `Last-Event-ID: <the last id it saw>` (a browser's `EventSource` does so by itself) \
+        first receives every buffered event after it, once and in order, then the live ones, \
+        with no gap between them. When the events after that id are not all buffered any more \
+        (`too_old`), the id is from an earlier run of the server (`restarted`), or it is not an \
+        id of this stream (`unknown`), the stream starts with a `reset` event instead (its \
+        `data` the `EventReset`: the reason, how many events were missed when known, the \
+        oldest id still buffered): reload what you show, then follow the live events. A \
+        consumer too slow for the live events catches up from the same buffer, or gets a \
+        `reset`. A connection without `Last-Event-ID` starts with an `id:` line and no data \
+        (the newest id so far: it fires no event, but a reconnect resumes from it). Comments \
+        keep the connection alive.",
+    params(("Last-Event-ID" = Option<String>, Header, description = "The `id` of the last \
+        event received: resume after it.")),
     responses((status = 200, description = "The event stream (the schema is a `run` event's \
-        `data`).", body = crate::runtime::RunEvent, content_type = "text/event-stream")),
+        `data`; a `reset` event's `data` is an `EventReset`).", body = crate::runtime::RunEvent,
+        content_type = "text/event-stream")),
 )]
 async fn events(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
 ) -> Sse<impl futures_core::Stream<Item = Result<Event, Infallible>>> {
-    let rx = state.engine().subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        let event = match rx.recv().await {
-            Ok(ev) => Event::default()
+    let last = headers
+        .get("last-event-id")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let stream = futures_util::StreamExt::map(events::stream(&state, last.as_deref()), |d| {
+        Ok(match d {
+            events::Delivery::Run(j) => Event::default()
                 .event("run")
-                .json_data(&ev)
+                .id(j.id.to_string())
+                .json_data(&j.event)
                 .unwrap_or_default(),
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                Event::default().event("lagged").data(n.to_string())
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-        };
-        Some((Ok(event), rx))
+            events::Delivery::Reset(r) => Event::default()
+                .event("reset")
+                .id(r.id.to_string())
+                .json_data(&r)
+                .unwrap_or_default(),
+            events::Delivery::Position(id) => Event::default().id(id.to_string()),
+        })
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }

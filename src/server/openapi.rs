@@ -176,7 +176,7 @@ fn require_token(api: &mut OpenApi) {
             (`*_ms`: milliseconds, `*_s`: seconds).",
         license(name = "MIT", identifier = "MIT"),
     ),
-    components(schemas(Problem)),
+    components(schemas(Problem, crate::runtime::journal::Reset)),
     modifiers(&BearerScheme),
     tags(
         (name = "webhooks", description = "Deliveries that start runs, deduplicated at the door."),

@@ -19,6 +19,7 @@ use super::body::json_body;
 use super::error::{ApiError, ApiResult, Problem};
 use super::idempotency::{self, Begin};
 use super::openapi as doc;
+use crate::app::export::{self as export_of, ExportParams};
 use crate::app::runs::{
     execute_now, list, load_run, new_live_run, preview_bulk as preview_bulk_of,
     preview_replay as preview_replay_of, preview_resume as preview_resume_of, queue_run,
@@ -36,6 +37,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(start_run))
         .routes(routes!(list_runs))
         .routes(routes!(stats))
+        .routes(routes!(export))
         .routes(routes!(get_run))
         .routes(routes!(replay))
         .routes(routes!(preview_replay))
@@ -613,6 +615,66 @@ async fn stats(
 ) -> ApiResult<Json<Value>> {
     let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
     Ok(Json(stats_for(&state, &p).await?))
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/export",
+    tag = "runs",
+    summary = "Export the runs matching the list's filters, as CSV or JSON Lines (streamed)",
+    description = "Every run matching the filters of `GET /runs` (no paging), newest first, \
+        streamed as it is read (500 runs at a time), as an attachment. `format=csv` (default): \
+        a header row, then per run the summary columns (`id`, `workflow_id`, \
+        `workflow_version`, `status`, `mode`, `trigger`, `idempotency_key`, `created_at`, \
+        `finished_at`, `duration_ms`, `error_code`, `error_message`, `error_step`, \
+        `error_http_status`, `replay_of`, `resume_of`, `root_run_id`, `parent_run`, \
+        `fixed_by`, `resumed_by`), then one column per `fields` path (without `fields`, one \
+        `input` column with the whole input as JSON). Cells open safely in a spreadsheet: text \
+        starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'` (unless \
+        it is a plain number such as `-5`), JSON numbers are written as numbers (`-5` stays the \
+        number -5). `format=jsonl`: one JSON object per line, the run's summary plus its whole \
+        `input`. A store failure after the answer started cuts the stream (the download \
+        fails) rather than ending it short.",
+    params(ExportParams),
+    responses(
+        (status = 200, description = "The export (`Content-Disposition: attachment`).",
+            content((String = "text/csv"), (String = "application/x-ndjson")),
+            headers(("Content-Disposition" = String, description = "`attachment; \
+                filename=\"fluxo-runs-<YYYYMMDD-HHMMSS>.csv\"` (or `.jsonl`), UTC."))),
+        (status = 400, description = "`invalid_parameter`: an unknown `format` or \
+            parameter, or a bad filter value (named in `detail`); `invalid_field`: a `fields` \
+            path that does not start at `input`, has an empty segment or a space, or more than \
+            64 paths.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure before the first byte.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
+async fn export(
+    State(state): State<AppState>,
+    params: Result<Query<ExportParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(p) = params.map_err(|e| ApiError::bad_request("invalid_parameter", e.body_text()))?;
+    let plan = export_of::plan(&p)?;
+    let content_type = plan.content_type();
+    let disposition = format!(
+        "attachment; filename=\"{}\"",
+        plan.file_name(state.clock().now_ms())
+    );
+    let chunks = futures_util::StreamExt::map(export_of::stream(&state, plan), |chunk| {
+        chunk
+            .map(axum::body::Bytes::from)
+            .map_err(|e| std::io::Error::other(e.message))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+        ],
+        axum::body::Body::from_stream(chunks),
+    )
+        .into_response())
 }
 
 fn parse_bulk_body(body: Value) -> ApiResult<BulkRequest> {

@@ -309,7 +309,7 @@ test.describe.serial('run history, replay, memory and settings', () => {
     }
   });
 
-  test('exports the filtered runs as JSON and CSV', async ({ page, request }) => {
+  test('exports the filtered runs as JSON Lines and CSV (the server streams them)', async ({ page, request }) => {
     const all: { id: string }[] = [];
     let cursor = '';
     for (;;) {
@@ -322,16 +322,23 @@ test.describe.serial('run history, replay, memory and settings', () => {
     await filter(page, 'workflow', FLAKY);
 
     await page.getByTestId('export').click();
-    const [json] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-json').click()]);
-    expect(json.suggestedFilename()).toMatch(/^fluxo-runs-.*\.json$/);
-    const runs = JSON.parse(readFileSync((await json.path())!, 'utf8')) as { id: string; workflow_id: string }[];
+    const [jsonl] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-jsonl').click()]);
+    expect(jsonl.suggestedFilename()).toMatch(/^fluxo-runs-\d{8}-\d{6}\.jsonl$/);
+    const runs = readFileSync((await jsonl.path())!, 'utf8')
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as { id: string; workflow_id: string; input: unknown });
     expect(runs.map((r) => r.id)).toEqual(all.map((r) => r.id));
     expect(new Set(runs.map((r) => r.workflow_id))).toEqual(new Set([FLAKY]));
+    expect(runs.every((r) => r.input !== undefined)).toBe(true);
 
     await page.getByTestId('export').click();
     const [csv] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-csv').click()]);
+    expect(csv.suggestedFilename()).toMatch(/\.csv$/);
     const lines = readFileSync((await csv.path())!, 'utf8').trim().split('\r\n');
-    expect(lines[0]).toBe('id,workflow_id,workflow_version,status,mode,trigger,idempotency_key,replay_of,created_at,finished_at,duration_ms,error_code,error_message');
+    expect(lines[0]).toBe(
+      'id,workflow_id,workflow_version,status,mode,trigger,idempotency_key,created_at,finished_at,duration_ms,error_code,error_message,error_step,error_http_status,replay_of,resume_of,root_run_id,parent_run,fixed_by,resumed_by,input',
+    );
     expect(lines.length).toBe(all.length + 1);
     expect(lines[1].startsWith(`${all[0].id},${FLAKY},`)).toBe(true);
   });

@@ -3,10 +3,11 @@
 //! Like `POST /api/v1/workflows/{id}/dry-run`, `POST /api/v1/workflows/{id}/runs` with
 //! `Prefer: respond-async`, `GET /api/v1/runs/{id}`, `GET /api/v1/runs`,
 //! `GET /api/v1/runs/stats`, `POST /api/v1/runs/{id}/replay`, `POST /api/v1/runs/{id}/resume`,
-//! `POST /api/v1/runs/bulk` and their previews.
+//! `POST /api/v1/runs/bulk` and their previews, `GET /api/v1/runs/export`.
 
 use std::sync::Arc;
 
+use fluxo::app::export::{self, ExportFile, ExportParams};
 use fluxo::app::runs::{
     self, runnable, BulkRequest, BulkSummary, RunFilter, RunsParams, StatsParams,
 };
@@ -97,6 +98,37 @@ pub async fn list_runs(
         cursor: a.cursor,
     };
     Ok(runs::list(&state, &params).await?)
+}
+
+/// Export every run matching the history's filters (`query`; its `limit` and `cursor` are
+/// ignored) as `format` `csv` (default) or `jsonl`, with the CSV input columns `fields`
+/// (comma-separated `input…` paths; absent: the whole input in one column): the bytes of
+/// `GET /api/v1/runs/export`, written to a new file in the user's Downloads folder. Answers
+/// `{path, bytes}`; errors `invalid_parameter`, `invalid_field`, `export_failed`.
+#[tauri::command]
+pub async fn export_runs(
+    state: State<'_, AppState>,
+    query: Option<RunQueryArgs>,
+    format: Option<String>,
+    fields: Option<String>,
+) -> IpcResult<ExportFile> {
+    let a = query.unwrap_or_default();
+    let params = ExportParams {
+        format,
+        fields,
+        workflow: a.workflow,
+        status: a.status,
+        mode: a.mode,
+        trigger: a.trigger,
+        key: a.key,
+        since: instant_text(a.since),
+        until: instant_text(a.until),
+        q: a.q,
+        error: a.error,
+    };
+    let plan = export::plan(&params)?;
+    let dir = export::default_dir(&state);
+    Ok(export::write_file(&state, plan, &dir).await?)
 }
 
 /// Filters of the status chart (the UI's `RunStatsQuery`).

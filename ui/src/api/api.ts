@@ -119,6 +119,27 @@ export interface CheckOptions {
  */
 export type WithWorkflow<T extends { workflow?: unknown }> = Omit<T, 'workflow'> & { workflow: Workflow };
 
+/** What {@link Api.exportRuns} writes (the options of `GET /runs/export`). */
+export interface ExportOptions {
+  /** `csv`: the summary columns plus `fields`; `jsonl`: one JSON object per run (its summary and whole input). */
+  format: 'csv' | 'jsonl';
+  /**
+   * CSV input columns: comma-separated dot paths from `input` (`input.data.object.customer,input.amount`).
+   * Empty or absent: one `input` column holding the whole input as JSON.
+   */
+  fields?: string;
+}
+
+/** Where an export went (the browser's download or the desktop's file). */
+export interface ExportResult {
+  /** The file name. */
+  name: string;
+  /** Its size in bytes. */
+  bytes: number;
+  /** The full path where the desktop app wrote it (absent in the browser: a download). */
+  path?: string;
+}
+
 /**
  * Everything the editor asks of Fluxo. Two transports implement it: {@link HttpApi}
  * (`fluxo serve`, bearer token) and {@link TauriApi} (the desktop shell's IPC commands).
@@ -181,15 +202,26 @@ export interface Api {
   previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer>;
   /**
    * Subscribe to run progress. Resolves once the subscription is live (so a run started after
-   * it cannot be missed) with the function that ends it.
+   * it cannot be missed) with the function that ends it. Over HTTP a dropped stream reconnects
+   * by itself and resumes after the last event id (`Last-Event-ID`: every missed event, once);
+   * when the server cannot resume (the missed events left its buffer of 1,024, or it
+   * restarted) `onReset` is called: reload what is shown.
    */
-  subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void>;
+  subscribeRunEvents(onEvent: (e: RunEvent) => void, onReset?: () => void): Promise<() => void>;
 
   // Run history, replay (issue 5)
   /** A page of run summaries matching the filters, newest first (`next_cursor` for the next). */
   listRuns(query: RunQuery): Promise<RunPage>;
   /** Counts by status per time bucket. */
   runStats(query: RunStatsQuery): Promise<RunStats>;
+  /**
+   * Export every run matching `query` (its `limit` and `cursor` ignored) with the server's one
+   * export (`GET /runs/export`): CSV that spreadsheets open safely (text that looks like a
+   * formula gets a leading `'`, numbers stay numbers) or JSON Lines. The browser saves it as a
+   * download; the desktop app writes it to the Downloads folder. `onProgress` gets the bytes
+   * received so far. Errors: `invalid_parameter`, `invalid_field` (a bad `fields` path).
+   */
+  exportRuns(query: RunQuery, options: ExportOptions, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<ExportResult>;
   /**
    * Replay a run: a new run of its input (or of `options.input`, a corrected payload) linked by
    * `replay_of` (both ways). Waits for the end and answers the new run; with `async`, answers

@@ -32,6 +32,8 @@ import type {
 } from './schemas';
 import type {
   CheckOptions,
+  ExportOptions,
+  ExportResult,
   MemoryQuery,
   ReplayOptions,
   ReplayPreviewOptions,
@@ -180,6 +182,41 @@ export class HttpApi implements Api {
   runStats(query: RunStatsQuery): Promise<RunStats> {
     return this.request('GET', `/runs/stats${queryString(query)}`);
   }
+  async exportRuns(query: RunQuery, options: ExportOptions, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<ExportResult> {
+    const q = { ...query, limit: undefined, cursor: undefined, format: options.format, fields: options.fields?.trim() };
+    let resp: Response;
+    try {
+      resp = await fetch(`${this.base}/api/v1/runs/export${queryString(q)}`, { headers: { Authorization: `Bearer ${this.token}` }, signal });
+    } catch (e) {
+      if ((e as Error).name === 'AbortError') throw e;
+      throw new ApiError('network', `cannot reach the Fluxo server: ${(e as Error).message}`);
+    }
+    if (!resp.ok || !resp.body) {
+      const text = await resp.text();
+      let p: { code?: string; detail?: string; title?: string } = {};
+      try {
+        p = JSON.parse(text) as typeof p;
+      } catch {
+        /* not JSON */
+      }
+      throw new ApiError(p.code ?? `http_${resp.status}`, p.detail ?? p.title ?? (text || resp.statusText), resp.status);
+    }
+    const name = /filename="([^"]+)"/.exec(resp.headers.get('content-disposition') ?? '')?.[1] ?? `fluxo-runs.${options.format}`;
+    const type = resp.headers.get('content-type') ?? 'application/octet-stream';
+    // Streamed: the parts are kept as they come (no text decoding), then saved as one file.
+    const reader = resp.body.getReader();
+    const parts: Uint8Array[] = [];
+    let bytes = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      bytes += value.length;
+      onProgress?.(bytes);
+    }
+    saveBlob(name, new Blob(parts as BlobPart[], { type }));
+    return { name, bytes };
+  }
   replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
     const body: Record<string, unknown> = { mode: options.mode ?? 'live', version: options.version ?? 'current' };
     if (options.input !== undefined) body.input = options.input;
@@ -233,35 +270,76 @@ export class HttpApi implements Api {
     return token;
   }
 
-  async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
+  async subscribeRunEvents(onEvent: (e: RunEvent) => void, onReset?: () => void): Promise<() => void> {
     const ctl = new AbortController();
-    const resp = await fetch(`${this.base}/api/v1/events`, {
-      headers: { Authorization: `Bearer ${this.token}`, Accept: 'text/event-stream' },
-      signal: ctl.signal,
-    });
-    if (!resp.ok || !resp.body) throw new ApiError(`http_${resp.status}`, 'cannot open the event stream', resp.status);
-    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-    const parser = new SseParser((m) => {
-      if (m.event !== 'run') return;
-      try {
-        onEvent(parseJson(m.data) as RunEvent);
-      } catch {
-        /* ignore a malformed event */
-      }
-    });
-    void (async () => {
+    // The id of the last event received: a reconnect resumes after it (`Last-Event-ID`), and
+    // the server sends every buffered event after it, or `reset` when it cannot.
+    let lastEventId = '';
+    const open = async () => {
+      const headers: Record<string, string> = { Authorization: `Bearer ${this.token}`, Accept: 'text/event-stream' };
+      if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+      const resp = await fetch(`${this.base}/api/v1/events`, { headers, signal: ctl.signal });
+      if (!resp.ok || !resp.body) throw new ApiError(`http_${resp.status}`, 'cannot open the event stream', resp.status);
+      return resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    };
+    const pump = async (reader: ReadableStreamDefaultReader<string>) => {
+      const parser = new SseParser((m) => {
+        if (m.event === 'reset') {
+          onReset?.();
+          return;
+        }
+        if (m.event !== 'run') return;
+        try {
+          onEvent(parseJson(m.data) as RunEvent);
+        } catch {
+          /* ignore a malformed event */
+        }
+      });
       try {
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
           parser.push(value);
+          lastEventId = parser.lastEventId || lastEventId;
         }
       } catch {
-        /* aborted or dropped: the caller polls as a fallback */
+        /* aborted or dropped */
+      }
+    };
+    let reader = await open();
+    void (async () => {
+      let delay = 500;
+      while (!ctl.signal.aborted) {
+        await pump(reader);
+        // Dropped (a restart, a proxy's timeout, the network): reconnect, resuming after the
+        // last id, with a growing pause while the server cannot be reached.
+        for (;;) {
+          await new Promise((r) => setTimeout(r, delay));
+          if (ctl.signal.aborted) return;
+          try {
+            reader = await open();
+            delay = 500;
+            break;
+          } catch {
+            delay = Math.min(delay * 2, 15_000);
+          }
+        }
       }
     })();
     return () => ctl.abort();
   }
+}
+
+/** Hand the browser a file to save (a download named `name`). */
+function saveBlob(name: string, blob: Blob): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 /** `?a=1&b=2` from the set, non-empty members of `q` (or `''`). */

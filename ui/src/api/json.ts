@@ -32,12 +32,23 @@ function parseNumber(text: string): number | LosslessNumber {
   return isInteger(text) && !isSafeNumber(text) ? new LosslessNumber(text) : Number(text);
 }
 
-/** Parse JSON text; integers beyond 2^53 become {@link LosslessNumber}. Throws `SyntaxError` like `JSON.parse`. */
+/**
+ * A member given twice (`{"order_id":"A","order_id":"B"}`): the last one wins, as in
+ * `JSON.parse` and the engine (serde_json), so every surface reads one body the same way
+ * (handed case C12). `lossless-json` would throw here by default.
+ */
+const lastMemberWins = ({ newValue }: { newValue: unknown }) => newValue;
+
+/**
+ * Parse JSON text; integers beyond 2^53 become {@link LosslessNumber}. A member given twice
+ * keeps its last value (as `JSON.parse` and the engine do). Throws `SyntaxError` like
+ * `JSON.parse`.
+ */
 export function parseJson(text: string): unknown {
   // Fast path: no run of 16 digits anywhere, so no integer can be unsafe.
   if (!/\d{16}/.test(text)) return JSON.parse(text);
   try {
-    return parse(text, null, parseNumber);
+    return parse(text, null, { parseNumber, onDuplicateKey: lastMemberWins });
   } catch (e) {
     throw e instanceof SyntaxError ? e : new SyntaxError((e as Error).message);
   }

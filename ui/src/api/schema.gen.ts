@@ -347,8 +347,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Server-sent events of run progress
-         * @description A `text/event-stream` that stays open: one `run` event per run change, its `data` the JSON `RunEvent`; a slow consumer skips missed events and gets a `lagged` event whose `data` is how many it missed. Comments keep the connection alive.
+         * Server-sent events of run progress (resumable with Last-Event-ID)
+         * @description A `text/event-stream` that stays open: one `run` event per run change, its `data` the JSON `RunEvent`, its `id` a decimal integer that only grows (across restarts too). The server keeps the newest 1,024 events: a client that reconnects with `Last-Event-ID: <the last id it saw>` (a browser's `EventSource` does so by itself) first receives every buffered event after it, once and in order, then the live ones, with no gap between them. When the events after that id are not all buffered any more (`too_old`), the id is from an earlier run of the server (`restarted`), or it is not an id of this stream (`unknown`), the stream starts with a `reset` event instead (its `data` the `EventReset`: the reason, how many events were missed when known, the oldest id still buffered): reload what you show, then follow the live events. A consumer too slow for the live events catches up from the same buffer, or gets a `reset`. A connection without `Last-Event-ID` starts with an `id:` line and no data (the newest id so far: it fires no event, but a reconnect resumes from it). Comments keep the connection alive.
          */
         get: operations["events"];
         put?: never;
@@ -422,6 +422,26 @@ export interface paths {
         };
         /** Counts of runs by status per time bucket */
         get: operations["stats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the runs matching the list's filters, as CSV or JSON Lines (streamed)
+         * @description Every run matching the filters of `GET /runs` (no paging), newest first, streamed as it is read (500 runs at a time), as an attachment. `format=csv` (default): a header row, then per run the summary columns (`id`, `workflow_id`, `workflow_version`, `status`, `mode`, `trigger`, `idempotency_key`, `created_at`, `finished_at`, `duration_ms`, `error_code`, `error_message`, `error_step`, `error_http_status`, `replay_of`, `resume_of`, `root_run_id`, `parent_run`, `fixed_by`, `resumed_by`), then one column per `fields` path (without `fields`, one `input` column with the whole input as JSON). Cells open safely in a spreadsheet: text starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'` (unless it is a plain number such as `-5`), JSON numbers are written as numbers (`-5` stays the number -5). `format=jsonl`: one JSON object per line, the run's summary plus its whole `input`. A store failure after the answer started cuts the stream (the download fails) rather than ending it short.
+         */
+        get: operations["export"];
         put?: never;
         post?: never;
         delete?: never;
@@ -968,6 +988,27 @@ export interface components {
              * @description The last HTTP status seen, if the failure was an HTTP answer.
              */
             http_status?: number;
+        };
+        /**
+         * @description Why a resume from a `Last-Event-ID` is not possible: the `data` of a `reset` event. The
+         *     client should reload what it shows (the run list), then go on with the live events.
+         */
+        EventReset: {
+            /**
+             * @description `too_old` (the events after it left the buffer), `restarted` (the id is from an earlier
+             *     process lifetime: this process's events started after it), `unknown` (newer than the
+             *     newest event, or not an id of this stream).
+             */
+            reason: string;
+            /** @description The `Last-Event-ID` the client sent. */
+            last_event_id: string;
+            /**
+             * Format: int64
+             * @description How many events after it are lost, when known (`too_old`).
+             */
+            missed?: number | null;
+            /** @description The oldest event id still buffered, if any. */
+            oldest_available?: string | null;
         };
         /** @description Failed runs sharing a reason. */
         FailureGroup: {
@@ -3036,13 +3077,16 @@ export interface operations {
     events: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `id` of the last event received: resume after it. */
+                "Last-Event-ID"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The event stream (the schema is a `run` event's `data`). */
+            /** @description The event stream (the schema is a `run` event's `data`; a `reset` event's `data` is an `EventReset`). */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3426,6 +3470,95 @@ export interface operations {
                 };
             };
             /** @description `unavailable`: a store failure. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    export: {
+        parameters: {
+            query?: {
+                /** @description `csv` (default) or `jsonl`. */
+                format?: string;
+                /**
+                 * @description CSV columns taken from each run's input, comma-separated dot paths starting at `input`
+                 *     (`input.data.object.customer,input.amount`; a number segment indexes an array:
+                 *     `input.items.0.sku`), at most 64. Absent: one `input` column with the whole input as
+                 *     JSON. Empty: no input column.
+                 */
+                fields?: string;
+                /** @description Only runs of this workflow id. */
+                workflow?: string;
+                /** @description Only runs with this status. */
+                status?: "queued" | "running" | "succeeded" | "failed" | "timed_out" | "interrupted" | "skipped";
+                /** @description Only `live` or only `dry` runs. */
+                mode?: "live" | "dry";
+                /** @description Only runs started by this trigger. */
+                trigger?: "webhook" | "api" | "manual" | "replay" | "cli" | "resume" | "schedule" | "fan_out";
+                /** @description Only runs with exactly this idempotency (or event) key. */
+                key?: string;
+                /** @description Only runs created at or after this instant: RFC 3339, or unix milliseconds. */
+                since?: string;
+                /** @description Only runs created before this instant: RFC 3339, or unix milliseconds. */
+                until?: string;
+                /** @description Free search, as in the list: a run id, a key or a value inside the run. */
+                q?: string;
+                /** @description Only runs that failed for this reason (`HTTP 500 at create`). */
+                error?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export (`Content-Disposition: attachment`). */
+            200: {
+                headers: {
+                    /** @description `attachment; filename="fluxo-runs-<YYYYMMDD-HHMMSS>.csv"` (or `.jsonl`), UTC. */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description `invalid_parameter`: an unknown `format` or parameter, or a bad filter value (named in `detail`); `invalid_field`: a `fields` path that does not start at `input`, has an empty segment or a space, or more than 64 paths. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a store failure before the first byte. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying. */

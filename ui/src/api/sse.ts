@@ -2,6 +2,8 @@
 export interface SseMessage {
   event: string;
   data: string;
+  /** The stream's last event id as of this message (the `id:` field, kept until the next one). */
+  lastEventId: string;
 }
 
 /**
@@ -13,6 +15,8 @@ export class SseParser {
   private buf = '';
   private event = '';
   private data: string[] = [];
+  /** The last `id:` seen, even on a message without data (which sets it and fires nothing). */
+  lastEventId = '';
   constructor(private readonly onMessage: (m: SseMessage) => void) {}
 
   push(chunk: string): void {
@@ -30,7 +34,7 @@ export class SseParser {
 
   private line(line: string): void {
     if (line === '') {
-      if (this.data.length) this.onMessage({ event: this.event || 'message', data: this.data.join('\n') });
+      if (this.data.length) this.onMessage({ event: this.event || 'message', data: this.data.join('\n'), lastEventId: this.lastEventId });
       this.event = '';
       this.data = [];
       return;
@@ -42,5 +46,6 @@ export class SseParser {
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'event') this.event = value;
     else if (field === 'data') this.data.push(value);
+    else if (field === 'id' && !value.includes('\0')) this.lastEventId = value;
   }
 }

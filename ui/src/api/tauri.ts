@@ -32,6 +32,8 @@ import type {
 } from './schemas';
 import type {
   CheckOptions,
+  ExportOptions,
+  ExportResult,
   MemoryQuery,
   ReplayOptions,
   ReplayPreviewOptions,
@@ -66,6 +68,7 @@ import type { Workflow } from '../store/workflowFile';
  * | `list_schedules` | – | `ScheduledWorkflow[]` (as `GET /schedules`) |
  * | `preview_schedule` | `{cron, timezone, count}` (`timezone`/`count` may be null) | `SchedulePreview`; `invalid_schedule` with `problems: [{path, message}]` |
  * | `list_runs` | `{query: RunQuery}` | `{runs, next_cursor?}` (as `GET /runs`) |
+ * | `export_runs` | `{query: RunQuery, format, fields}` (`fields` may be null) | `{path, bytes}`: the file written to the Downloads folder (the bytes of `GET /runs/export`) |
  * | `run_stats` | `{query: RunStatsQuery}` | `{bucket_ms, buckets}` (as `GET /runs/stats`) |
  * | `replay_run` | `{id, mode, version, input, wait}` (`input`: null = the original input) | the new `RunRecord` (finished if `wait`, else queued) |
  * | `preview_replay` | `{id, version, input}` | `RunPreview` (nothing stored or sent) |
@@ -203,6 +206,16 @@ export class TauriApi implements Api {
   runStats(query: RunStatsQuery): Promise<RunStats> {
     return this.call('run_stats', { query: clean(query) });
   }
+  async exportRuns(query: RunQuery, options: ExportOptions, onProgress?: (bytes: number) => void): Promise<ExportResult> {
+    const { limit: _limit, cursor: _cursor, ...filters } = query;
+    const r = await this.call<{ path: string; bytes: number }>('export_runs', {
+      query: clean(filters),
+      format: options.format,
+      fields: options.fields?.trim() || null,
+    });
+    onProgress?.(r.bytes);
+    return { name: r.path.split(/[\\/]/).pop() ?? r.path, bytes: r.bytes, path: r.path };
+  }
   async replayRun(id: string, options: ReplayOptions): Promise<RunRecord> {
     return this.call('replay_run', {
       id,
@@ -260,6 +273,7 @@ export class TauriApi implements Api {
     return this.call('regenerate_token');
   }
   async subscribeRunEvents(onEvent: (e: RunEvent) => void): Promise<() => void> {
+    // In-process events: no connection to lose, so never a reset.
     return listen<RunEvent>('run-event', (e) => onEvent(e.payload));
   }
 }

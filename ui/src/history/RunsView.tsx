@@ -8,8 +8,7 @@ import { RunDetail } from './RunDetail';
 import { ReplayDialog } from './ReplayDialog';
 import { ResumeDialog } from './ResumeDialog';
 import { StatusChart } from './StatusChart';
-import { onRunEvent } from './events';
-import { download, exportName, fetchAll, toCsv } from './export';
+import { onRunEvent, onStreamReset } from './events';
 import { fromLocalInput, plural, shortId, toLocalInput } from './format';
 import { isResumable } from './resume';
 import { previewLine, RANGES, STATUSES, TRIGGERS, useHistory, type BulkProgress, type RangePreset } from './store';
@@ -151,20 +150,36 @@ function Filters() {
   );
 }
 
+const FIELDS_KEY = 'fluxo.export.fields';
+
+/** A size for people: `812 B`, `12.4 KB`, `3.1 MB`. */
+function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+/**
+ * Export the runs matching the filters with the server's export (`GET /runs/export`, or the
+ * desktop's `export_runs`): CSV with the input paths typed here as extra columns (the whole
+ * input in one column when empty), or JSON Lines. The formula-injection rule lives there.
+ */
 function ExportMenu() {
   const [open, setOpen] = useState(false);
+  const [fields, setFields] = useState(() => localStorage.getItem(FIELDS_KEY) ?? '');
   const [progress, setProgress] = useState<number | null>(null);
   const ctl = useRef<AbortController | null>(null);
-  const run = async (kind: 'json' | 'csv') => {
+  const run = async (format: 'csv' | 'jsonl') => {
     setOpen(false);
+    localStorage.setItem(FIELDS_KEY, fields);
     const c = new AbortController();
     ctl.current = c;
     setProgress(0);
     try {
-      const runs = await fetchAll(useHistory.getState().query, setProgress, c.signal);
-      if (kind === 'json') download(exportName('json'), 'application/json', JSON.stringify(runs, null, 2) + '\n');
-      else download(exportName('csv'), 'text/csv', toCsv(runs));
-      useEditor.getState().notify('ok', `Exported ${plural(runs.length, 'run')} as ${kind.toUpperCase()}`);
+      const api = useEditor.getState().api!;
+      const r = await api.exportRuns(useHistory.getState().query, { format, fields }, setProgress, c.signal);
+      const what = format === 'csv' ? 'CSV' : 'JSON Lines';
+      useEditor.getState().notify('ok', r.path ? `Exported the runs as ${what} to ${r.path} (${formatBytes(r.bytes)})` : `Exported the runs as ${what} (${formatBytes(r.bytes)})`);
     } catch (e) {
       if ((e as Error).name !== 'AbortError') useEditor.getState().notify('error', `Export failed: ${(e as Error).message}`);
     } finally {
@@ -175,7 +190,7 @@ function ExportMenu() {
   if (progress !== null) {
     return (
       <span className="fx-row" data-testid="export-progress">
-        <span className="fx-muted">Exporting… {progress.toLocaleString('en-US')}</span>
+        <span className="fx-muted">Exporting… {formatBytes(progress)}</span>
         <button className="fx-btn fx-btn-small" onClick={() => ctl.current?.abort()}>
           Cancel
         </button>
@@ -188,12 +203,30 @@ function ExportMenu() {
         Export <ChevronDown size={14} aria-hidden />
       </button>
       {open && (
-        <span className="fx-menu" onMouseLeave={() => setOpen(false)}>
-          <button onClick={() => void run('json')} data-testid="export-json">
-            JSON
-          </button>
-          <button onClick={() => void run('csv')} data-testid="export-csv">
+        <span
+          className="fx-menu fx-export-menu"
+          data-testid="export-menu"
+          // Closes when the pointer leaves, unless the columns field is being typed in.
+          onMouseLeave={(e) => !e.currentTarget.contains(document.activeElement) && setOpen(false)}
+          onKeyDown={(e) => e.key === 'Escape' && setOpen(false)}
+        >
+          <label className="fx-export-fields">
+            <span className="fx-muted">CSV columns from the input (empty: the whole input as JSON)</span>
+            <input
+              className="fx-input fx-mono"
+              value={fields}
+              onChange={(e) => setFields(e.target.value)}
+              placeholder="input.data.object.customer, input.amount"
+              spellCheck={false}
+              data-testid="export-fields"
+              aria-label="CSV columns from the input"
+            />
+          </label>
+          <button onClick={() => void run('csv')} data-testid="export-csv" title="Opens safely in a spreadsheet: text that looks like a formula starts with ', numbers stay numbers">
             CSV
+          </button>
+          <button onClick={() => void run('jsonl')} data-testid="export-jsonl" title="One JSON object per run: its summary and its whole input">
+            JSON Lines
           </button>
         </span>
       )}
@@ -452,8 +485,15 @@ function LiveBadge() {
         }, 1500);
       }
     });
+    // Events were lost while disconnected: what the list shows may be stale, so load it again.
+    const offReset = onStreamReset(() => {
+      const h = useHistory.getState();
+      void h.reload();
+      void h.loadStats();
+    });
     return () => {
       off();
+      offReset();
       clearTimeout(timer);
       clearTimeout(statsTimer);
     };

@@ -7,6 +7,7 @@ import { useEditor } from '../store/editor';
 type Listener = (e: RunEvent) => void;
 
 const listeners = new Set<Listener>();
+const resetListeners = new Set<() => void>();
 let stop: (() => void) | null = null;
 let starting: Promise<void> | null = null;
 
@@ -14,7 +15,10 @@ function start() {
   const api = useEditor.getState().api;
   if (!api || stop || starting) return;
   starting = api
-    .subscribeRunEvents((e) => listeners.forEach((l) => l(e)))
+    .subscribeRunEvents(
+      (e) => listeners.forEach((l) => l(e)),
+      () => resetListeners.forEach((l) => l()),
+    )
     .then((unsub) => {
       if (listeners.size) stop = unsub;
       else unsub();
@@ -38,4 +42,13 @@ export function onRunEvent(l: Listener): () => void {
       stop = null;
     }
   };
+}
+
+/**
+ * Called when the stream could not resume after a reconnect (events were lost: the server's
+ * buffer moved on, or it restarted): reload the lists. Returns the function that stops it.
+ */
+export function onStreamReset(l: () => void): () => void {
+  resetListeners.add(l);
+  return () => resetListeners.delete(l);
 }
