@@ -359,6 +359,54 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Resume or replay every failed live run matching the filters, as history's "select all
+    /// failed" does: prints what would happen; with --yes does it, executing the new runs here
+    /// with a progress bar. Dry runs are never replayed live; at most 10,000 runs.
+    Bulk(RunsBulkArgs),
+}
+
+/// `fluxo runs bulk`: the filters of `POST /runs/bulk` ([`crate::app::runs::RunFilter`]).
+#[derive(Debug, Args)]
+pub struct RunsBulkArgs {
+    #[arg(long)]
+    pub workflow: Option<String>,
+    /// failed, timed_out or interrupted (default: all three)
+    #[arg(long)]
+    pub status: Option<String>,
+    /// live or dry (dry runs are counted and excluded either way)
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// api, manual, webhook, schedule, replay, resume, fan_out, cli
+    #[arg(long)]
+    pub trigger: Option<String>,
+    /// Exact idempotency/event key.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Created at or after: RFC 3339 or unix ms.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Created before: RFC 3339 or unix ms.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// A run id, a key or a value inside the run, exact or prefix.
+    #[arg(long)]
+    pub q: Option<String>,
+    /// Only runs that failed for this reason (`HTTP 500 at create`, as history groups them).
+    #[arg(long)]
+    pub error: Option<String>,
+    /// The definition a replay runs: `current` (the workflow file) or `original` (the run's
+    /// recorded one). Resumes always run the recorded one.
+    #[arg(long, default_value = "current")]
+    pub version: String,
+    /// Where the current workflow files are.
+    #[arg(long, default_value = "workflows")]
+    pub workflows: PathBuf,
+    /// Act: start the runs and execute them (without it, only the preview is printed).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `fluxo runs list`.
@@ -730,8 +778,10 @@ fn cmd_validate(a: ValidateArgs) -> CliResult {
 }
 
 async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
+    let dir = resolve_data_dir(data_dir.clone())?;
     let store = open_store(data_dir)?;
     match c {
+        RunsCommand::Bulk(a) => cmd_runs_bulk(store, dir, a).await,
         RunsCommand::List(a) => {
             let status = a
                 .status
@@ -862,6 +912,160 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             finish_run(&store, engine.execute(&wf, new).await, json).await
         }
     }
+}
+
+/// `fluxo runs bulk`: the app's bulk preview, then (`--yes`) the bulk action over the previewed
+/// set (`until` = the preview's `as_of`) and each new run executed in this process, in order,
+/// with a progress bar on a terminal. Exit 1 when a run could not be started or a new run did
+/// not succeed.
+async fn cmd_runs_bulk(store: Arc<SledStore>, dir: PathBuf, a: RunsBulkArgs) -> CliResult {
+    use crate::app::runs::{preview_bulk, start_bulk, BulkAction, BulkRequest, RunFilter};
+    let app_err =
+        |e: crate::app::AppError| CliError::bad_input(format!("{}: {}", e.code, e.message));
+    let engine = Engine::new(
+        store.clone() as Arc<dyn Store>,
+        Arc::new(SystemClock) as Arc<dyn Clock>,
+    );
+    let workflows = workflow::dir::WorkflowDir::load(&a.workflows, engine.registry().clone())
+        .map_err(|e| {
+            CliError::bad_input(format!(
+                "cannot read workflows folder {}: {e}",
+                a.workflows.display()
+            ))
+        })?;
+    let options = crate::app::ServerOptions {
+        data_dir: Some(dir),
+        ..Default::default()
+    };
+    // The app over this data dir, without a listener or workers: the new runs are executed
+    // below, one after another. The queue's receiving end is kept (and unused) meanwhile.
+    let (state, _queue) = crate::app::AppState::open(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        engine,
+        workflows,
+        String::new(),
+        options,
+    )
+    .await
+    .map_err(|e| CliError::bad_input(format!("cannot open the app: {e}")))?;
+    let mut req = BulkRequest {
+        filter: RunFilter {
+            workflow: a.workflow,
+            status: a.status,
+            mode: a.mode,
+            trigger: a.trigger,
+            key: a.key,
+            since: a.since.map(Value::String),
+            until: a.until.map(Value::String),
+            q: a.q,
+            error: a.error,
+        },
+        version: Some(a.version),
+    };
+    let preview = preview_bulk(&state, &req).await.map_err(app_err)?;
+    let headline = format!(
+        "{} failed run{} matched: {} live ({} to resume, {} to replay, {} skipped), {} dry \
+         excluded",
+        preview.matched,
+        if preview.matched == 1 { "" } else { "s" },
+        preview.live,
+        preview.resume,
+        preview.replay,
+        preview.skipped,
+        preview.dry_excluded
+    );
+    if !a.yes {
+        if a.json {
+            println!(
+                "{}",
+                pretty(&serde_json::to_value(&preview).unwrap_or(Value::Null))
+            );
+        } else {
+            println!("{headline}");
+            println!("nothing done: add --yes to resume and replay them");
+        }
+        return Ok(EXIT_OK);
+    }
+    if !a.json {
+        println!("{headline}");
+    }
+    // Exactly the previewed set: runs that fail after the preview are not taken.
+    req.filter.until = Some(Value::String(preview.as_of.clone()));
+    let done = start_bulk(&state, &req).await.map_err(app_err)?;
+    let started: Vec<(String, String)> = done
+        .runs
+        .iter()
+        .filter(|r| matches!(r.action, BulkAction::Resume | BulkAction::Replay))
+        .filter_map(|r| Some((r.run_id.clone(), r.new_run_id.clone()?)))
+        .collect();
+    let bar = if std::io::stderr().is_terminal() && !a.json {
+        indicatif::ProgressBar::new(started.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs [{elapsed}] {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut outcomes = Vec::with_capacity(started.len());
+    for (original, new) in &started {
+        bar.set_message(new.clone());
+        crate::app::worker::execute_queued(&state, new).await;
+        let status = match store.get_run(new).await {
+            Ok(Some(r)) => r.status,
+            _ => RunStatus::Queued,
+        };
+        outcomes.push((original.clone(), new.clone(), status));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    flush(&store).await;
+    let failed = outcomes
+        .iter()
+        .filter(|(_, _, s)| *s != RunStatus::Succeeded)
+        .count();
+    if a.json {
+        let mut v = serde_json::to_value(&done).unwrap_or(Value::Null);
+        v["executed"] = serde_json::json!(outcomes
+            .iter()
+            .map(|(o, n, s)| serde_json::json!({"run_id": o, "new_run_id": n, "status": s}))
+            .collect::<Vec<_>>());
+        println!("{}", pretty(&v));
+    } else {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec!["failed run", "action", "new run", "status"]);
+        for item in &done.runs {
+            let status = outcomes
+                .iter()
+                .find(|(o, _, _)| *o == item.run_id)
+                .map(|(_, _, s)| s.to_string())
+                .or_else(|| item.reason.clone())
+                .unwrap_or_default();
+            t.add_row(vec![
+                item.run_id.clone(),
+                serde_json::to_value(item.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                item.new_run_id.clone().unwrap_or_default(),
+                status,
+            ]);
+        }
+        println!("{t}");
+        println!(
+            "{} started, {} succeeded, {} did not, {} could not be started",
+            outcomes.len(),
+            outcomes.len() - failed,
+            failed,
+            done.errors
+        );
+    }
+    Ok(if failed > 0 || done.errors > 0 {
+        EXIT_RUN_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
 /// Flush, print a finished run (or its JSON record) and answer its exit code.

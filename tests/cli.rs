@@ -550,3 +550,91 @@ fn fmt_writes_the_file_format_saves_use() {
         r#"{"id": "x", "steps": 3}"#
     );
 }
+
+/// `fluxo runs bulk`: the preview acts on nothing; `--yes` resumes every failed live run of the
+/// filter and executes the new runs here; a second pass finds them fixed and starts nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_bulk_previews_then_resumes_every_failed_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // Two events fail at `create` (nothing listens on port 9).
+    for input in [INVOICE, INVOICE_2] {
+        let o = fluxo_async(
+            &data,
+            &[
+                "run",
+                "workflows/invoice-paid-once.json",
+                "--input",
+                &format!("@{input}"),
+            ],
+            &[("FLUXO_ENV_CRM_URL", "http://127.0.0.1:9")],
+        )
+        .await;
+        assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+    }
+    let sandbox = Sandbox::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let url = sandbox.url();
+    let env = [("FLUXO_ENV_CRM_URL", url.as_str())];
+    let bulk = ["runs", "bulk", "--workflow", "invoice-paid-once"];
+
+    let preview = fluxo_async(&data, &bulk, &env).await;
+    let (out, err) = text(&preview);
+    assert_eq!(preview.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("2 failed runs matched: 2 live (2 to resume, 0 to replay, 0 skipped)"),
+        "{out}"
+    );
+    assert!(out.contains("add --yes"), "{out}");
+    assert_eq!(
+        sandbox.state().records("deals").len(),
+        0,
+        "a preview sends nothing"
+    );
+
+    let mut args = bulk.to_vec();
+    args.extend(["--yes", "--json"]);
+    let done = fluxo_async(&data, &args, &env).await;
+    let (out, err) = text(&done);
+    assert_eq!(done.status.code(), Some(0), "{out}\n{err}");
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["resume"], 2, "{summary}");
+    let executed = summary["executed"].as_array().unwrap();
+    assert_eq!(executed.len(), 2, "{summary}");
+    assert!(
+        executed.iter().all(|r| r["status"] == "succeeded"),
+        "{summary}"
+    );
+    assert_eq!(
+        sandbox.state().records("deals").len(),
+        2,
+        "one deal per event"
+    );
+
+    // The new runs are in the history, resuming the failed ones.
+    let list = fluxo_async(
+        &data,
+        &["runs", "list", "--status", "succeeded", "--json"],
+        &[],
+    )
+    .await;
+    let page: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let resumed: Vec<&serde_json::Value> = page["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["trigger"] == "resume")
+        .collect();
+    assert_eq!(resumed.len(), 2, "{page}");
+
+    // Again: both failures are fixed now; nothing is started, nothing more is sent.
+    let again = fluxo_async(&data, &args, &env).await;
+    let (out, err) = text(&again);
+    assert_eq!(again.status.code(), Some(0), "{out}\n{err}");
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["skipped"], 2, "{summary}");
+    assert_eq!(summary["executed"].as_array().unwrap().len(), 0);
+    assert_eq!(sandbox.state().records("deals").len(), 2);
+    sandbox.shutdown().await;
+}
