@@ -33,7 +33,7 @@ pub struct Problem {
     /// The validation problems, on `invalid_workflow` and `workflow_invalid` answers; the
     /// field problems (`{path, message}`) on `invalid_schedule`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, value_type = Option<Vec<super::openapi::ProblemItem>>)]
+    #[schema(nullable = false, value_type = Option<Vec<ProblemItem>>)]
     pub problems: Option<Vec<crate::workflow::Problem>>,
 }
 
@@ -182,4 +182,21 @@ impl From<crate::app::AppError> for ApiError {
             close: false,
         }
     }
+}
+
+/// A problem of a field of a request (`invalid_schedule`: `cron` or `timezone`).
+#[derive(utoipa::ToSchema, serde::Serialize)]
+pub struct FieldProblem {
+    /// The field: `cron`, `timezone`.
+    pub path: String,
+    pub message: String,
+}
+
+/// One member of a problem's `problems`: a validation problem (`invalid_workflow`,
+/// `workflow_invalid`, `invalid_json`) or a field problem (`invalid_schedule`).
+#[derive(utoipa::ToSchema, serde::Serialize)]
+#[serde(untagged)]
+pub enum ProblemItem {
+    Validation(crate::workflow::Problem),
+    Field(FieldProblem),
 }

@@ -532,23 +532,6 @@ pub struct TemplateList {
     pub templates: Vec<Template>,
 }
 
-/// A problem of a field of a request (`invalid_schedule`: `cron` or `timezone`).
-#[derive(ToSchema, serde::Serialize)]
-pub struct FieldProblem {
-    /// The field: `cron`, `timezone`.
-    pub path: String,
-    pub message: String,
-}
-
-/// One member of a problem's `problems`: a validation problem (`invalid_workflow`,
-/// `workflow_invalid`, `invalid_json`) or a field problem (`invalid_schedule`).
-#[derive(ToSchema, serde::Serialize)]
-#[serde(untagged)]
-pub enum ProblemItem {
-    Validation(ValidationProblem),
-    Field(FieldProblem),
-}
-
 /// The answer to a template preview (`POST /api/v1/templates/preview`): the rendered value, or
 /// why it does not render.
 #[derive(ToSchema)]
