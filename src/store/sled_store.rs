@@ -1550,6 +1550,20 @@ fn add_cells(deltas: &mut Deltas, s: &RunSummary, sign: i64) {
     }
 }
 
+/// The largest duration bin (that of `u64::MAX`).
+const MAX_BIN: u16 = 7_423;
+
+/// A counter's value split without decoding: runs, and the histogram's `(bin, count)` pairs
+/// as stored (10 bytes each).
+fn counter_parts(b: &[u8]) -> StoreResult<(u64, &[u8])> {
+    if b.len() < 8 || !(b.len() - 8).is_multiple_of(10) {
+        return Err(StoreError::Corrupt("run counter: bad length".into()));
+    }
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&b[..8]);
+    Ok((u64::from_be_bytes(n), &b[8..]))
+}
+
 /// A counter's value: runs, then the histogram's `(bin, count)` pairs.
 fn decode_counter(b: &[u8]) -> StoreResult<(u64, Vec<(u16, u64)>)> {
     let bad = || StoreError::Corrupt("run counter: bad length".into());
@@ -1717,6 +1731,9 @@ impl SledCore {
         out: &mut super::RunCounts,
     ) -> StoreResult<()> {
         let mut by_status: BTreeMap<(i64, &'static str), u64> = BTreeMap::new();
+        // Histograms merged into dense arrays (one slot per bin), workflow by workflow: a
+        // counter carries up to hundreds of bins, and this is where a long range spends.
+        let mut dense: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
         let kind = count_kind(&q.filter);
         for item in self
             .cells(unit, kind, lo, hi)
@@ -1727,7 +1744,7 @@ impl SledCore {
             if !q.filter.matches_cell(&c) {
                 continue;
             }
-            let (n, bins) = decode_counter(&val)?;
+            let (n, bins) = counter_parts(&val)?;
             if c.kind == b'f' {
                 let reason = utf8(c.reason)?;
                 match out.failures.get_mut(reason) {
@@ -1741,15 +1758,32 @@ impl SledCore {
             let bucket = common::bucket_start(c.unit, q.since, q.bucket_ms);
             *by_status.entry((bucket, c.status.as_str())).or_default() += n;
             if !bins.is_empty() {
-                let wf = utf8(c.workflow)?;
-                if !out.durations.contains_key(wf) {
-                    out.durations.insert(wf.to_string(), Default::default());
-                }
-                if let Some(h) = out.durations.get_mut(wf) {
-                    for (b, count) in bins {
-                        h.add_bin(b, count);
+                let slots = match dense.get_mut(c.workflow) {
+                    Some(slots) => slots,
+                    None => dense
+                        .entry(c.workflow.to_vec())
+                        .or_insert_with(|| vec![0; usize::from(MAX_BIN) + 1]),
+                };
+                for pair in bins.chunks_exact(10) {
+                    let b = usize::from(u16::from_be_bytes([pair[0], pair[1]]));
+                    let count = u64::from_be_bytes([
+                        pair[2], pair[3], pair[4], pair[5], pair[6], pair[7], pair[8], pair[9],
+                    ]);
+                    match slots.get_mut(b) {
+                        Some(slot) => *slot += count,
+                        None => {
+                            return Err(StoreError::Corrupt(format!(
+                                "run counter holds duration bin {b}"
+                            )))
+                        }
                     }
                 }
+            }
+        }
+        for (wf, slots) in dense {
+            let h = out.durations.entry(utf8(&wf)?.to_string()).or_default();
+            for (b, count) in slots.into_iter().enumerate().filter(|(_, c)| *c > 0) {
+                h.add_bin(b as u16, count);
             }
         }
         for ((bucket, status), n) in by_status {
@@ -2024,6 +2058,11 @@ mod tests {
             core.count_runs(&q).unwrap(),
             super::super::RunCounts::of_summaries(&summaries, &q),
         )
+    }
+
+    #[test]
+    fn max_bin_is_the_bin_of_the_longest_duration() {
+        assert_eq!(MAX_BIN, super::super::DurationHistogram::bin(u64::MAX));
     }
 
     /// A data dir written by an older version (no counters, runs without their value rows)
