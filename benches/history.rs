@@ -1,14 +1,21 @@
-//! Scale benchmark of the sled run indexes: first-page latency of filtered listings with a
-//! large history (it writes ~1 GB for a million runs). Figures are in the README.
+//! Scale benchmark of the sled run history: first-page latency of filtered listings, and the
+//! answers of `GET /runs/stats` (count aggregates) and of the free search `GET /runs?q=`
+//! through the functions the API calls (`app::runs::stats_for`, `app::runs::list`), with a
+//! large history. `FLUXO_SCALE_RUNS` runs (default 20,000, for CI; it writes ~1 GB for a
+//! million, in a temporary directory removed at the end). Figures are in the README ("Run
+//! history").
 //!
 //! ```text
 //! FLUXO_SCALE_RUNS=1000000 cargo bench --bench history
 //! ```
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fluxo::run::{new_run_id, Mode, RunRecord, RunStatus, Timestamp, Trigger};
-use fluxo::store::{RunQuery, RunStore, SledConfig, SledStore};
+use fluxo::app::runs::{RunsParams, StatsParams};
+use fluxo::app::{AppState, ServerOptions};
+use fluxo::run::{new_run_id, ErrorInfo, Mode, RunRecord, RunStatus, Timestamp, Trigger};
+use fluxo::store::{BatchWrite, RunQuery, RunStore, SledConfig, SledStore, Store};
 use serde_json::json;
 
 /// 2026-01-01T00:00:00Z.
@@ -21,6 +28,8 @@ fn make_run(i: usize, created: i64) -> RunRecord {
         1 => RunStatus::TimedOut,
         _ => RunStatus::Succeeded,
     };
+    // Durations from 19 ms to a few seconds (the percentiles' histogram bins).
+    let duration = 19 + ((i * 7_919) % 4_000) as u64 * (i % 3) as u64;
     RunRecord {
         id: new_run_id(created),
         workflow_id: format!("wf-{:02}", i % WORKFLOWS),
@@ -47,9 +56,15 @@ fn make_run(i: usize, created: i64) -> RunRecord {
         status,
         created_at: Timestamp(created),
         started_at: Some(Timestamp(created + 1)),
-        finished_at: Some(Timestamp(created + 20)),
-        duration_ms: Some(19),
-        error: None,
+        finished_at: Some(Timestamp(created + 1 + duration as i64)),
+        duration_ms: Some(duration),
+        error: (status != RunStatus::Succeeded).then(|| ErrorInfo {
+            code: "http_status".into(),
+            message: "POST /deals answered 500".into(),
+            step: format!("call{}", i % 3),
+            attempts: 3,
+            http_status: Some(500),
+        }),
         warnings: vec![],
         steps: vec![],
         snapshot: json!({}),
@@ -76,26 +91,79 @@ async fn time_first_page(store: &SledStore, name: &str, q: RunQuery) {
     );
 }
 
+/// Median and max of 9 answers of `GET /runs/stats` for `p`, with what it counted.
+async fn time_stats(state: &AppState, name: &str, p: impl Fn() -> StatsParams) {
+    let mut samples: Vec<Duration> = Vec::new();
+    let mut answer = json!({});
+    for _ in 0..9 {
+        let params = p();
+        let t = Instant::now();
+        answer = fluxo::app::runs::stats_for(state, &params).await.unwrap();
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    println!(
+        "stats {name:<34} total {:>8} complete {:<5} bars {:>3}  median {:>8.3} ms  max {:>8.3} ms",
+        answer["total"],
+        answer["complete"],
+        answer["buckets"].as_array().map_or(0, Vec::len),
+        samples[samples.len() / 2].as_secs_f64() * 1e3,
+        samples[samples.len() - 1].as_secs_f64() * 1e3
+    );
+}
+
+/// Median and max of 9 first pages of `GET /runs?q=` (`app::runs::list`).
+async fn time_search(state: &AppState, name: &str, q: &str) {
+    let mut samples: Vec<Duration> = Vec::new();
+    let mut n = 0;
+    for _ in 0..9 {
+        let params = RunsParams {
+            q: Some(q.to_string()),
+            ..Default::default()
+        };
+        let t = Instant::now();
+        n = fluxo::app::runs::list(state, &params)
+            .await
+            .unwrap()
+            .runs
+            .len();
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    println!(
+        "search {name:<33} {n:>3} runs  median {:>8.3} ms  max {:>8.3} ms",
+        samples[samples.len() / 2].as_secs_f64() * 1e3,
+        samples[samples.len() - 1].as_secs_f64() * 1e3
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let total: usize = std::env::var("FLUXO_SCALE_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+        .unwrap_or(20_000);
     let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(&SledConfig::new(dir.path())).unwrap();
-    // One run every 2.6 s: 1M runs span ~30 days.
+    let store = SledStore::open(&SledConfig::new(dir.path().join("store"))).unwrap();
+    // One run every 2.6 s: 1M runs span ~30 days. Written in batches of 512, as the group
+    // commit writes them.
     let step = 2_600;
     let t = Instant::now();
-    for i in 0..total {
-        store
-            .put_run(&make_run(i, T0 + i as i64 * step))
-            .await
-            .unwrap();
+    let mut i = 0;
+    while i < total {
+        let end = (i + 512).min(total);
+        let writes = (i..end)
+            .map(|i| BatchWrite::PutRun(make_run(i, T0 + i as i64 * step)))
+            .collect();
+        for (_, r) in store.write_batch(writes).await {
+            r.unwrap();
+        }
+        i = end;
     }
+    store.flush().await.unwrap();
     let load = t.elapsed();
     println!(
-        "loaded {total} runs in {:.1} s ({:.1} µs/put_run)",
+        "loaded {total} runs in {:.1} s ({:.1} µs/run, batches of 512)",
         load.as_secs_f64(),
         load.as_secs_f64() * 1e6 / total as f64
     );
@@ -235,4 +303,89 @@ async fn main() {
         stats.len(),
         t.elapsed().as_secs_f64() * 1e3
     );
+
+    // What the API answers: `GET /runs/stats` and `GET /runs?q=`, through the functions its
+    // handlers call, on an application over this store (the system clock: "all time" runs
+    // up to now).
+    let engine = fluxo::runtime::Engine::new(
+        Arc::new(store.clone()) as Arc<dyn Store>,
+        Arc::new(fluxo::clock::SystemClock),
+    );
+    let workflows_dir = dir.path().join("workflows");
+    std::fs::create_dir_all(&workflows_dir).unwrap();
+    let workflows =
+        fluxo::workflow::dir::WorkflowDir::load(&workflows_dir, engine.registry().clone()).unwrap();
+    let (state, _queue) = AppState::open(
+        "127.0.0.1:0".parse().unwrap(),
+        engine,
+        workflows,
+        "bench-token".into(),
+        ServerOptions::default(),
+    )
+    .await
+    .unwrap();
+    let ms = |t: i64| Some(t.to_string());
+    time_stats(&state, "no filter, all time", StatsParams::default).await;
+    time_stats(&state, "workflow=, all time", || StatsParams {
+        workflow: Some("wf-07".into()),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "status=failed, all time", || StatsParams {
+        status: Some("failed".into()),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "mode=dry, all time", || StatsParams {
+        mode: Some("dry".into()),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "last hour", || StatsParams {
+        since: ms(end - 3_600_000),
+        until: ms(end),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "last 24 h", || StatsParams {
+        since: ms(end - day),
+        until: ms(end),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "last 7 days", || StatsParams {
+        since: ms(end - 7 * day),
+        until: ms(end),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "workflow=, last 7 days, hourly", || StatsParams {
+        workflow: Some("wf-03".into()),
+        since: ms(end - 7 * day),
+        until: ms(end),
+        bucket: Some("hour".into()),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "q = customer (reads the runs)", || StatsParams {
+        q: Some("cus_012345".into()),
+        ..Default::default()
+    })
+    .await;
+    time_search(&state, "q = customer id (20 runs)", "cus_012345").await;
+    time_search(
+        &state,
+        "q = invoice id (exact)",
+        &format!("in_{:08}", total / 3),
+    )
+    .await;
+    time_search(
+        &state,
+        "q = event key (exact)",
+        &format!("evt_{:08}", total / 3),
+    )
+    .await;
+    time_search(&state, "q = value prefix (broad: cus_)", "cus_").await;
+    time_search(&state, "q = run id prefix (broad)", "0").await;
+    drop(state);
 }

@@ -16,10 +16,10 @@ use fluxo::run::{
 };
 use fluxo::store::{
     sweep_once, ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome,
-    ClaimOwner, GroupCommit, IdempotencyStore, InMemoryStore, MemoryEntry, MemoryStore, PgConfig,
-    PgStore, Retention, RunQuery, RunStore, RunSummary, SledConfig, SledStore, StatsBucket, Store,
-    StoreError, StoreResult, SweepReport, WebhookClaim, WriteOptions, WriteResult,
-    LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES, SEARCH_VALUES_MAX,
+    ClaimOwner, CountFilter, CountQuery, GroupCommit, IdempotencyStore, InMemoryStore, MemoryEntry,
+    MemoryStore, PgConfig, PgStore, Retention, RunCounts, RunQuery, RunStore, RunSummary,
+    SledConfig, SledStore, StatsBucket, Store, StoreError, StoreResult, SweepReport, WebhookClaim,
+    WriteOptions, WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES, SEARCH_VALUES_MAX,
 };
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -128,6 +128,8 @@ conformance!(
     runs_filter_by_failure_reason,
     runs_scan_budget_pages_short_but_complete,
     runs_stats_by_bucket,
+    counts_equal_a_brute_force_count,
+    counts_follow_claims_batches_and_releases,
     retention_by_count_keeps_newest_finished_per_workflow,
     retention_by_age_and_both_limits,
     retention_over_many_batches,
@@ -142,6 +144,161 @@ conformance!(
     api_lease_takeover_and_abandon,
     sweep_idempotency_bounded_claims_first,
 );
+
+// ---------------------------------------------------------------------------------------------
+// Count aggregates: the brute force they must equal
+// ---------------------------------------------------------------------------------------------
+
+const MINUTE: i64 = 60_000;
+
+/// Run `i` of the count fixture: three workflows, every status, both modes, three triggers,
+/// durations below and above 128 ms, two failure reasons; created every ~7.5 min from
+/// 3 h 17 s before T0 (about 50 hours), with a few exactly on unit boundaries.
+fn count_run(i: i64) -> RunRecord {
+    let statuses = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Interrupted,
+    ];
+    let created = match i {
+        0 => T0,
+        1 => T0 + HOUR - 1,
+        2 => T0 + DAY,
+        3 => T0 + 7 * MINUTE,
+        _ => T0 - 3 * HOUR - 17_000 + i * 449_537,
+    };
+    let status = statuses[(i % 6) as usize];
+    let mut r = run(
+        &format!("c{i:04}"),
+        ["wf-a", "wf-b", "wf-c"][(i % 3) as usize],
+        status,
+        created,
+    );
+    r.mode = if i % 4 == 0 { Mode::Dry } else { Mode::Live };
+    r.trigger = [Trigger::Webhook, Trigger::Api, Trigger::Manual][((i / 3) % 3) as usize];
+    if status.is_final() {
+        let d = ((i * i * 37) % 5_000) as u64;
+        r.finished_at = Some(Timestamp(created + d as i64));
+        r.duration_ms = Some(d);
+    }
+    if matches!(status, RunStatus::Failed | RunStatus::TimedOut) {
+        r.error = Some(fluxo::run::ErrorInfo {
+            code: if i % 2 == 0 {
+                "http_status"
+            } else {
+                "deadline_exceeded"
+            }
+            .into(),
+            message: "boom".into(),
+            step: "call".into(),
+            attempts: 1,
+            http_status: (i % 2 == 0).then_some(500),
+        });
+    }
+    r
+}
+
+/// The filters the count cases try.
+fn count_filters() -> Vec<CountFilter> {
+    vec![
+        CountFilter::default(),
+        CountFilter {
+            workflow: Some("wf-b".into()),
+            ..Default::default()
+        },
+        CountFilter {
+            status: Some(RunStatus::Failed),
+            ..Default::default()
+        },
+        CountFilter {
+            mode: Some(Mode::Dry),
+            ..Default::default()
+        },
+        CountFilter {
+            trigger: Some(Trigger::Api),
+            ..Default::default()
+        },
+        CountFilter {
+            workflow: Some("wf-a".into()),
+            status: Some(RunStatus::Succeeded),
+            mode: Some(Mode::Live),
+            trigger: Some(Trigger::Webhook),
+        },
+        CountFilter {
+            workflow: Some("none".into()),
+            ..Default::default()
+        },
+    ]
+}
+
+/// Asserts that the store's counts and oldest runs equal a brute-force count of `runs` (the
+/// runs the store holds), over ranges with edges on and off unit boundaries, every chart
+/// width and every filter.
+async fn assert_counts(store: &dyn Store, runs: &[RunRecord], what: &str) {
+    let summaries: Vec<RunSummary> = runs.iter().map(RunSummary::from).collect();
+    let ranges = [
+        (T0 - 3 * HOUR - 17_000, T0 + 48 * HOUR),
+        (T0 + 37 * MINUTE + 12_005, T0 + 26 * HOUR + MINUTE + 3_000),
+        (T0 - HOUR, T0 + 5 * HOUR + 30_000),
+        (T0 + HOUR, T0 + 2 * HOUR),
+        (T0 + 7 * MINUTE, T0 + 7 * MINUTE + 1),
+        (T0 - 10 * DAY, T0 + 10 * DAY),
+        (i64::MIN, i64::MAX),
+        (T0 + DAY, T0),
+    ];
+    let widths = [
+        MINUTE,
+        5 * MINUTE,
+        15 * MINUTE,
+        HOUR,
+        3 * HOUR,
+        DAY,
+        7 * DAY,
+        0,
+        7_000,
+    ];
+    for filter in count_filters() {
+        for (since, until) in ranges {
+            for bucket_ms in widths {
+                let q = CountQuery {
+                    filter: filter.clone(),
+                    since,
+                    until,
+                    bucket_ms,
+                };
+                let got = store.count_runs(&q).await.unwrap();
+                let want = RunCounts::of_summaries(&summaries, &q);
+                assert_eq!(got, want, "{what}: {q:?}");
+            }
+        }
+        for until in [T0 - 10 * HOUR, T0, T0 + 1, T0 + 10 * HOUR, i64::MAX] {
+            let want = summaries
+                .iter()
+                .filter(|s| s.created_at.0 < until && filter.matches(s))
+                .map(|s| s.created_at.0)
+                .min();
+            assert_eq!(
+                store.oldest_run(&filter, until).await.unwrap(),
+                want,
+                "{what}: oldest {filter:?} before {until}"
+            );
+        }
+    }
+}
+
+/// The runs the store holds among `ids`, as stored.
+async fn stored(store: &dyn Store, ids: impl IntoIterator<Item = String>) -> Vec<RunRecord> {
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some(r) = store.get_run(&id).await.unwrap() {
+            out.push(r);
+        }
+    }
+    out
+}
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL only: setup and errors
@@ -1708,6 +1865,119 @@ mod cases {
             .await
             .unwrap()
             .is_empty());
+    }
+
+    // --- Count aggregates ----------------------------------------------------------------
+
+    /// The counts equal a brute-force count of the stored runs after inserts, status changes
+    /// (which move one count each), rewrites that change nothing, and retention deletes.
+    pub async fn counts_equal_a_brute_force_count(f: &Fixture) {
+        let store = &*f.store;
+        let n = 400;
+        for i in 0..n {
+            store.put_run(&count_run(i)).await.unwrap();
+        }
+        let ids: Vec<String> = (0..n).map(|i| format!("c{i:04}")).collect();
+        assert_counts(store, &stored(store, ids.clone()).await, "after inserts").await;
+
+        // Status changes: queued -> running -> succeeded or failed, with durations that move
+        // between histogram bins; a rewrite of an unchanged run.
+        for i in (0..n).filter(|i| i % 6 < 2) {
+            let mut r = count_run(i);
+            r.status = RunStatus::Running;
+            r.finished_at = None;
+            r.duration_ms = None;
+            store.put_run(&r).await.unwrap();
+            r.status = if i % 4 == 1 {
+                RunStatus::Failed
+            } else {
+                RunStatus::Succeeded
+            };
+            r.finished_at = Some(Timestamp(r.created_at.0 + 300 + i));
+            r.duration_ms = Some((300 + i) as u64);
+            if r.status == RunStatus::Failed {
+                r.error = Some(fluxo::run::ErrorInfo {
+                    code: "template_error".into(),
+                    message: "bad".into(),
+                    step: format!("step{}", i % 2),
+                    attempts: 1,
+                    http_status: None,
+                });
+            }
+            store.put_run(&r).await.unwrap();
+            store.put_run(&r).await.unwrap();
+        }
+        assert_counts(
+            store,
+            &stored(store, ids.clone()).await,
+            "after status changes",
+        )
+        .await;
+
+        // Retention removes finished runs (by count, then by age).
+        let by_count = Retention {
+            max_runs_per_workflow: Some(50),
+            max_age_ms: None,
+        };
+        assert!(store.prune_runs(&by_count, T0 + 3 * DAY).await.unwrap() > 0);
+        let left = stored(store, ids.clone()).await;
+        assert!(left.len() < n as usize);
+        assert_counts(store, &left, "after retention by count").await;
+        let by_age = Retention {
+            max_runs_per_workflow: None,
+            max_age_ms: Some(DAY),
+        };
+        store.prune_runs(&by_age, T0 + 2 * DAY).await.unwrap();
+        assert_counts(store, &stored(store, ids).await, "after retention by age").await;
+    }
+
+    /// Runs queued by webhook claims, written in batches (the group commit's path), and
+    /// removed by a released claim are counted like any other.
+    pub async fn counts_follow_claims_batches_and_releases(f: &Fixture) {
+        let store = &*f.store;
+        let mut writes = Vec::new();
+        for i in 0..60 {
+            let mut r = count_run(i);
+            r.status = RunStatus::Queued;
+            r.finished_at = None;
+            r.duration_ms = None;
+            r.error = None;
+            if i % 2 == 0 {
+                let c = claim(&r.workflow_id, &format!("k{i}"), &r.id, T0, HOUR);
+                writes.push(BatchWrite::ClaimAndEnqueue { claim: c, run: r });
+            } else {
+                writes.push(BatchWrite::PutRun(r));
+            }
+        }
+        for r in batch(store, writes).await {
+            r.unwrap();
+        }
+        let ids: Vec<String> = (0..60).map(|i| format!("c{i:04}")).collect();
+        assert_counts(store, &stored(store, ids.clone()).await, "after a batch").await;
+        // Finish some in a second batch, the same run twice in it.
+        let mut writes = Vec::new();
+        for i in (0..60).filter(|i| i % 3 == 1) {
+            let mut r = count_run(i);
+            r.status = RunStatus::Running;
+            r.finished_at = None;
+            r.duration_ms = None;
+            r.error = None;
+            writes.push(BatchWrite::PutRun(r));
+            writes.push(BatchWrite::PutRun(count_run(i)));
+        }
+        for r in batch(store, writes).await {
+            r.unwrap();
+        }
+        for i in [0, 2, 6] {
+            let r = count_run(i);
+            assert!(store
+                .release_claim(&r.workflow_id, &format!("k{i}"), &r.id)
+                .await
+                .unwrap());
+        }
+        let left = stored(store, ids).await;
+        assert_eq!(left.len(), 57);
+        assert_counts(store, &left, "after batches and releases").await;
     }
 
     // --- Retention -----------------------------------------------------------------------

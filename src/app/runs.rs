@@ -406,7 +406,8 @@ pub struct StatsParams {
     pub error: Option<String>,
 }
 
-/// Most runs one `GET /runs/stats` reads; past it the answer says `complete: false`.
+/// Most runs one `GET /runs/stats` reads when its filters include `key`, `q` or `error` (the
+/// count aggregates do not cover them); past it the answer says `complete: false`.
 pub const STATS_MAX_RUNS: usize = 200_000;
 
 /// The widths `bucket=auto` chooses from, smallest first.
@@ -426,25 +427,31 @@ const AUTO_BUCKETS: [i64; 10] = [
 /// Most bars `bucket=auto` draws.
 const AUTO_MAX_BARS: i64 = 60;
 
-/// Nearest-rank percentiles of sorted durations: `{count, p50_ms, p95_ms, p99_ms}`.
-fn percentiles(sorted: &[u64]) -> Value {
-    let at = |p: f64| {
-        let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-        sorted[rank.clamp(1, sorted.len()) - 1]
-    };
-    if sorted.is_empty() {
-        return json!({"count": 0});
+/// Nearest-rank percentiles of a duration histogram: `{count, p50_ms, p95_ms, p99_ms}` (ms;
+/// exact under 128 ms, within 0.4% above: [`crate::store::DurationHistogram`]).
+fn percentiles(h: &crate::store::DurationHistogram) -> Value {
+    match (h.percentile(50.0), h.percentile(95.0), h.percentile(99.0)) {
+        (Some(p50), Some(p95), Some(p99)) => {
+            json!({"count": h.count(), "p50_ms": p50, "p95_ms": p95, "p99_ms": p99})
+        }
+        _ => json!({"count": 0}),
     }
-    json!({"count": sorted.len(), "p50_ms": at(50.0), "p95_ms": at(95.0), "p99_ms": at(99.0)})
 }
 
 /// What `GET /runs/stats` answers for the list's filters: `{bucket_ms, since, until, buckets,
 /// total, counts, complete, duration, durations, failures}`. `total` counts every matching run
-/// in the range; `duration` and `durations` (per workflow, most runs first) are nearest-rank
-/// p50/p95/p99 of finished runs' `duration_ms`; `failures` groups failed runs by
+/// in the range and `counts` per status; `buckets` per status in bars of `bucket_ms` (aligned on
+/// the unix epoch, at most 10,000: the newest); `duration` and `durations` (per workflow, most
+/// runs first) are nearest-rank p50/p95/p99 (ms) of finished runs' `duration_ms`, exact under
+/// 128 ms and within 0.4% above (log-spaced histogram bins,
+/// [`crate::store::DurationHistogram`]); `failures` groups failed runs by
 /// [`crate::store::RunSummary::failure_reason`], most first (at most 20). Without `since` the
-/// range starts at the oldest matching run ("all time"). Reads the matching summaries through
-/// the list's indexes, at most [`STATS_MAX_RUNS`] (`complete: false` past it).
+/// range starts at the oldest matching run ("all time").
+///
+/// Filters over `workflow`, `status`, `mode`, `trigger`, `since` and `until` are answered from
+/// the store's count aggregates ([`crate::store::RunStore::count_runs`]) without reading runs,
+/// always `complete`. With `key`, `q` or `error` it reads the matching summaries through the
+/// list's indexes, at most [`STATS_MAX_RUNS`] (`complete: false` past it).
 pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
     let fixed_bucket: Option<i64> = match p.bucket.as_deref().filter(|b| !b.is_empty()) {
         None | Some("auto") => None,
@@ -473,7 +480,7 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
     };
     let mut query = list.to_query()?;
     let now = state.clock().now_ms();
-    let until = query.until.unwrap_or(now + 1);
+    let until = query.until.unwrap_or(now.saturating_add(1));
     query.until = Some(until);
     if let Some(since) = query.since {
         if since >= until {
@@ -483,7 +490,7 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
             ));
         }
         if let Some(b) = fixed_bucket {
-            if (until - since) / b > 10_000 {
+            if until.saturating_sub(since) / b > 10_000 {
                 return Err(AppError::bad_request(
                     "invalid_parameter",
                     "more than 10,000 buckets: use a larger bucket or a shorter range",
@@ -491,11 +498,13 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
             }
         }
     }
+    if query.key.is_none() && query.q.is_none() && query.error.is_none() {
+        return stats_from_counts(state, &query, until, fixed_bucket).await;
+    }
 
     // One pass over the matching runs, newest first.
     let mut seen: Vec<(i64, RunStatus)> = Vec::new();
-    let mut durations: std::collections::HashMap<String, Vec<u64>> = Default::default();
-    let mut failures: std::collections::HashMap<String, u64> = Default::default();
+    let mut counted = crate::store::RunCounts::default();
     let mut complete = true;
     loop {
         let page = state
@@ -505,12 +514,14 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
             .map_err(AppError::store)?;
         for s in &page.runs {
             seen.push((s.created_at.0, s.status));
-            if let (true, Some(d)) = (s.status.is_final(), s.duration_ms) {
-                durations.entry(s.workflow_id.clone()).or_default().push(d);
-            }
-            if let Some(r) = s.failure_reason() {
-                *failures.entry(r).or_default() += 1;
-            }
+            // Totals, durations and failures over the whole range (one bucket).
+            let whole = crate::store::CountQuery {
+                since: i64::MIN,
+                until: i64::MAX,
+                bucket_ms: 0,
+                ..Default::default()
+            };
+            counted.add_summary(s, &whole);
         }
         match page.next_cursor {
             Some(c) if seen.len() < STATS_MAX_RUNS => query.cursor = Some(c),
@@ -526,62 +537,134 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
     let since = query.since.unwrap_or_else(|| {
         seen.last()
             .map(|(t, _)| *t)
-            .unwrap_or(until - 86_400_000)
-            .min(until - 1)
+            .unwrap_or(until.saturating_sub(86_400_000))
+            .min(until.saturating_sub(1))
     });
-    let bucket_ms = fixed_bucket.unwrap_or_else(|| {
-        let span = until - since;
+    let bucket_ms = stats_bucket(fixed_bucket, since, until);
+    let drawn_since = since.max(until.saturating_sub(bucket_ms.saturating_mul(10_000)));
+    counted.buckets.clear();
+    for (t, st) in &seen {
+        if *t >= drawn_since {
+            *counted
+                .buckets
+                .entry(t - t.rem_euclid(bucket_ms))
+                .or_default()
+                .entry(st.as_str().to_string())
+                .or_default() += 1;
+        }
+    }
+    Ok(stats_json(bucket_ms, since, until, counted, complete))
+}
+
+/// The bar width: the asked one, else the smallest of [`AUTO_BUCKETS`] that draws
+/// `[since, until)` in at most [`AUTO_MAX_BARS`] bars.
+fn stats_bucket(fixed: Option<i64>, since: i64, until: i64) -> i64 {
+    fixed.unwrap_or_else(|| {
+        let span = until.saturating_sub(since);
         AUTO_BUCKETS
             .into_iter()
-            .find(|b| (span + b - 1) / b <= AUTO_MAX_BARS)
+            .find(|b| span.saturating_add(b - 1) / b <= AUTO_MAX_BARS)
             .unwrap_or(AUTO_BUCKETS[AUTO_BUCKETS.len() - 1])
-    });
-    // An explicit bucket over all time draws at most 10,000 bars (the newest).
-    let since = since.max(until - bucket_ms.saturating_mul(10_000));
-    let mut buckets: std::collections::BTreeMap<i64, std::collections::BTreeMap<String, u64>> =
-        Default::default();
-    let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
-    for (t, st) in &seen {
-        *counts.entry(st.as_str().to_string()).or_default() += 1;
-        if *t < since {
-            continue;
-        }
-        *buckets
-            .entry(t - t.rem_euclid(bucket_ms))
-            .or_default()
-            .entry(st.as_str().to_string())
-            .or_default() += 1;
-    }
-    let buckets: Vec<crate::store::StatsBucket> = buckets
+    })
+}
+
+/// `GET /runs/stats` for filters the count aggregates cover: two or three store calls, no run
+/// read (the oldest matching run when `since` is missing, the counts of the range, and the
+/// drawn part's bars when more than 10,000 bars would not fit).
+async fn stats_from_counts(
+    state: &AppState,
+    query: &RunQuery,
+    until: i64,
+    fixed_bucket: Option<i64>,
+) -> AppResult<Value> {
+    let filter = crate::store::CountFilter {
+        workflow: query.workflow.clone(),
+        status: query.status,
+        mode: query.mode,
+        trigger: query.trigger,
+    };
+    let store = state.store();
+    let since = match query.since {
+        Some(s) => s,
+        None => store
+            .oldest_run(&filter, until)
+            .await
+            .map_err(AppError::store)?
+            .unwrap_or(until.saturating_sub(86_400_000))
+            .min(until.saturating_sub(1)),
+    };
+    let bucket_ms = stats_bucket(fixed_bucket, since, until);
+    let drawn_since = since.max(until.saturating_sub(bucket_ms.saturating_mul(10_000)));
+    let count = |since, bucket_ms| crate::store::CountQuery {
+        filter: filter.clone(),
+        since,
+        until,
+        bucket_ms,
+    };
+    let counted = if drawn_since > since {
+        // Totals over the whole range (one bucket: the coarsest counters fit), bars over the
+        // drawn part.
+        let mut whole = store
+            .count_runs(&count(since, 0))
+            .await
+            .map_err(AppError::store)?;
+        let drawn = store
+            .count_runs(&count(drawn_since, bucket_ms))
+            .await
+            .map_err(AppError::store)?;
+        whole.buckets = drawn.buckets;
+        whole
+    } else {
+        store
+            .count_runs(&count(since, bucket_ms))
+            .await
+            .map_err(AppError::store)?
+    };
+    Ok(stats_json(bucket_ms, since, until, counted, true))
+}
+
+/// The JSON of `GET /runs/stats` ([`stats_for`]).
+fn stats_json(
+    bucket_ms: i64,
+    since: i64,
+    until: i64,
+    counted: crate::store::RunCounts,
+    complete: bool,
+) -> Value {
+    let total = counted.total();
+    let buckets: Vec<crate::store::StatsBucket> = counted
+        .buckets
         .into_iter()
         .map(|(start, counts)| crate::store::StatsBucket {
             start: crate::run::Timestamp(start),
             counts,
         })
         .collect();
-    let mut all: Vec<u64> = durations.values().flatten().copied().collect();
-    all.sort_unstable();
-    let mut per_wf: Vec<(String, Vec<u64>)> = durations.into_iter().collect();
-    per_wf.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+    let mut all = crate::store::DurationHistogram::default();
+    for h in counted.durations.values() {
+        all.merge(h);
+    }
+    let mut per_wf: Vec<(String, crate::store::DurationHistogram)> =
+        counted.durations.into_iter().collect();
+    per_wf.sort_by(|a, b| b.1.count().cmp(&a.1.count()).then(a.0.cmp(&b.0)));
     let per_wf: Vec<Value> = per_wf
         .into_iter()
-        .map(|(wf, mut d)| {
-            d.sort_unstable();
-            let mut v = percentiles(&d);
+        .map(|(wf, h)| {
+            let mut v = percentiles(&h);
             v["workflow_id"] = json!(wf);
             v
         })
         .collect();
-    let mut failures: Vec<(String, u64)> = failures.into_iter().collect();
+    let mut failures: Vec<(String, u64)> = counted.failures.into_iter().collect();
     failures.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     failures.truncate(20);
-    Ok(json!({
+    json!({
         "bucket_ms": bucket_ms,
         "since": crate::clock::rfc3339(since),
         "until": crate::clock::rfc3339(until),
         "buckets": buckets,
-        "total": seen.len(),
-        "counts": counts,
+        "total": total,
+        "counts": counted.counts,
         "complete": complete,
         "duration": percentiles(&all),
         "durations": per_wf,
@@ -589,7 +672,7 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
             .into_iter()
             .map(|(reason, count)| json!({"reason": reason, "count": count}))
             .collect::<Vec<_>>(),
-    }))
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use super::common::{self, page, stats, ApiDecision, Cursor, Position};
 use super::{
-    ApiBegin, ApiRecord, ApiRecordState, ClaimOutcome, IdempotencyStore, MemoryEntry, MemoryStore,
-    Retention, RunPage, RunQuery, RunStore, RunSummary, StatsBucket, Store, StoreError,
-    StoreResult, WebhookClaim, WriteOptions, WriteResult,
+    ApiBegin, ApiRecord, ApiRecordState, ClaimOutcome, CountFilter, CountQuery, IdempotencyStore,
+    MemoryEntry, MemoryStore, Retention, RunCounts, RunPage, RunQuery, RunStore, RunSummary,
+    StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -335,6 +335,35 @@ impl RunStore for InMemoryStore {
             }
         }
         Ok(doomed.iter().filter(|id| inner.remove_run(id)).count())
+    }
+
+    /// [`super::RunStore::count_runs`] by scanning the runs created in the range (this store
+    /// is for tests: no counters, the same answers).
+    async fn count_runs(&self, q: &CountQuery) -> StoreResult<RunCounts> {
+        let inner = self.lock();
+        if q.since >= q.until {
+            return Ok(RunCounts::default());
+        }
+        let range = (
+            Bound::Included((q.since, String::new())),
+            Bound::Excluded((q.until, String::new())),
+        );
+        let summaries: Vec<RunSummary> = inner
+            .runs_by_created
+            .range(range)
+            .filter_map(|(_, id)| inner.runs.get(id).map(RunSummary::from))
+            .collect();
+        Ok(RunCounts::of_summaries(&summaries, q))
+    }
+
+    async fn oldest_run(&self, filter: &CountFilter, until: i64) -> StoreResult<Option<i64>> {
+        let inner = self.lock();
+        Ok(inner
+            .runs_by_created
+            .range((Bound::Unbounded, Bound::Excluded((until, String::new()))))
+            .filter_map(|(_, id)| inner.runs.get(id))
+            .find(|r| filter.matches(&RunSummary::from(*r)))
+            .map(|r| r.created_at.0))
     }
 }
 

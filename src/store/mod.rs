@@ -30,6 +30,7 @@
 
 pub mod commit;
 mod common;
+pub mod counts;
 pub mod mem_store;
 /// The PostgreSQL backend ([`PgStore`]) and its pool settings ([`PgConfig`]).
 pub mod postgres;
@@ -42,6 +43,7 @@ use serde_json::Value;
 use crate::run::{Mode, RunRecord, RunStatus, Timestamp, Trigger};
 
 pub use commit::GroupCommit;
+pub use counts::{CountFilter, CountQuery, DurationHistogram, RunCounts};
 pub use mem_store::InMemoryStore;
 pub use postgres::{PgConfig, PgStore};
 pub use sled_store::{SledConfig, SledStore};
@@ -323,16 +325,29 @@ impl RunSummary {
     /// ([`RunQuery::error`]): `HTTP 500 at create` when the error was an HTTP answer, else
     /// `<code> at <step>` (`template_error at boom`); `None` without an error.
     pub fn failure_reason(&self) -> Option<String> {
-        let code = self.error_code.as_deref()?;
-        let what = match self.error_http_status {
-            Some(h) => format!("HTTP {h}"),
-            None => code.to_string(),
-        };
-        Some(match self.error_step.as_deref().filter(|s| !s.is_empty()) {
-            Some(step) => format!("{what} at {step}"),
-            None => what,
-        })
+        failure_reason(
+            self.error_code.as_deref(),
+            self.error_http_status,
+            self.error_step.as_deref(),
+        )
     }
+}
+
+/// [`RunSummary::failure_reason`] from its parts (a backend that reads them as columns).
+pub(crate) fn failure_reason(
+    code: Option<&str>,
+    http_status: Option<u16>,
+    step: Option<&str>,
+) -> Option<String> {
+    let code = code?;
+    let what = match http_status {
+        Some(h) => format!("HTTP {h}"),
+        None => code.to_string(),
+    };
+    Some(match step.filter(|s| !s.is_empty()) {
+        Some(step) => format!("{what} at {step}"),
+        None => what,
+    })
 }
 
 impl From<&RunRecord> for RunSummary {
@@ -507,6 +522,15 @@ pub trait RunStore: Send + Sync {
     /// Apply retention; never removes a `queued` or `running` run. Streams over the indexes.
     /// Returns how many runs were removed.
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize>;
+    /// The count aggregates of the runs matching `q.filter` created in `[q.since, q.until)`:
+    /// per chart bucket and status, per status, duration histograms per workflow and failures
+    /// by reason ([`counts`] says how each backend keeps them; sled answers from counters
+    /// maintained with the runs, without reading them). Exact, except that a percentile read
+    /// from a [`DurationHistogram`] is within 0.4% above 128 ms.
+    async fn count_runs(&self, q: &CountQuery) -> StoreResult<RunCounts>;
+    /// `created_at` (UTC unix ms) of the oldest run matching `filter` created before `until`;
+    /// `None` when there is none.
+    async fn oldest_run(&self, filter: &CountFilter, until: i64) -> StoreResult<Option<i64>>;
 }
 
 // ---------------------------------------------------------------------------------------------

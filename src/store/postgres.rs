@@ -605,20 +605,7 @@ impl RunStore for PgStore {
             return Ok(stats(buckets));
         }
         let mut b = QueryBuilder::<Postgres>::new("SELECT ");
-        if bucket_ms <= 0 {
-            b.push_bind(since).push("::bigint");
-        } else {
-            // created_at - rem_euclid(created_at, bucket_ms)
-            b.push("created_at - (CASE WHEN mod(created_at, ")
-                .push_bind(bucket_ms)
-                .push(") < 0 THEN mod(created_at, ")
-                .push_bind(bucket_ms)
-                .push(") + ")
-                .push_bind(bucket_ms)
-                .push(" ELSE mod(created_at, ")
-                .push_bind(bucket_ms)
-                .push(") END)");
-        }
+        push_bucket(&mut b, since, bucket_ms);
         b.push(" AS bucket, status, count(*) AS n FROM runs WHERE created_at >= ")
             .push_bind(since)
             .push(" AND created_at < ")
@@ -644,6 +631,78 @@ impl RunStore for PgStore {
                 .or_default() += u64::try_from(n).unwrap_or(0);
         }
         Ok(stats(buckets))
+    }
+
+    /// [`super::RunStore::count_runs`]: one `GROUP BY` over the runs of the range (by chart
+    /// bucket, status, workflow, duration and failure parts), folded by the shared rules. Exact
+    /// and consistent with the runs by construction; it reads every matching row.
+    async fn count_runs(&self, q: &super::CountQuery) -> StoreResult<super::RunCounts> {
+        let mut out = super::RunCounts::default();
+        if q.since >= q.until {
+            return Ok(out);
+        }
+        if let Some(wf) = &q.filter.workflow {
+            common::check_ident("workflow id", wf)?;
+        }
+        let mut b = QueryBuilder::<Postgres>::new("SELECT ");
+        push_bucket(&mut b, q.since, q.bucket_ms);
+        b.push(
+            " AS bucket, status, workflow_id, (summary->>'duration_ms')::bigint AS duration, \
+             summary->>'error_code' AS code, (summary->>'error_http_status')::int AS http, \
+             summary->>'error_step' AS step, count(*) AS n FROM runs WHERE created_at >= ",
+        )
+        .push_bind(q.since)
+        .push(" AND created_at < ")
+        .push_bind(q.until);
+        push_count_filter(&mut b, &q.filter);
+        b.push(" GROUP BY 1, 2, 3, 4, 5, 6, 7");
+        let rows = b.build().fetch_all(&self.pool).await.map_err(db)?;
+        for row in rows {
+            let bucket: i64 = row.try_get("bucket").map_err(db)?;
+            let status: String = row.try_get("status").map_err(db)?;
+            let workflow: String = row.try_get("workflow_id").map_err(db)?;
+            let duration: Option<i64> = row.try_get("duration").map_err(db)?;
+            let code: Option<String> = row.try_get("code").map_err(db)?;
+            let http: Option<i32> = row.try_get("http").map_err(db)?;
+            let step: Option<String> = row.try_get("step").map_err(db)?;
+            let n = u64::try_from(row.try_get::<i64, _>("n").map_err(db)?).unwrap_or(0);
+            let status = RunStatus::parse(&status).ok_or_else(|| {
+                StoreError::Corrupt(format!("a run row holds unknown status `{status}`"))
+            })?;
+            out.add_status(bucket, status, n);
+            if let (true, Some(d)) = (status.is_final(), duration) {
+                out.durations
+                    .entry(workflow)
+                    .or_default()
+                    .record(u64::try_from(d).unwrap_or(0), n);
+            }
+            let http = http.and_then(|h| u16::try_from(h).ok());
+            if let Some(r) = super::failure_reason(code.as_deref(), http, step.as_deref()) {
+                *out.failures.entry(r).or_default() += n;
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`super::RunStore::oldest_run`]: the first row of the filter's index.
+    async fn oldest_run(
+        &self,
+        filter: &super::CountFilter,
+        until: i64,
+    ) -> StoreResult<Option<i64>> {
+        if let Some(wf) = &filter.workflow {
+            common::check_ident("workflow id", wf)?;
+        }
+        let mut b =
+            QueryBuilder::<Postgres>::new("SELECT min(created_at) FROM runs WHERE created_at < ");
+        b.push_bind(until);
+        push_count_filter(&mut b, filter);
+        let min: Option<i64> = b
+            .build_query_scalar::<Option<i64>>()
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(min)
     }
 
     /// [`super::RunStore::prune_runs`]: ranks each workflow's finished runs by the retention
@@ -1348,6 +1407,40 @@ impl Filters<'_> {
 
 /// `(col >= q AND col < successor(q))`: a prefix as an index range that a generic plan can
 /// use too.
+/// The chart bucket of `created_at`: aligned on multiples of `bucket_ms` since the epoch
+/// (`created_at - rem_euclid(created_at, bucket_ms)`), or `since` when `bucket_ms <= 0`.
+fn push_bucket(b: &mut QueryBuilder<'_, Postgres>, since: i64, bucket_ms: i64) {
+    if bucket_ms <= 0 {
+        b.push_bind(since).push("::bigint");
+    } else {
+        b.push("created_at - (CASE WHEN mod(created_at, ")
+            .push_bind(bucket_ms)
+            .push(") < 0 THEN mod(created_at, ")
+            .push_bind(bucket_ms)
+            .push(") + ")
+            .push_bind(bucket_ms)
+            .push(" ELSE mod(created_at, ")
+            .push_bind(bucket_ms)
+            .push(") END)");
+    }
+}
+
+/// ` AND …` for every set filter of a count.
+fn push_count_filter(b: &mut QueryBuilder<'_, Postgres>, f: &super::CountFilter) {
+    if let Some(wf) = &f.workflow {
+        b.push(" AND workflow_id = ").push_bind(wf.clone());
+    }
+    if let Some(st) = f.status {
+        b.push(" AND status = ").push_bind(st.as_str());
+    }
+    if let Some(m) = f.mode {
+        b.push(" AND mode = ").push_bind(m.as_str());
+    }
+    if let Some(t) = f.trigger {
+        b.push(" AND trigger = ").push_bind(t.as_str());
+    }
+}
+
 fn push_prefix(b: &mut QueryBuilder<'_, Postgres>, col: &str, q: &str) {
     b.push("(").push(col).push(" >= ").push_bind(q.to_string());
     match str_successor(q) {

@@ -21,6 +21,7 @@
 //! | `runs_by_finish` | workflow 0x00 ts(finished_at) id (finished runs only) | empty |
 //! | `runs_by_value` | value 0x00 ts(created_at) id (the free search's values, [`super::SEARCH_VALUES_MAX`]) | empty |
 //! | `run_values` | run id | the run's indexed values, a JSON array (absent when none) |
+//! | `run_counts` | unit 0x00… see below | a counter: runs (u64) and their duration histogram |
 //! | `webhook_claims` | workflow 0x00 key | [`WebhookClaim`] |
 //! | `webhook_claims_expiry` | ts(expires_at) workflow 0x00 key | empty |
 //! | `api_records` | scope 0x00 key | [`ApiRecord`] |
@@ -31,6 +32,23 @@
 //! format. (UUIDv7 ids are stamped from a process-wide monotonic context, so their embedded time
 //! can run ahead of `created_at`; the index does not rely on it.) The status stored as the value
 //! of `runs_by_created`/`runs_by_workflow` lets `run_stats` count without reading summaries.
+//!
+//! # Count aggregates (`run_counts`, [`super::counts`])
+//!
+//! A counter per cell: key `level kind ts(unit start) status 0x00 workflow 0x00 mode 0x00
+//! trigger`, with `level` `d`/`h`/`m` (a UTC day, hour, minute) and `kind` `c`; value: the runs
+//! created in the unit (u64, big-endian), then the duration histogram of the finished ones as
+//! `(bin u16, count u64)` pairs, big-endian, bins ascending ([`super::DurationHistogram`]).
+//! Kind `r` is the same rolled up over mode and trigger (key `level r ts status 0x00
+//! workflow`): what a count without a mode or trigger filter reads, a few times fewer rows. A
+//! failed run also counts in a kind `f` cell whose key goes on with `0x00 failure reason`
+//! (value: the u64 alone). A counter that falls to zero is removed. Every change of a run's
+//! summary (insert, status change, deletion by retention or a released claim) moves its cells
+//! in the same transaction. The key `0x00 built` marks counters complete: a store written by an
+//! older version has none, and they are built from the summaries when it is opened (runs stored
+//! before the value index `runs_by_value` existed get their value rows in the same pass).
+//! Downgrading is not supported: a store written by an older version *after* this one drops its
+//! counters' accuracy (remove the `run_counts` tree to rebuild them).
 //!
 //! # Atomicity
 //!
@@ -103,12 +121,13 @@ const BY_KEY: usize = 8;
 const BY_FINISH: usize = 9;
 const BY_VALUE: usize = 10;
 const RUN_VALUES: usize = 11;
-const CLAIMS: usize = 12;
-const CLAIMS_EXPIRY: usize = 13;
-const API: usize = 14;
-const API_EXPIRY: usize = 15;
+const COUNTS: usize = 12;
+const CLAIMS: usize = 13;
+const CLAIMS_EXPIRY: usize = 14;
+const API: usize = 15;
+const API_EXPIRY: usize = 16;
 
-const TREE_NAMES: [&str; 16] = [
+const TREE_NAMES: [&str; 17] = [
     "memory",
     "memory_expiry",
     "runs",
@@ -121,6 +140,7 @@ const TREE_NAMES: [&str; 16] = [
     "runs_by_finish",
     "runs_by_value",
     "run_values",
+    "run_counts",
     "webhook_claims",
     "webhook_claims_expiry",
     "api_records",
@@ -160,7 +180,7 @@ type Tx<A> = ConflictableTransactionResult<A, StoreError>;
 /// Trees of the Memory store.
 const MEMORY_TREES: Range<usize> = MEMORY..MEMORY_EXPIRY + 1;
 /// Trees of a run and its indexes.
-const RUN_TREES: Range<usize> = RUNS..RUN_VALUES + 1;
+const RUN_TREES: Range<usize> = RUNS..COUNTS + 1;
 /// Trees of a webhook claim together with its run.
 const CLAIM_TREES: Range<usize> = RUNS..CLAIMS_EXPIRY + 1;
 /// Trees of the API idempotency records.
@@ -273,9 +293,85 @@ impl SledCore {
             .map(|name| db.open_tree(name))
             .collect::<Result<Vec<_>, _>>()
             .map_err(backend)?;
+        let core = SledCore { db, trees };
+        core.ensure_counts()?;
         // The files sled has just created.
         secure(false)?;
-        Ok(SledCore { db, trees })
+        Ok(core)
+    }
+
+    /// Builds the count aggregates from the stored summaries when they are not marked
+    /// complete (a store written by an older version, or a build cut short: anything there is
+    /// cleared first), and indexes the values of runs stored before the value index existed.
+    /// Runs once, before the store is handed out (no writer can interleave).
+    fn ensure_counts(&self) -> StoreResult<()> {
+        let counts = self.tree(COUNTS);
+        if counts.get(COUNTS_BUILT).map_err(backend)?.is_some() {
+            return Ok(());
+        }
+        let t0 = std::time::Instant::now();
+        counts.clear().map_err(backend)?;
+        let mut deltas = Deltas::new();
+        let (mut runs, mut valued) = (0usize, 0usize);
+        for item in self.tree(SUMMARIES).iter() {
+            let (id, b) = item.map_err(backend)?;
+            let s: RunSummary = decode("run summary", &b)?;
+            add_cells(&mut deltas, &s, 1);
+            runs += 1;
+            if self.tree(RUN_VALUES).get(&id).map_err(backend)?.is_none() {
+                valued += usize::from(self.backfill_values(&s)?);
+            }
+            if deltas.len() >= 100_000 {
+                self.apply_deltas(&std::mem::take(&mut deltas))?;
+            }
+        }
+        self.apply_deltas(&deltas)?;
+        self.db.flush().map_err(backend)?;
+        counts.insert(COUNTS_BUILT, &[][..]).map_err(backend)?;
+        self.db.flush().map_err(backend)?;
+        if runs > 0 {
+            tracing::info!(
+                runs,
+                values_backfilled = valued,
+                ms = t0.elapsed().as_millis() as u64,
+                "built the run count aggregates of a store written by an older version"
+            );
+        }
+        Ok(())
+    }
+
+    /// Indexes the values of a run stored without them (an older version); `true` when it
+    /// has some.
+    fn backfill_values(&self, s: &RunSummary) -> StoreResult<bool> {
+        let Some(run) = self.get_run(&s.id)? else {
+            return Ok(false);
+        };
+        let values = common::search_values(&run);
+        if values.is_empty() {
+            return Ok(false);
+        }
+        for (tree, key, value) in index_rows(s, &values) {
+            if tree == BY_VALUE {
+                self.tree(tree).insert(key, value).map_err(backend)?;
+            }
+        }
+        self.tree(RUN_VALUES)
+            .insert(s.id.as_bytes(), encode(&values)?)
+            .map_err(backend)?;
+        Ok(true)
+    }
+
+    /// Adds `deltas` to the counters outside a transaction (building them at open).
+    fn apply_deltas(&self, deltas: &Deltas) -> StoreResult<()> {
+        let t = self.tree(COUNTS);
+        for (key, d) in deltas {
+            let cur = t.get(key).map_err(backend)?;
+            match apply_delta(cur.as_deref(), d)? {
+                Some(v) => t.insert(key.as_slice(), v).map_err(backend)?,
+                None => t.remove(key.as_slice()).map_err(backend)?,
+            };
+        }
+        Ok(())
     }
 
     fn tree(&self, n: usize) -> &Tree {
@@ -1073,6 +1169,20 @@ impl RunStore for SledStore {
         let policy = *policy;
         self.blocking(move |c| c.prune_runs(&policy, now_ms)).await
     }
+
+    async fn count_runs(&self, q: &super::CountQuery) -> StoreResult<super::RunCounts> {
+        let q = q.clone();
+        self.blocking(move |c| c.count_runs(&q)).await
+    }
+
+    async fn oldest_run(
+        &self,
+        filter: &super::CountFilter,
+        until: i64,
+    ) -> StoreResult<Option<i64>> {
+        let filter = filter.clone();
+        self.blocking(move |c| c.oldest_run(&filter, until)).await
+    }
 }
 
 #[async_trait::async_trait]
@@ -1176,6 +1286,8 @@ fn is_lock_busy(e: &std::io::Error) -> bool {
 /// A run serialised once, outside the transaction (whose closure may be retried).
 struct PreparedRun {
     id: String,
+    /// Its summary (the count aggregates' cells).
+    summary: RunSummary,
     json: Vec<u8>,
     summary_json: Vec<u8>,
     /// The indexed values as stored in `run_values`; `None` when there are none.
@@ -1198,6 +1310,7 @@ impl PreparedRun {
                 Some(encode(&values)?)
             },
             index: index_rows(&summary, &values),
+            summary,
         })
     }
 }
@@ -1288,14 +1401,11 @@ fn stored_values(v: &View, id: &str) -> Tx<Vec<String>> {
     }
 }
 
-/// The index rows of the stored version of run `id`, if any.
-fn stored_rows(v: &View, id: &str) -> Tx<Option<Vec<IndexRow>>> {
+/// The stored summary of run `id`, if any.
+fn stored_summary(v: &View, id: &str) -> Tx<Option<RunSummary>> {
     match v[SUMMARIES].get(id)? {
         None => Ok(None),
-        Some(b) => {
-            let old: RunSummary = decode("run summary", &b).map_err(abort)?;
-            Ok(Some(index_rows(&old, &stored_values(v, id)?)))
-        }
+        Some(b) => decode("run summary", &b).map(Some).map_err(abort),
     }
 }
 
@@ -1305,6 +1415,9 @@ fn delete_run_tx(v: &View, s: &RunSummary) -> Tx<()> {
     for (tree, key, _) in index_rows(s, &stored_values(v, id)?) {
         v[tree].remove(key)?;
     }
+    let mut deltas = Deltas::new();
+    add_cells(&mut deltas, s, -1);
+    apply_deltas_tx(v, &deltas)?;
     v[RUNS].remove(id.as_bytes())?;
     v[SUMMARIES].remove(id.as_bytes())?;
     v[RUN_VALUES].remove(id.as_bytes())?;
@@ -1314,7 +1427,19 @@ fn delete_run_tx(v: &View, s: &RunSummary) -> Tx<()> {
 /// Writes a run and brings its index rows in step: rows of the old version that no longer
 /// apply go, new or changed rows are written, unchanged rows are left alone.
 fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
-    let old = stored_rows(v, &run.id)?.unwrap_or_default();
+    let old_summary = stored_summary(v, &run.id)?;
+    let old = match &old_summary {
+        Some(o) => index_rows(o, &stored_values(v, &run.id)?),
+        None => Vec::new(),
+    };
+    // The count aggregates: the old version's cells down, the new one's up (a status change
+    // moves one count; an unchanged cell nets to nothing and is not touched).
+    let mut deltas = Deltas::new();
+    if let Some(o) = &old_summary {
+        add_cells(&mut deltas, o, -1);
+    }
+    add_cells(&mut deltas, &run.summary, 1);
+    apply_deltas_tx(v, &deltas)?;
     for (tree, key, _) in &old {
         if !run.index.iter().any(|(t, k, _)| t == tree && k == key) {
             v[*tree].remove(key.as_slice())?;
@@ -1358,6 +1483,390 @@ fn delete_final_run_tx(v: &View, id: &str) -> Tx<bool> {
     }
     delete_run_tx(v, &s)?;
     Ok(true)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Count aggregates (`run_counts`)
+// ---------------------------------------------------------------------------------------------
+
+/// The key that marks the counters complete (see the module docs).
+const COUNTS_BUILT: &[u8] = b"\x00built";
+
+/// The level byte of a counter unit ([`super::counts::UNITS`]).
+fn level(unit: i64) -> u8 {
+    match unit {
+        super::counts::DAY_MS => b'd',
+        super::counts::HOUR_MS => b'h',
+        _ => b'm',
+    }
+}
+
+/// Pending changes of counters: key → (runs, histogram bin → durations), signed.
+type Deltas = BTreeMap<Vec<u8>, (i64, BTreeMap<u16, i64>)>;
+
+/// A counter key: `level kind ts(unit) parts joined by 0x00`.
+fn cell_key(unit: i64, kind: u8, start: i64, parts: &[&str]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(48);
+    key.push(level(unit));
+    key.push(kind);
+    key.extend_from_slice(&ts(start));
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            key.push(0);
+        }
+        key.extend_from_slice(part.as_bytes());
+    }
+    key
+}
+
+/// Adds `sign` × the cells of a run to `deltas`: per unit level, its count cell and its
+/// rolled-up cell (with its duration when finished) and, when it failed, its failure-reason
+/// cell.
+fn add_cells(deltas: &mut Deltas, s: &RunSummary, sign: i64) {
+    let created = s.created_at.0;
+    let bin = match (s.status.is_final(), s.duration_ms) {
+        (true, Some(d)) => Some(super::DurationHistogram::bin(d)),
+        _ => None,
+    };
+    let reason = s.failure_reason();
+    let (status, wf) = (s.status.as_str(), s.workflow_id.as_str());
+    let (mode, trigger) = (s.mode.as_str(), s.trigger.as_str());
+    for unit in super::counts::UNITS {
+        let start = created - created.rem_euclid(unit);
+        for key in [
+            cell_key(unit, b'c', start, &[status, wf, mode, trigger]),
+            cell_key(unit, b'r', start, &[status, wf]),
+        ] {
+            let d = deltas.entry(key).or_default();
+            d.0 += sign;
+            if let Some(b) = bin {
+                *d.1.entry(b).or_default() += sign;
+            }
+        }
+        if let Some(r) = &reason {
+            let f = cell_key(unit, b'f', start, &[status, wf, mode, trigger, r]);
+            deltas.entry(f).or_default().0 += sign;
+        }
+    }
+}
+
+/// The largest duration bin (that of `u64::MAX`).
+const MAX_BIN: u16 = 7_423;
+
+/// A counter's value split without decoding: runs, and the histogram's `(bin, count)` pairs
+/// as stored (10 bytes each).
+fn counter_parts(b: &[u8]) -> StoreResult<(u64, &[u8])> {
+    if b.len() < 8 || !(b.len() - 8).is_multiple_of(10) {
+        return Err(StoreError::Corrupt("run counter: bad length".into()));
+    }
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&b[..8]);
+    Ok((u64::from_be_bytes(n), &b[8..]))
+}
+
+/// A counter's value: runs, then the histogram's `(bin, count)` pairs.
+fn decode_counter(b: &[u8]) -> StoreResult<(u64, Vec<(u16, u64)>)> {
+    let bad = || StoreError::Corrupt("run counter: bad length".into());
+    if b.len() < 8 || !(b.len() - 8).is_multiple_of(10) {
+        return Err(bad());
+    }
+    let n = u64::from_be_bytes(b[..8].try_into().map_err(|_| bad())?);
+    let bins = b[8..]
+        .chunks_exact(10)
+        .map(|c| {
+            let bin = u16::from_be_bytes([c[0], c[1]]);
+            let count = u64::from_be_bytes(c[2..10].try_into().map_err(|_| bad())?);
+            Ok((bin, count))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok((n, bins))
+}
+
+/// The counter `cur` plus a delta: `None` when it falls to zero (the row goes). A counter
+/// that would go negative (it cannot, unless the store was written by an older version after
+/// this one) stops at zero.
+fn apply_delta(
+    cur: Option<&[u8]>,
+    (dn, dbins): &(i64, BTreeMap<u16, i64>),
+) -> StoreResult<Option<Vec<u8>>> {
+    let (n, bins) = match cur {
+        Some(b) => decode_counter(b)?,
+        None => (0, Vec::new()),
+    };
+    let add = |a: u64, d: i64| u64::try_from(i128::from(a) + i128::from(d)).unwrap_or(0);
+    let n = add(n, *dn);
+    if n == 0 {
+        return Ok(None);
+    }
+    let mut merged: BTreeMap<u16, u64> = bins.into_iter().collect();
+    for (b, d) in dbins {
+        let c = merged.entry(*b).or_default();
+        *c = add(*c, *d);
+    }
+    let mut out = Vec::with_capacity(8 + 10 * merged.len());
+    out.extend_from_slice(&n.to_be_bytes());
+    for (b, c) in merged.into_iter().filter(|(_, c)| *c > 0) {
+        out.extend_from_slice(&b.to_be_bytes());
+        out.extend_from_slice(&c.to_be_bytes());
+    }
+    Ok(Some(out))
+}
+
+/// Applies `deltas` to the counters inside a transaction (changes that net to nothing are
+/// skipped).
+fn apply_deltas_tx(v: &View, deltas: &Deltas) -> Tx<()> {
+    for (key, d) in deltas {
+        if d.0 == 0 && d.1.values().all(|c| *c == 0) {
+            continue;
+        }
+        let cur = v[COUNTS].get(key.as_slice())?;
+        match apply_delta(cur.as_deref(), d).map_err(abort)? {
+            Some(val) => v[COUNTS].insert(key.as_slice(), val)?,
+            None => v[COUNTS].remove(key.as_slice())?,
+        };
+    }
+    Ok(())
+}
+
+/// A counter key, parsed: unit start, kind (`c`, `r` or `f`), status, workflow, mode and
+/// trigger (empty in kind `r`) and (kind `f`) failure reason.
+struct Cell<'a> {
+    unit: i64,
+    kind: u8,
+    status: RunStatus,
+    workflow: &'a [u8],
+    mode: &'a [u8],
+    trigger: &'a [u8],
+    reason: &'a [u8],
+}
+
+fn parse_cell(k: &[u8]) -> StoreResult<Cell<'_>> {
+    let bad = || StoreError::Corrupt("run counter key is malformed".into());
+    if k.len() < 10 {
+        return Err(bad());
+    }
+    let kind = k[1];
+    let (unit, rest) = split_ts(&k[2..])?;
+    let mut parts = rest.splitn(5, |b| *b == 0);
+    let mut next = || parts.next().ok_or_else(bad);
+    let status = utf8(next()?)?;
+    let status = RunStatus::parse(status)
+        .ok_or_else(|| StoreError::Corrupt(format!("run counter of unknown status `{status}`")))?;
+    let workflow = next()?;
+    let (mode, trigger) = match kind {
+        b'r' => (&[][..], &[][..]),
+        _ => (next()?, next()?),
+    };
+    let reason = if kind == b'f' { next()? } else { &[][..] };
+    Ok(Cell {
+        unit,
+        kind,
+        status,
+        workflow,
+        mode,
+        trigger,
+        reason,
+    })
+}
+
+/// The kind of count cells that answers `filter`: rolled up (`r`) without a mode or trigger
+/// filter, else the full cells (`c`).
+fn count_kind(filter: &super::CountFilter) -> u8 {
+    if filter.mode.is_none() && filter.trigger.is_none() {
+        b'r'
+    } else {
+        b'c'
+    }
+}
+
+impl super::CountFilter {
+    /// True when a counter's cell passes every set filter.
+    fn matches_cell(&self, c: &Cell<'_>) -> bool {
+        self.workflow
+            .as_deref()
+            .is_none_or(|w| w.as_bytes() == c.workflow)
+            && self.status.is_none_or(|s| s == c.status)
+            && self.mode.is_none_or(|m| m.as_str().as_bytes() == c.mode)
+            && self
+                .trigger
+                .is_none_or(|t| t.as_str().as_bytes() == c.trigger)
+    }
+}
+
+impl SledCore {
+    /// The counter rows of `kind` of the `unit` level whose unit starts in `[lo, hi)`.
+    fn cells(&self, unit: i64, kind: u8, lo: i64, hi: i64) -> sled::Iter {
+        let l = [level(unit), kind];
+        self.tree(COUNTS).range::<Vec<u8>, _>((
+            Bound::Included(cat(&l, &ts(lo))),
+            Bound::Excluded(cat(&l, &ts(hi))),
+        ))
+    }
+
+    /// [`super::RunStore::count_runs`]: counters for the units of the range's cover, the runs
+    /// themselves at its edges.
+    fn count_runs(&self, q: &super::CountQuery) -> StoreResult<super::RunCounts> {
+        let mut out = super::RunCounts::default();
+        if let Some(wf) = &q.filter.workflow {
+            common::check_ident("workflow id", wf)?;
+        }
+        for piece in super::counts::cover(q.since, q.until, q.bucket_ms) {
+            match piece {
+                super::counts::Piece::Exact { lo, hi } => self.count_exact(lo, hi, q, &mut out)?,
+                super::counts::Piece::Units { unit, lo, hi } => {
+                    self.count_units(unit, lo, hi, q, &mut out)?
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds the counters of the `unit` level whose unit starts in `[lo, hi)` to `out`.
+    fn count_units(
+        &self,
+        unit: i64,
+        lo: i64,
+        hi: i64,
+        q: &super::CountQuery,
+        out: &mut super::RunCounts,
+    ) -> StoreResult<()> {
+        let mut by_status: BTreeMap<(i64, &'static str), u64> = BTreeMap::new();
+        // Histograms merged into dense arrays (one slot per bin), workflow by workflow: a
+        // counter carries up to hundreds of bins, and this is where a long range spends.
+        let mut dense: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
+        let kind = count_kind(&q.filter);
+        for item in self
+            .cells(unit, kind, lo, hi)
+            .chain(self.cells(unit, b'f', lo, hi))
+        {
+            let (k, val) = item.map_err(backend)?;
+            let c = parse_cell(&k)?;
+            if !q.filter.matches_cell(&c) {
+                continue;
+            }
+            let (n, bins) = counter_parts(&val)?;
+            if c.kind == b'f' {
+                let reason = utf8(c.reason)?;
+                match out.failures.get_mut(reason) {
+                    Some(x) => *x += n,
+                    None => {
+                        out.failures.insert(reason.to_string(), n);
+                    }
+                }
+                continue;
+            }
+            let bucket = common::bucket_start(c.unit, q.since, q.bucket_ms);
+            *by_status.entry((bucket, c.status.as_str())).or_default() += n;
+            if !bins.is_empty() {
+                let slots = match dense.get_mut(c.workflow) {
+                    Some(slots) => slots,
+                    None => dense
+                        .entry(c.workflow.to_vec())
+                        .or_insert_with(|| vec![0; usize::from(MAX_BIN) + 1]),
+                };
+                for pair in bins.chunks_exact(10) {
+                    let b = usize::from(u16::from_be_bytes([pair[0], pair[1]]));
+                    let count = u64::from_be_bytes([
+                        pair[2], pair[3], pair[4], pair[5], pair[6], pair[7], pair[8], pair[9],
+                    ]);
+                    match slots.get_mut(b) {
+                        Some(slot) => *slot += count,
+                        None => {
+                            return Err(StoreError::Corrupt(format!(
+                                "run counter holds duration bin {b}"
+                            )))
+                        }
+                    }
+                }
+            }
+        }
+        for (wf, slots) in dense {
+            let h = out.durations.entry(utf8(&wf)?.to_string()).or_default();
+            for (b, count) in slots.into_iter().enumerate().filter(|(_, c)| *c > 0) {
+                h.add_bin(b as u16, count);
+            }
+        }
+        for ((bucket, status), n) in by_status {
+            if let Some(st) = RunStatus::parse(status) {
+                out.add_status(bucket, st, n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the runs created in `[lo, hi)` that match, read one by one, to `out`.
+    fn count_exact(
+        &self,
+        lo: i64,
+        hi: i64,
+        q: &super::CountQuery,
+        out: &mut super::RunCounts,
+    ) -> StoreResult<()> {
+        for item in self.tree(BY_CREATED).range::<Vec<u8>, _>((
+            Bound::Included(ts(lo).to_vec()),
+            Bound::Excluded(ts(hi).to_vec()),
+        )) {
+            let (k, _) = item.map_err(backend)?;
+            let id = utf8(id_after_ts(&k)?)?;
+            if let Some(s) = self.summary(id)? {
+                if q.filter.matches(&s) {
+                    out.add_summary(&s, q);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The start of the first unit of the `unit` level in `[lo, hi)` holding a matching run.
+    fn first_unit(
+        &self,
+        unit: i64,
+        lo: i64,
+        hi: i64,
+        filter: &super::CountFilter,
+    ) -> StoreResult<Option<i64>> {
+        for item in self.cells(unit, count_kind(filter), lo, hi) {
+            let (k, _) = item.map_err(backend)?;
+            let c = parse_cell(&k)?;
+            if filter.matches_cell(&c) {
+                return Ok(Some(c.unit));
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`super::RunStore::oldest_run`]: the first day with a matching run, its first such
+    /// hour, that hour's first such minute, then the runs of that minute.
+    fn oldest_run(&self, filter: &super::CountFilter, until: i64) -> StoreResult<Option<i64>> {
+        use super::counts::{DAY_MS, HOUR_MS, MINUTE_MS};
+        if let Some(wf) = &filter.workflow {
+            common::check_ident("workflow id", wf)?;
+        }
+        let mut lo = i64::MIN;
+        let mut hi = until;
+        for unit in [DAY_MS, HOUR_MS, MINUTE_MS] {
+            match self.first_unit(unit, lo, hi, filter)? {
+                Some(start) => {
+                    lo = start;
+                    hi = start.saturating_add(unit).min(until);
+                }
+                None => return Ok(None),
+            }
+        }
+        for item in self.tree(BY_CREATED).range::<Vec<u8>, _>((
+            Bound::Included(ts(lo).to_vec()),
+            Bound::Excluded(ts(hi).to_vec()),
+        )) {
+            let (k, _) = item.map_err(backend)?;
+            let id = utf8(id_after_ts(&k)?)?;
+            if let Some(s) = self.summary(id)? {
+                if filter.matches(&s) {
+                    return Ok(Some(s.created_at.0));
+                }
+            }
+        }
+        Ok(None)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1528,5 +2037,74 @@ mod tests {
         assert_eq!(core.prune_runs(&policy, 10_000).unwrap(), 7);
         assert_eq!(core.tree(BY_VALUE).len(), 3);
         assert_eq!(core.tree(RUN_VALUES).len(), 3);
+    }
+
+    fn all_counts(
+        core: &SledCore,
+        bucket_ms: i64,
+    ) -> (super::super::RunCounts, super::super::RunCounts) {
+        let q = super::super::CountQuery {
+            since: 0,
+            until: 10_000_000,
+            bucket_ms,
+            ..Default::default()
+        };
+        let summaries: Vec<RunSummary> = core
+            .tree(SUMMARIES)
+            .iter()
+            .map(|item| decode("run summary", &item.unwrap().1).unwrap())
+            .collect();
+        (
+            core.count_runs(&q).unwrap(),
+            super::super::RunCounts::of_summaries(&summaries, &q),
+        )
+    }
+
+    #[test]
+    fn max_bin_is_the_bin_of_the_longest_duration() {
+        assert_eq!(MAX_BIN, super::super::DurationHistogram::bin(u64::MAX));
+    }
+
+    /// A data dir written by an older version (no counters, runs without their value rows)
+    /// gets both built when it is opened, and they stay right afterwards.
+    #[test]
+    fn counters_and_value_rows_are_built_for_an_older_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = SledConfig::new(dir.path());
+        {
+            let core = SledCore::open(&config).unwrap();
+            for i in 0..50 {
+                let mut r = run(&format!("run-{i:02}"), 61_000 * i, &format!("cus_{i:04}"));
+                if i % 3 == 0 {
+                    r.status = RunStatus::Failed;
+                    r.duration_ms = Some(1_000 + i as u64);
+                }
+                core.put_prepared(&PreparedRun::new(&r).unwrap()).unwrap();
+            }
+            let (got, want) = all_counts(&core, 3_600_000);
+            assert_eq!(got, want);
+            assert_eq!(want.total(), 50);
+            // What an older version left: neither counters nor value rows.
+            core.db.drop_tree(TREE_NAMES[COUNTS]).unwrap();
+            core.tree(BY_VALUE).clear().unwrap();
+            core.tree(RUN_VALUES).clear().unwrap();
+            core.db.flush().unwrap();
+        }
+        let core = SledCore::open(&config).unwrap();
+        for bucket_ms in [60_000, 3_600_000, 0] {
+            let (got, want) = all_counts(&core, bucket_ms);
+            assert_eq!(got, want);
+        }
+        assert_eq!(core.tree(RUN_VALUES).len(), 50);
+        assert_eq!(core.tree(BY_VALUE).len(), 50);
+        assert!(core.tree(BY_VALUE).scan_prefix("cus_0007").next().is_some());
+        // Built once: the marker is there, and writes keep them right.
+        assert!(core.tree(COUNTS).get(COUNTS_BUILT).unwrap().is_some());
+        let mut r = run("run-07", 61_000 * 7, "cus_0007");
+        r.status = RunStatus::TimedOut;
+        core.put_prepared(&PreparedRun::new(&r).unwrap()).unwrap();
+        let (got, want) = all_counts(&core, 3_600_000);
+        assert_eq!(got, want);
+        assert_eq!(got.counts.get("timed_out"), Some(&1));
     }
 }

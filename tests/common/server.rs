@@ -209,6 +209,19 @@ impl RunStore for FaultStore {
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         self.inner.prune_runs(policy, now_ms).await
     }
+    async fn count_runs(
+        &self,
+        q: &fluxo::store::CountQuery,
+    ) -> StoreResult<fluxo::store::RunCounts> {
+        self.inner.count_runs(q).await
+    }
+    async fn oldest_run(
+        &self,
+        filter: &fluxo::store::CountFilter,
+        until: i64,
+    ) -> StoreResult<Option<i64>> {
+        self.inner.oldest_run(filter, until).await
+    }
 }
 
 #[async_trait::async_trait]
