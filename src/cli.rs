@@ -368,6 +368,7 @@ pub enum RunsCommand {
 /// `fluxo runs bulk`: the filters of `POST /runs/bulk` ([`crate::app::runs::RunFilter`]).
 #[derive(Debug, Args)]
 pub struct RunsBulkArgs {
+    /// Only runs of this workflow id.
     #[arg(long)]
     pub workflow: Option<String>,
     /// failed, timed_out or interrupted (default: all three)
