@@ -370,7 +370,8 @@ async fn otlp_collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<GotSpa
 
 /// Issue 16: with `--otlp-endpoint`, a webhook delivery carrying a W3C `traceparent` yields
 /// spans of its run (run → step → HTTP attempt) in the sender's trace, each with the run id,
-/// and the step's outbound call carries the attempt span as its `traceparent`.
+/// and the step's outbound call carries the attempt span as its `traceparent`; a run started
+/// through the run API with a `traceparent` is that caller's child too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
     let (collector, got) = otlp_collector().await;
@@ -438,8 +439,50 @@ async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    // The run API takes a `traceparent` too: its run's span is the caller's child.
+    let (api_trace, api_span) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let r = client
+        .post(format!("{url}/api/v1/workflows/traced/runs"))
+        .bearer_auth("trace-token")
+        .header("traceparent", format!("00-{api_trace}-{api_span}-01"))
+        .header("prefer", "respond-async")
+        .json(&json!({"input": {"id": "evt_api"}}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let answer: Value = r.json().await.unwrap();
+    assert!(status == 200 || status == 202, "{status} {answer}");
+    let api_run = answer["run_id"]
+        .as_str()
+        .or_else(|| answer["id"].as_str())
+        .unwrap_or_else(|| panic!("a run id in {answer}"))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let api_run_span = loop {
+        let found = got
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| s.name == "run traced" && s.attrs.get("run_id") == Some(&api_run))
+            .cloned();
+        if let Some(s) = found {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no span of the API's run {api_run}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(api_run_span.trace_id, api_trace);
+    assert_eq!(api_run_span.parent_span_id, api_span);
     let _ = child.kill();
     let _ = child.wait();
+    let spans: Vec<GotSpan> = spans
+        .into_iter()
+        .filter(|s| s.attrs.get("run_id") == Some(&run_id))
+        .collect();
 
     let named = |n: &str| spans.iter().find(|s| s.name == n).unwrap().clone();
     let (run, create, attempt) = (
@@ -477,8 +520,13 @@ async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
         Some("201")
     );
 
-    // The outbound call carried the attempt's context.
-    let calls = dest.requests();
+    // The webhook run's outbound call carried its attempt's context (the API's run made the
+    // other call).
+    let calls: Vec<_> = dest
+        .requests()
+        .into_iter()
+        .filter(|c| c.json()["id"] == "evt_traced")
+        .collect();
     assert_eq!(calls.len(), 1);
     assert_eq!(
         calls[0].header("traceparent"),
