@@ -406,6 +406,14 @@ async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let url = format!("http://127.0.0.1:{port}");
     wait_ready(&client, &url, &mut child, &log).await;
+    // Killed when dropped, also when an assertion below fails.
+    let served = Served {
+        _tmp: tmp,
+        child,
+        log: log.clone(),
+        url: url.clone(),
+        client: client.clone(),
+    };
 
     let (trace_id, sender_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
     let r = client
@@ -477,8 +485,7 @@ async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
     };
     assert_eq!(api_run_span.trace_id, api_trace);
     assert_eq!(api_run_span.parent_span_id, api_span);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     let spans: Vec<GotSpan> = spans
         .into_iter()
         .filter(|s| s.attrs.get("run_id") == Some(&run_id))
