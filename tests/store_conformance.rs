@@ -1520,7 +1520,8 @@ mod cases {
 
     /// The free search finds a run by a value inside it (SPEC §5 `q`): a customer or invoice
     /// id in the input (a Stripe event) or in a step's output, exactly or by prefix, never by
-    /// a middle part; short strings, prose, numbers and values past the 64th are not indexed;
+    /// a middle part; short strings, prose, words without a digit or `@` (the event type),
+    /// numbers and values past the 64th are not indexed;
     /// a rewritten run is found by its new values only; `q` combines with the other filters.
     pub async fn runs_search_finds_values_inside_runs(f: &Fixture) {
         let store = &*f.store;
@@ -1534,7 +1535,7 @@ mod cases {
         let mut a = run("run-a", "billing", RunStatus::Failed, T0);
         a.input = stripe("cus_QXg7aa", "in_load_0100");
         let mut b = run("run-b", "billing", RunStatus::Succeeded, T0 + 1_000);
-        b.input = json!({"n": 1});
+        b.input = json!({"n": 1, "email": "ada@example.com"});
         b.steps = vec![StepRecord {
             step_id: "lookup".into(),
             kind: "http".into(),
@@ -1580,9 +1581,10 @@ mod cases {
             "prefix, newest first"
         );
         assert_eq!(hits(find("in_load_0")).await, ["run-c", "run-a"]);
-        assert_eq!(hits(find("invoice.payment")).await, ["run-c", "run-a"]);
+        assert_eq!(hits(find("ada@")).await, ["run-b"], "an email, by prefix");
         for none in [
             "QXg7aa",
+            "invoice.payment",
             "cus_hidden",
             "eur",
             "123456",
@@ -1637,7 +1639,7 @@ mod cases {
         let runs: Vec<RunRecord> = (0..600i64)
             .map(|i| {
                 let mut r = run(&format!("run-{i:05}"), "wf", RunStatus::Succeeded, T0 + i);
-                r.input = json!({"customer": "cus_shared", "invoice": format!("in_{i:05}")});
+                r.input = json!({"customer": "cus_shared1", "invoice": format!("in_{i:05}")});
                 r
             })
             .collect();
@@ -1648,7 +1650,7 @@ mod cases {
             }
         }
         let q = RunQuery {
-            q: Some("cus_shared".into()),
+            q: Some("cus_shared1".into()),
             ..Default::default()
         };
         let mut want: Vec<String> = runs.iter().rev().map(|r| r.id.clone()).collect();
@@ -1669,7 +1671,7 @@ mod cases {
         assert!(all_pages(store, &q5, 10).await.is_empty());
         // A released claim takes its queued run's values.
         let mut queued = run("run-q", "wf", RunStatus::Queued, T0 + 5_000);
-        queued.input = json!({"customer": "cus_released"});
+        queued.input = json!({"customer": "cus_released1"});
         let c = claim("wf", "evt_released", "run-q", T0 + 5_000, DAY);
         assert_eq!(
             store
@@ -1679,7 +1681,7 @@ mod cases {
             ClaimOutcome::Claimed
         );
         let qr = RunQuery {
-            q: Some("cus_released".into()),
+            q: Some("cus_released1".into()),
             ..Default::default()
         };
         assert_eq!(ids(&all_pages(store, &qr, 10).await), ["run-q"]);

@@ -135,8 +135,8 @@ pub(crate) fn summary_matches(s: &RunSummary, values: &[String], query: &RunQuer
 
 /// The values of a run that the free search finds ([`super::SEARCH_VALUES_MAX`] and the rule
 /// there): the scalar strings of its input, then of each step's output in step order, walked
-/// depth first in document order; kept when 4-128 bytes long without whitespace or control
-/// characters (ids, not prose); distinct; at most [`super::SEARCH_VALUES_MAX`].
+/// depth first in document order; kept when they look like identifiers ([`is_search_value`]);
+/// distinct; at most [`super::SEARCH_VALUES_MAX`].
 pub(crate) fn search_values(run: &RunRecord) -> Vec<String> {
     fn walk(
         v: &serde_json::Value,
@@ -147,11 +147,7 @@ pub(crate) fn search_values(run: &RunRecord) -> Vec<String> {
             return;
         }
         match v {
-            serde_json::Value::String(s)
-                if (super::SEARCH_VALUE_MIN_BYTES..=super::SEARCH_VALUE_MAX_BYTES)
-                    .contains(&s.len())
-                    && !s.chars().any(|c| c.is_whitespace() || c.is_control())
-                    && seen.insert(s.clone()) =>
+            serde_json::Value::String(s) if is_search_value(s) && seen.insert(s.clone()) =>
             {
                 out.push(s.clone());
             }
@@ -177,6 +173,17 @@ pub(crate) fn search_values(run: &RunRecord) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether the free search indexes this string ([`super::SEARCH_VALUES_MAX`] gives the rule and
+/// why): [`super::SEARCH_VALUE_MIN_BYTES`]-[`super::SEARCH_VALUE_MAX_BYTES`] bytes, no
+/// whitespace or control character, and at least one ASCII digit or `@` (an identifier such as
+/// `cus_QXg1o8…`, `in_1Pgc…`, `ORD-1042`, `ada@example.com`; not a word such as `invoice`,
+/// `manual` or `eur`).
+pub(crate) fn is_search_value(s: &str) -> bool {
+    (super::SEARCH_VALUE_MIN_BYTES..=super::SEARCH_VALUE_MAX_BYTES).contains(&s.len())
+        && s.bytes().any(|b| b.is_ascii_digit() || b == b'@')
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// Start of the stats bucket holding `created_ms`: buckets are aligned on multiples of

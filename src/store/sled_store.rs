@@ -1428,8 +1428,16 @@ fn delete_run_tx(v: &View, s: &RunSummary) -> Tx<()> {
 /// apply go, new or changed rows are written, unchanged rows are left alone.
 fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
     let old_summary = stored_summary(v, &run.id)?;
+    let old_values = v[RUN_VALUES].get(run.id.as_bytes())?;
+    let values_unchanged = old_values.as_deref() == run.values_json.as_deref();
     let old = match &old_summary {
-        Some(o) => index_rows(o, &stored_values(v, &run.id)?),
+        Some(o) => {
+            let values: Vec<String> = match &old_values {
+                None => Vec::new(),
+                Some(b) => decode("run values", b).map_err(abort)?,
+            };
+            index_rows(o, &values)
+        }
         None => Vec::new(),
     };
     // The count aggregates: the old version's cells down, the new one's up (a status change
@@ -1440,22 +1448,29 @@ fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
     }
     add_cells(&mut deltas, &run.summary, 1);
     apply_deltas_tx(v, &deltas)?;
+    // Rows keyed by (tree, key): what only the old version has goes, what is new or changed
+    // is written (a run has a few dozen rows; sets keep this linear).
+    let new_keys: std::collections::HashSet<(usize, &[u8])> =
+        run.index.iter().map(|(t, k, _)| (*t, k.as_slice())).collect();
     for (tree, key, _) in &old {
-        if !run.index.iter().any(|(t, k, _)| t == tree && k == key) {
+        if !new_keys.contains(&(*tree, key.as_slice())) {
             v[*tree].remove(key.as_slice())?;
         }
     }
+    let old_rows: std::collections::HashSet<&IndexRow> = old.iter().collect();
     for row in &run.index {
-        if !old.contains(row) {
+        if !old_rows.contains(row) {
             v[row.0].insert(row.1.as_slice(), row.2.as_slice())?;
         }
     }
     v[RUNS].insert(run.id.as_bytes(), run.json.as_slice())?;
     v[SUMMARIES].insert(run.id.as_bytes(), run.summary_json.as_slice())?;
-    match &run.values_json {
-        Some(j) => v[RUN_VALUES].insert(run.id.as_bytes(), j.as_slice())?,
-        None => v[RUN_VALUES].remove(run.id.as_bytes())?,
-    };
+    if !values_unchanged {
+        match &run.values_json {
+            Some(j) => v[RUN_VALUES].insert(run.id.as_bytes(), j.as_slice())?,
+            None => v[RUN_VALUES].remove(run.id.as_bytes())?,
+        };
+    }
     Ok(())
 }
 
@@ -2026,7 +2041,7 @@ mod tests {
         }
         assert_eq!(core.tree(BY_VALUE).len(), 10);
         assert_eq!(core.tree(RUN_VALUES).len(), 10);
-        let r = run("run-0", 1_000, "cus_changed");
+        let r = run("run-0", 1_000, "cus_changed1");
         core.put_prepared(&PreparedRun::new(&r).unwrap()).unwrap();
         assert_eq!(core.tree(BY_VALUE).len(), 10);
         assert!(core.tree(BY_VALUE).scan_prefix("cus_0000").next().is_none());
