@@ -52,7 +52,8 @@ fn make_run(i: usize, created: i64) -> RunRecord {
         // A Stripe-like event: 20 runs per customer, one invoice each (the free search's
         // value index).
         input: json!({"id": i, "data": {"object": {
-            "id": format!("in_{i:08}"), "customer": format!("cus_{:06}", i % 50_000)}}}),
+            "id": format!("in_{i:08}"), "customer": format!("cus_{:06}", i % 50_000)}}})
+        .into(),
         status,
         created_at: Timestamp(created),
         started_at: Some(Timestamp(created + 1)),

@@ -153,7 +153,7 @@ fn make_run(i: usize, workflows: usize, created: i64) -> RunRecord {
         resumed_by: vec![],
         root_run_id: String::new(),
         input_edited: false,
-        input: json!({"id": format!("evt_{i:08}"), "amount": (i % 997) * 100}),
+        input: json!({"id": format!("evt_{i:08}"), "amount": (i % 997) * 100}).into(),
         status,
         created_at: Timestamp(created),
         started_at: Some(Timestamp(created + 1)),

@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use crate::clock::{parse_rfc3339, rfc3339};
 
+pub mod input;
+pub use input::RunInput;
+
 /// A UTC instant, unix milliseconds in memory, RFC 3339 (`2026-01-01T00:00:00.000Z`) on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp(pub i64);
@@ -296,7 +299,9 @@ pub struct RunRecord {
     #[schema(nullable = false)]
     pub trace_parent: Option<String>,
     /// The trigger's input (a webhook's JSON body, `input` of an API start).
-    pub input: Value,
+    // Kept as the text it arrived as until something reads it ([`RunInput`]).
+    #[schema(value_type = Value)]
+    pub input: RunInput,
     pub status: RunStatus,
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]

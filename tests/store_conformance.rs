@@ -443,7 +443,7 @@ fn run(id: &str, workflow: &str, status: RunStatus, created: i64) -> RunRecord {
         resumed_by: vec![],
         root_run_id: String::new(),
         input_edited: false,
-        input: json!({"n": 1}),
+        input: json!({"n": 1}).into(),
         status,
         created_at: Timestamp(created),
         started_at: None,
@@ -1082,7 +1082,7 @@ mod cases {
         let store = &*f.store;
         let mut r = run("r1", "wf", RunStatus::Queued, T0);
         r.idempotency_key = Some("evt_1".into());
-        r.input = json!({"b": 2, "a": [1, {"z": null}], "s": "nul\u{0}"});
+        r.input = json!({"b": 2, "a": [1, {"z": null}], "s": "nul\u{0}"}).into();
         store.put_run(&r).await.unwrap();
         let got = store.get_run("r1").await.unwrap();
         assert_eq!(got, Some(r.clone()));
@@ -1533,9 +1533,9 @@ mod cases {
             })
         };
         let mut a = run("run-a", "billing", RunStatus::Failed, T0);
-        a.input = stripe("cus_QXg7aa", "in_load_0100");
+        a.input = stripe("cus_QXg7aa", "in_load_0100").into();
         let mut b = run("run-b", "billing", RunStatus::Succeeded, T0 + 1_000);
-        b.input = json!({"n": 1, "email": "ada@example.com"});
+        b.input = json!({"n": 1, "email": "ada@example.com"}).into();
         b.steps = vec![StepRecord {
             step_id: "lookup".into(),
             kind: "http".into(),
@@ -1551,10 +1551,10 @@ mod cases {
             reused_from: None,
         }];
         let mut c = run("run-c", "other", RunStatus::Succeeded, T0 + 2_000);
-        c.input = stripe("cus_Zzz9", "in_load_0200");
+        c.input = stripe("cus_Zzz9", "in_load_0200").into();
         // 100 distinct values: the first 64 are indexed.
         let mut many = run("run-many", "other", RunStatus::Succeeded, T0 + 3_000);
-        many.input = Value::Array((0..100).map(|i| json!(format!("val_{i:03}"))).collect());
+        many.input = Value::Array((0..100).map(|i| json!(format!("val_{i:03}"))).collect()).into();
         for r in [&a, &b, &c, &many] {
             store.put_run(r).await.unwrap();
         }
@@ -1616,7 +1616,7 @@ mod cases {
         q.cursor = p1.next_cursor;
         assert_eq!(ids(&store.list_runs(&q).await.unwrap().runs), ["run-b"]);
         // A rewrite replaces the values (the old customer no longer finds it).
-        a.input = stripe("cus_NEW01", "in_load_0100");
+        a.input = stripe("cus_NEW01", "in_load_0100").into();
         a.status = RunStatus::Succeeded;
         store.put_run(&a).await.unwrap();
         assert!(hits(find("cus_QXg7aa")).await.is_empty());
@@ -1639,7 +1639,7 @@ mod cases {
         let runs: Vec<RunRecord> = (0..600i64)
             .map(|i| {
                 let mut r = run(&format!("run-{i:05}"), "wf", RunStatus::Succeeded, T0 + i);
-                r.input = json!({"customer": "cus_shared1", "invoice": format!("in_{i:05}")});
+                r.input = json!({"customer": "cus_shared1", "invoice": format!("in_{i:05}")}).into();
                 r
             })
             .collect();
@@ -1671,7 +1671,7 @@ mod cases {
         assert!(all_pages(store, &q5, 10).await.is_empty());
         // A released claim takes its queued run's values.
         let mut queued = run("run-q", "wf", RunStatus::Queued, T0 + 5_000);
-        queued.input = json!({"customer": "cus_released1"});
+        queued.input = json!({"customer": "cus_released1"}).into();
         let c = claim("wf", "evt_released", "run-q", T0 + 5_000, DAY);
         assert_eq!(
             store
@@ -2484,7 +2484,7 @@ mod cases {
         }
         let first = winners["evt_0"].clone();
         let mut r = run(&first, "w", RunStatus::Running, T0);
-        r.input = json!({"marker": 1});
+        r.input = json!({"marker": 1}).into();
         assert_eq!(commits[1].put_run(r.clone()).await.unwrap(), r);
         commits[0].durable().await.unwrap();
         let mut stored: BTreeSet<String> = f

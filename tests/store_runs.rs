@@ -45,7 +45,7 @@ fn run(id: &str, workflow: &str, status: RunStatus, created: i64) -> RunRecord {
         resumed_by: vec![],
         root_run_id: String::new(),
         input_edited: false,
-        input: json!({"n": 1}),
+        input: json!({"n": 1}).into(),
         status,
         created_at: Timestamp(created),
         started_at: None,
@@ -122,7 +122,7 @@ fn group_commit_batches_concurrent_claims_and_puts() {
             assert_eq!(winners[&key], run_id, "a duplicate names the winner");
         }
         let mut r = run("run-000", "w", RunStatus::Running, T0);
-        r.input = json!({"marker": 1});
+        r.input = json!({"marker": 1}).into();
         if winners.values().any(|id| id == "run-000") {
             let back = commit.put_run(r.clone()).await.unwrap();
             assert_eq!(back, r);

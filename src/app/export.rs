@@ -363,7 +363,7 @@ async fn render_page(
                 .get_run(&s.id)
                 .await
                 .map_err(AppError::store)?
-                .map(|r| r.input)
+                .map(|r| r.input.into_value())
         } else {
             None
         };

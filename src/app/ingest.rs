@@ -186,21 +186,21 @@ pub async fn accept(
             };
             let expires_at = claim.expires_at;
             let pending = state.pending_claims().enter(&workflow_id, &key);
-            let outcome = state.commit().claim_and_enqueue(claim, run).await;
+            let outcome = state.commit().claim_and_enqueue_run(claim, run).await;
             match outcome {
-                Ok(ClaimOutcome::Duplicate { run_id: original }) => {
+                Ok((ClaimOutcome::Duplicate { run_id: original }, _)) => {
                     drop(pending);
                     // The claim found is durable unless an earlier batch's flush failed and
                     // its undo has not run yet: confirm it after the next flush.
                     confirm_duplicate(&state, &workflow_id, &key, &original, now).await
                 }
-                Ok(ClaimOutcome::Claimed) => {
+                Ok((ClaimOutcome::Claimed, run)) => {
                     state
                         .recent_claims()
                         .insert(&workflow_id, &key, &run_id, expires_at);
                     drop(pending);
                     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "delivery accepted");
-                    state.queue().push(run_id.clone());
+                    state.queue().push_run(run);
                     {
                         crate::telemetry::delivery("accepted", None);
                         Ok(Delivery::Accepted { run_id })
@@ -217,11 +217,11 @@ pub async fn accept(
             }
         }
         None => {
-            state.commit().put_run(run).await.map_err(|e| {
+            let run = state.commit().put_run(run).await.map_err(|e| {
                 tracing::error!(error = %e, "run not made durable");
                 AppError::unavailable("the run could not be made durable; retry", 1)
             })?;
-            state.queue().push(run_id.clone());
+            state.queue().push_run(run);
             {
                 crate::telemetry::delivery("accepted", None);
                 Ok(Delivery::Accepted { run_id })

@@ -43,7 +43,13 @@ pub struct Queue {
     wake: Arc<Notify>,
     /// Run ids this process executes under a lease (shared queue), renewed by heartbeat.
     held: Arc<std::sync::Mutex<HashSet<String>>>,
+    /// Queued runs handed over with their id ([`Queue::push_run`]), at most [`HANDOFF_MAX`].
+    handoff: Arc<std::sync::Mutex<std::collections::HashMap<String, RunRecord>>>,
 }
+
+/// Most queued runs the ingest hands to the workers in memory; past it (a backlog), workers
+/// read the run from the store. 256 runs of a 6 KB webhook body are ~4 MB.
+pub const HANDOFF_MAX: usize = 256;
 
 /// The receiving side, shared by the workers.
 pub type QueueReceiver = Arc<Mutex<mpsc::UnboundedReceiver<String>>>;
@@ -57,6 +63,7 @@ impl Queue {
             shared,
             wake: Arc::new(Notify::new()),
             held: Arc::default(),
+            handoff: Arc::default(),
         };
         (queue, Arc::new(Mutex::new(rx)))
     }
@@ -68,6 +75,25 @@ impl Queue {
         } else {
             let _ = self.tx.send(run_id);
         }
+    }
+    /// [`Queue::push`] of a run just stored as `queued`, handing the record itself to the
+    /// worker that takes it (so it is not read back and parsed again), while fewer than
+    /// [`HANDOFF_MAX`] wait. Only the writer of a `queued` run may hand it over: nothing else
+    /// changes a queued run in this process, so the record is what the store holds.
+    pub fn push_run(&self, run: RunRecord) {
+        let id = run.id.clone();
+        if !self.shared {
+            let mut handoff = self.handoff.lock().unwrap_or_else(|e| e.into_inner());
+            if handoff.len() < HANDOFF_MAX {
+                handoff.insert(id.clone(), run);
+            }
+        }
+        self.push(id);
+    }
+    /// The record handed over with `run_id`, if any.
+    fn take_handoff(&self, run_id: &str) -> Option<RunRecord> {
+        let mut handoff = self.handoff.lock().unwrap_or_else(|e| e.into_inner());
+        handoff.remove(run_id)
     }
     fn hold(&self, run_id: &str) {
         self.held_set().insert(run_id.to_string());
@@ -347,7 +373,11 @@ pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
 /// workflow's current definition.
 pub async fn execute_queued(state: &AppState, run_id: &str) {
     let store = state.store();
-    let run = match store.get_run(run_id).await {
+    let stored = match state.queue().take_handoff(run_id) {
+        Some(run) => Ok(Some(run)),
+        None => store.get_run(run_id).await,
+    };
+    let run = match stored {
         Ok(Some(r)) if r.status == RunStatus::Queued => r,
         Ok(_) => return,
         Err(e) => {

@@ -360,7 +360,7 @@ async fn scheduled(
         ),
         ok,
     ));
-    let first_item = items.first().map(|r| r.input.clone());
+    let first_item = items.first().map(|r| r.input.value().clone());
     if !ok {
         skip_rest(&mut rows, "not run: the first poll must succeed");
         return (rows, first_item);
@@ -465,7 +465,7 @@ async fn event_driven(ctx: &mut Ctx<'_>, event: &Value) -> (Vec<CheckRow>, Optio
         ),
         ok,
     ));
-    let first_item = items.first().map(|r| r.input.clone());
+    let first_item = items.first().map(|r| r.input.value().clone());
     if !ok {
         rows.push(not_run(twice, "not run: the first delivery must succeed"));
         return (rows, first_item);

@@ -46,7 +46,7 @@ pub const RENDER_GRACE_MS: u64 = 1_000;
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRequest {
-    pub input: Value,
+    pub input: crate::run::RunInput,
     pub trigger: Trigger,
     pub mode: Mode,
     pub idempotency_key: Option<String>,
@@ -63,9 +63,9 @@ pub struct RunRequest {
 
 impl RunRequest {
     /// A live or dry run of `input` started by `trigger`.
-    pub fn new(input: Value, trigger: Trigger, mode: Mode) -> Self {
+    pub fn new(input: impl Into<crate::run::RunInput>, trigger: Trigger, mode: Mode) -> Self {
         RunRequest {
-            input,
+            input: input.into(),
             trigger,
             mode,
             idempotency_key: None,
@@ -332,7 +332,9 @@ impl Engine {
         edited_input: Option<Value>,
     ) -> (RunRecord, RunRecord) {
         let input_edited = edited_input.as_ref().is_some_and(|i| *i != original.input);
-        let input = edited_input.unwrap_or_else(|| original.input.clone());
+        let input = edited_input
+            .map(crate::run::RunInput::from)
+            .unwrap_or_else(|| original.input.clone());
         let mut req = RunRequest::new(input, Trigger::Replay, mode);
         req.replay_of = Some(original.id.clone());
         req.idempotency_key = original.idempotency_key.clone();

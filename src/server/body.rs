@@ -57,14 +57,23 @@ fn timed_out(rej: &BytesRejection) -> bool {
 
 /// JSON, or `400 invalid_json` naming the line and column.
 pub fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_json",
-            format!(
-                "the body is not JSON (line {}, column {}): {e}",
-                e.line(),
-                e.column()
-            ),
-        )
-    })
+    serde_json::from_slice(bytes).map_err(invalid_json)
+}
+
+/// A webhook body as a run's input: checked to be well-formed JSON and kept as its text, with
+/// no `Value` built ([`crate::run::RunInput::from_json_bytes`]); the same `400 invalid_json` as
+/// [`parse_json`].
+pub fn json_input(bytes: &[u8]) -> ApiResult<crate::run::RunInput> {
+    crate::run::RunInput::from_json_bytes(bytes).map_err(invalid_json)
+}
+
+fn invalid_json(e: serde_json::Error) -> ApiError {
+    ApiError::bad_request(
+        "invalid_json",
+        format!(
+            "the body is not JSON (line {}, column {}): {e}",
+            e.line(),
+            e.column()
+        ),
+    )
 }

@@ -97,11 +97,24 @@ impl GroupCommit {
         claim: WebhookClaim,
         run: RunRecord,
     ) -> StoreResult<ClaimOutcome> {
+        self.claim_and_enqueue_run(claim, run).await.map(|(o, _)| o)
+    }
+
+    /// [`GroupCommit::claim_and_enqueue`] that hands the run back (the webhook ingest gives it
+    /// to the worker that executes it, which then need not read it back).
+    pub async fn claim_and_enqueue_run(
+        &self,
+        claim: WebhookClaim,
+        run: RunRecord,
+    ) -> StoreResult<(ClaimOutcome, RunRecord)> {
         match self
             .submit(Some(BatchWrite::ClaimAndEnqueue { claim, run }))
             .await?
         {
-            (_, Some(BatchOutcome::Claim(outcome))) => Ok(outcome),
+            (
+                Some(BatchWrite::ClaimAndEnqueue { run, .. }),
+                Some(BatchOutcome::Claim(outcome)),
+            ) => Ok((outcome, run)),
             _ => Err(StoreError::Backend(
                 "claim answered without its outcome".into(),
             )),

@@ -134,56 +134,18 @@ pub(crate) fn summary_matches(s: &RunSummary, values: &[String], query: &RunQuer
 }
 
 /// The values of a run that the free search finds ([`super::SEARCH_VALUES_MAX`] and the rule
-/// there): the scalar strings of its input, then of each step's output in step order, walked
-/// depth first in document order; kept when they look like identifiers ([`is_search_value`]);
-/// distinct; at most [`super::SEARCH_VALUES_MAX`].
+/// there): those of its input ([`crate::run::RunInput::search_values`]), then the strings of
+/// each step's output in step order, walked depth first in document order; distinct; at most
+/// [`super::SEARCH_VALUES_MAX`].
 pub(crate) fn search_values(run: &RunRecord) -> Vec<String> {
-    fn walk(
-        v: &serde_json::Value,
-        out: &mut Vec<String>,
-        seen: &mut std::collections::HashSet<String>,
-    ) {
-        if out.len() >= super::SEARCH_VALUES_MAX {
-            return;
-        }
-        match v {
-            serde_json::Value::String(s) if is_search_value(s) && seen.insert(s.clone()) =>
-            {
-                out.push(s.clone());
-            }
-            serde_json::Value::Array(items) => {
-                for i in items {
-                    walk(i, out, seen);
-                }
-            }
-            serde_json::Value::Object(map) => {
-                for i in map.values() {
-                    walk(i, out, seen);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    walk(&run.input, &mut out, &mut seen);
+    let mut out = run.input.search_values();
+    let mut seen: std::collections::HashSet<String> = out.iter().cloned().collect();
     for step in &run.steps {
         if let Some(o) = &step.output {
-            walk(o, &mut out, &mut seen);
+            crate::run::input::search_values(o, &mut out, &mut seen);
         }
     }
     out
-}
-
-/// Whether the free search indexes this string ([`super::SEARCH_VALUES_MAX`] gives the rule and
-/// why): [`super::SEARCH_VALUE_MIN_BYTES`]-[`super::SEARCH_VALUE_MAX_BYTES`] bytes, no
-/// whitespace or control character, and at least one ASCII digit or `@` (an identifier such as
-/// `cus_QXg1o8…`, `in_1Pgc…`, `ORD-1042`, `ada@example.com`; not a word such as `invoice`,
-/// `manual` or `eur`).
-pub(crate) fn is_search_value(s: &str) -> bool {
-    (super::SEARCH_VALUE_MIN_BYTES..=super::SEARCH_VALUE_MAX_BYTES).contains(&s.len())
-        && s.bytes().any(|b| b.is_ascii_digit() || b == b'@')
-        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// Start of the stats bucket holding `created_ms`: buckets are aligned on multiples of

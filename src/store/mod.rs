@@ -434,27 +434,10 @@ pub fn check_cursor(cursor: &str) -> Result<(), String> {
     }
 }
 
-/// Most values of one run that the free search (`q`) finds, through a value index every
-/// backend writes with the run's summary (sled: `runs_by_value`; PostgreSQL: `run_values`;
-/// in memory: a map). The values are the scalar **strings** of the run's input, then of each
-/// step's output in step order (depth first, document order), kept when they are
-/// [`SEARCH_VALUE_MIN_BYTES`]-[`SEARCH_VALUE_MAX_BYTES`] bytes long, hold no whitespace or
-/// control character and hold at least one ASCII digit or `@` (identifiers such as
-/// `cus_QXg1…`, `in_1Nv…`, `ORD-1042`, emails; not prose, nor words such as `invoice.paid`,
-/// `manual`, `eur`), distinct, the first 64. Numbers, booleans and keys are not indexed.
-///
-/// Why identifiers only: a word that most runs carry (an event type, a currency, an enum) is
-/// what analysts filter by, not search for, and a search for it would match most of history;
-/// yet those words were four in five of the rows of a Stripe event (21 of its 26 strings), and
-/// each row is a B-tree insert on the durable ingest path (measured: the webhook ingest on sled
-/// did 1,600 deliveries/s indexing all 26, 4,090 indexing none; README, "Benchmarks"). A search matches a value exactly or
-/// by prefix, case-sensitively, like ids and keys. The index follows the run: rewritten when
-/// its summary is, removed with it (retention, released claims).
-pub const SEARCH_VALUES_MAX: usize = 64;
-/// Shortest indexed value, in bytes: 4.
-pub const SEARCH_VALUE_MIN_BYTES: usize = 4;
-/// Longest indexed value, in bytes: 128.
-pub const SEARCH_VALUE_MAX_BYTES: usize = 128;
+/// The free search's value rule ([`crate::run::input::SEARCH_VALUES_MAX`] documents it).
+pub use crate::run::input::{
+    is_search_value, SEARCH_VALUES_MAX, SEARCH_VALUE_MAX_BYTES, SEARCH_VALUE_MIN_BYTES,
+};
 
 /// Most run summaries one [`RunStore::list_runs`] call examines when its filters are not
 /// covered by an index (e.g. `mode` + `trigger`): past it the page is returned short (possibly
