@@ -59,14 +59,15 @@ pub fn is_search_value(s: &str) -> bool {
 /// * Reads go through `Deref<Target = Value>` (`&run.input`, `run.input["id"]`); the text is
 ///   parsed on the first read and the value kept.
 /// * It serialises as its text when it has one (a copy, not a walk of the value), else as its
-///   value; it deserialises as a value (a stored run read back is parsed, as before).
+///   value. It deserialises as its text too (a stored run read back is scanned, not parsed),
+///   under the same rule as [`RunInput::from_json_bytes`].
 /// * Equality compares values. Cloning is cheap (shared).
 #[derive(Clone)]
 pub struct RunInput(Arc<Inner>);
 
 struct Inner {
-    /// The text as delivered (well-formed, no duplicated member); `None` for a value built
-    /// in memory or read back from a store.
+    /// The text as delivered or stored (well-formed, no duplicated member); `None` for a
+    /// value built in memory.
     raw: Option<Box<RawValue>>,
     value: OnceLock<Value>,
     /// For a raw input: the values the free search indexes, as [`search_values`] finds them
@@ -81,10 +82,7 @@ impl RunInput {
     ///
     /// Errors: the body is not JSON; the [`serde_json::Error`] gives line and column.
     pub fn from_json_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        let mut scan = Scan::default();
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        ScanSeed(&mut scan).deserialize(&mut de)?;
-        de.end()?;
+        let scan = Scan::of(bytes)?;
         if scan.duplicate {
             return serde_json::from_slice::<Value>(bytes).map(RunInput::from);
         }
@@ -92,12 +90,18 @@ impl RunInput {
         let text = std::str::from_utf8(bytes)
             .map_err(|_| serde::de::Error::custom("the body is not UTF-8"))?
             .trim_matches(|c: char| c.is_ascii_whitespace());
-        let raw = RawValue::from_string(text.to_string())?;
-        Ok(RunInput(Arc::new(Inner {
+        Ok(RunInput::raw_scanned(
+            RawValue::from_string(text.to_string())?,
+            scan,
+        ))
+    }
+
+    fn raw_scanned(raw: Box<RawValue>, scan: Scan) -> Self {
+        RunInput(Arc::new(Inner {
             raw: Some(raw),
             value: OnceLock::new(),
             search: scan.values,
-        })))
+        }))
     }
 
     /// The parsed value (parsed now if it was not yet).
@@ -227,7 +231,14 @@ impl Serialize for RunInput {
 
 impl<'de> Deserialize<'de> for RunInput {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Value::deserialize(d).map(RunInput::from)
+        let raw = Box::<RawValue>::deserialize(d)?;
+        let scan = Scan::of(raw.get().as_bytes()).map_err(serde::de::Error::custom)?;
+        if scan.duplicate {
+            return serde_json::from_str::<Value>(raw.get())
+                .map(RunInput::from)
+                .map_err(serde::de::Error::custom);
+        }
+        Ok(RunInput::raw_scanned(raw, scan))
     }
 }
 
@@ -241,6 +252,14 @@ struct Scan {
 }
 
 impl Scan {
+    /// One pass over `bytes`, which must hold one JSON value (whitespace around it allowed).
+    fn of(bytes: &[u8]) -> Result<Scan, serde_json::Error> {
+        let mut scan = Scan::default();
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        ScanSeed(&mut scan).deserialize(&mut de)?;
+        de.end()?;
+        Ok(scan)
+    }
     fn string(&mut self, s: &str) {
         if self.values.len() < SEARCH_VALUES_MAX && is_search_value(s) && !self.seen.contains(s) {
             self.seen.insert(s.to_string());
@@ -338,7 +357,7 @@ mod tests {
     /// The text is kept and written back as it came; reads parse it once; equality is by value.
     #[test]
     fn a_body_is_kept_as_its_text_and_read_as_its_value() {
-        let text = r#" {"id":"evt_1","n":12345678901234567890,"data":{"object":{"customer":"cus_QX1"}}} "#;
+        let text = r#" {"id":"evt_1","n":123456789012345678901234567890,"data":{"object":{"customer":"cus_QX1"}}} "#;
         let input = raw(text);
         assert_eq!(input.raw(), Some(text.trim()));
         assert_eq!(serde_json::to_string(&input).unwrap(), text.trim());
@@ -346,6 +365,23 @@ mod tests {
         assert_eq!(input, RunInput::from(serde_json::from_str::<Value>(text).unwrap()));
         let record = json!({"input": input});
         assert_eq!(record["input"]["id"], "evt_1");
+        // Read back from stored text: still the text (the big number exact), and the same
+        // search values; from a `Value` too.
+        #[derive(Serialize, Deserialize)]
+        struct Record {
+            input: RunInput,
+        }
+        let stored = serde_json::to_string(&Record {
+            input: input.clone(),
+        })
+        .unwrap();
+        assert!(stored.contains("123456789012345678901234567890"), "{stored}");
+        let back: Record = serde_json::from_str(&stored).unwrap();
+        assert_eq!(back.input.raw(), Some(text.trim()));
+        assert_eq!(back.input.search_values(), ["evt_1", "cus_QX1"]);
+        let from_value: Record = serde_json::from_value(record).unwrap();
+        assert_eq!(from_value.input["data"]["object"]["customer"], "cus_QX1");
+        assert_eq!(from_value.input.search_values(), ["evt_1", "cus_QX1"]);
     }
 
     /// The scan finds the same searchable strings, in the same order, as the walk of the value.
@@ -373,6 +409,9 @@ mod tests {
             serde_json::to_string(&input).unwrap(),
             r#"{"a":1,"b":{"x":"in_2"}}"#
         );
+        // Read back from text that has one: the same single reading.
+        let back: RunInput = serde_json::from_str(r#"{"x":"in_1","x":"in_2"}"#).unwrap();
+        assert_eq!((back.raw(), &back["x"]), (None, &json!("in_2")));
         // The same name in two objects is no duplicate.
         assert!(raw(r#"{"a":{"x":1},"b":{"x":2}}"#).raw().is_some());
     }
