@@ -167,10 +167,11 @@ async fn time_stats(state: &AppState, name: &str, p: impl Fn() -> StatsParams) {
     }
     samples.sort();
     println!(
-        "stats {name:<34} total {:>8} complete {:<5} bars {:>3}  median {:>8.3} ms  max {:>8.3} ms",
+        "stats {name:<34} total {:>8} complete {:<5} bars {:>3} steps {}  median {:>8.3} ms  max {:>8.3} ms",
         answer["total"],
         answer["complete"],
         answer["buckets"].as_array().map_or(0, Vec::len),
+        answer["steps"].as_array().map_or(0, Vec::len),
         samples[samples.len() / 2].as_secs_f64() * 1e3,
         samples[samples.len() - 1].as_secs_f64() * 1e3
     );
@@ -440,6 +441,13 @@ async fn main() {
     })
     .await;
     time_stats(&state, "last 7 days", || StatsParams {
+        since: ms(end - 7 * day),
+        until: ms(end),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "workflow=, last 7 days (+ steps)", || StatsParams {
+        workflow: Some("wf-03".into()),
         since: ms(end - 7 * day),
         until: ms(end),
         ..Default::default()
