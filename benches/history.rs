@@ -8,15 +8,26 @@
 //! ```text
 //! FLUXO_SCALE_RUNS=1000000 cargo bench --bench history
 //! ```
+//!
+//! For profiling: `FLUXO_SCALE_DIR=DIR` keeps the data in `DIR` (loaded on the first run, reused
+//! by the next ones with the same `FLUXO_SCALE_RUNS`, never removed), `FLUXO_SCALE_ONLY=text`
+//! times only the lines whose name contains `text`, `FLUXO_SCALE_SAMPLES=n` takes `n` samples
+//! per line (default 9; the median and the max are reported).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fluxo::app::runs::{RunsParams, StatsParams};
 use fluxo::app::{AppState, ServerOptions};
-use fluxo::run::{new_run_id, ErrorInfo, Mode, RunRecord, RunStatus, Timestamp, Trigger};
+use fluxo::run::{
+    new_run_id, ErrorInfo, Mode, RunRecord, RunStatus, StepRecord, StepStatus, Timestamp, Trigger,
+};
 use fluxo::store::{BatchWrite, RunQuery, RunStore, SledConfig, SledStore, Store};
 use serde_json::json;
+
+// The same allocator as the `fluxo` binary (what `fluxo serve` answers with).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600_000;
@@ -67,18 +78,68 @@ fn make_run(i: usize, created: i64) -> RunRecord {
             http_status: Some(500),
         }),
         warnings: vec![],
-        steps: vec![],
+        steps: steps(i, created, duration),
         snapshot: json!({}),
         parent_run: None,
         trace_parent: None,
     }
 }
 
+/// Samples per line: `FLUXO_SCALE_SAMPLES`, default `default`.
+fn samples(default: usize) -> usize {
+    std::env::var("FLUXO_SCALE_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+/// Whether the line `name` (as printed) is timed (`FLUXO_SCALE_ONLY`).
+fn wanted(name: &str) -> bool {
+    std::env::var("FLUXO_SCALE_ONLY").map_or(true, |only| name.contains(&only))
+}
+
+/// The steps of run `i`: a webhook trigger (0 ms), a Memory claim (1–7 ms) and an HTTP call
+/// taking the rest of the run's `duration` (the per-step percentiles).
+fn steps(i: usize, created: i64, duration: u64) -> Vec<StepRecord> {
+    let claim = 1 + (i % 7) as u64;
+    let parts = [
+        ("hook", "webhook_trigger", 0),
+        ("seen", "memory", claim),
+        ("create", "http_request", duration.saturating_sub(claim)),
+    ];
+    let mut at = created + 1;
+    parts
+        .into_iter()
+        .map(|(id, kind, ms)| {
+            let rec = StepRecord {
+                step_id: id.into(),
+                kind: kind.into(),
+                status: StepStatus::Succeeded,
+                started_at: Timestamp(at),
+                finished_at: Some(Timestamp(at + ms as i64)),
+                duration_ms: ms,
+                resolved_config: json!({}),
+                output: None,
+                error: None,
+                attempts: vec![],
+                ports: vec!["out".into()],
+                reused_from: None,
+            };
+            at += ms as i64;
+            rec
+        })
+        .collect()
+}
+
 async fn time_first_page(store: &SledStore, name: &str, q: RunQuery) {
+    if !wanted(name) {
+        return;
+    }
     let q = RunQuery { limit: 50, ..q };
     let mut samples: Vec<Duration> = Vec::new();
     let mut n = 0;
-    for _ in 0..7 {
+    for _ in 0..self::samples(7) {
         let t = Instant::now();
         let page = store.list_runs(&q).await.unwrap();
         samples.push(t.elapsed());
@@ -94,9 +155,12 @@ async fn time_first_page(store: &SledStore, name: &str, q: RunQuery) {
 
 /// Median and max of 9 answers of `GET /runs/stats` for `p`, with what it counted.
 async fn time_stats(state: &AppState, name: &str, p: impl Fn() -> StatsParams) {
+    if !wanted(&format!("stats {name}")) {
+        return;
+    }
     let mut samples: Vec<Duration> = Vec::new();
     let mut answer = json!({});
-    for _ in 0..9 {
+    for _ in 0..self::samples(9) {
         let params = p();
         let t = Instant::now();
         answer = fluxo::app::runs::stats_for(state, &params).await.unwrap();
@@ -104,10 +168,11 @@ async fn time_stats(state: &AppState, name: &str, p: impl Fn() -> StatsParams) {
     }
     samples.sort();
     println!(
-        "stats {name:<34} total {:>8} complete {:<5} bars {:>3}  median {:>8.3} ms  max {:>8.3} ms",
+        "stats {name:<34} total {:>8} complete {:<5} bars {:>3} steps {}  median {:>8.3} ms  max {:>8.3} ms",
         answer["total"],
         answer["complete"],
         answer["buckets"].as_array().map_or(0, Vec::len),
+        answer["steps"].as_array().map_or(0, Vec::len),
         samples[samples.len() / 2].as_secs_f64() * 1e3,
         samples[samples.len() - 1].as_secs_f64() * 1e3
     );
@@ -115,9 +180,12 @@ async fn time_stats(state: &AppState, name: &str, p: impl Fn() -> StatsParams) {
 
 /// Median and max of 9 first pages of `GET /runs?q=` (`app::runs::list`).
 async fn time_search(state: &AppState, name: &str, q: &str) {
+    if !wanted(&format!("search {name}")) {
+        return;
+    }
     let mut samples: Vec<Duration> = Vec::new();
     let mut n = 0;
-    for _ in 0..9 {
+    for _ in 0..self::samples(9) {
         let params = RunsParams {
             q: Some(q.to_string()),
             ..Default::default()
@@ -144,13 +212,23 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20_000);
-    let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(&SledConfig::new(dir.path().join("store"))).unwrap();
+    // The data: in a temporary directory (removed at the end), or kept in FLUXO_SCALE_DIR.
+    let (_tmp, dir) = match std::env::var_os("FLUXO_SCALE_DIR") {
+        Some(d) => (None, std::path::PathBuf::from(d)),
+        None => {
+            let t = tempfile::tempdir().unwrap();
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    };
+    let loaded_marker = dir.join(format!("loaded-{total}"));
+    let reuse = loaded_marker.exists();
+    let store = SledStore::open(&SledConfig::new(dir.join("store"))).unwrap();
     // One run every 2.6 s: 1M runs span ~30 days. Written in batches of 512, as the group
     // commit writes them.
     let step = 2_600;
     let t = Instant::now();
-    let mut i = 0;
+    let mut i = if reuse { total } else { 0 };
     while i < total {
         let end = (i + 512).min(total);
         let writes = (i..end)
@@ -163,11 +241,18 @@ async fn main() {
     }
     store.flush().await.unwrap();
     let load = t.elapsed();
-    println!(
-        "loaded {total} runs in {:.1} s ({:.1} µs/run, batches of 512)",
-        load.as_secs_f64(),
-        load.as_secs_f64() * 1e6 / total as f64
-    );
+    if reuse {
+        println!("reusing the {total} runs in {}", dir.display());
+    } else {
+        println!(
+            "loaded {total} runs in {:.1} s ({:.1} µs/run, batches of 512)",
+            load.as_secs_f64(),
+            load.as_secs_f64() * 1e6 / total as f64
+        );
+        if std::env::var_os("FLUXO_SCALE_DIR").is_some() {
+            std::fs::write(&loaded_marker, b"").unwrap();
+        }
+    }
     let end = T0 + total as i64 * step;
     let day = 86_400_000;
 
@@ -294,16 +379,18 @@ async fn main() {
     }
     time_first_page(&store, "workflow, page 101 (via cursor)", q).await;
 
-    let t = Instant::now();
-    let stats = store
-        .run_stats(None, end - day, end, 3_600_000)
-        .await
-        .unwrap();
-    println!(
-        "run_stats last 24 h, hourly: {} buckets in {:.1} ms",
-        stats.len(),
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    if wanted("run_stats") {
+        let t = Instant::now();
+        let stats = store
+            .run_stats(None, end - day, end, 3_600_000)
+            .await
+            .unwrap();
+        println!(
+            "run_stats last 24 h, hourly: {} buckets in {:.1} ms",
+            stats.len(),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+    }
 
     // What the API answers: `GET /runs/stats` and `GET /runs?q=`, through the functions its
     // handlers call, on an application over this store (the system clock: "all time" runs
@@ -312,7 +399,7 @@ async fn main() {
         Arc::new(store.clone()) as Arc<dyn Store>,
         Arc::new(fluxo::clock::SystemClock),
     );
-    let workflows_dir = dir.path().join("workflows");
+    let workflows_dir = dir.join("workflows");
     std::fs::create_dir_all(&workflows_dir).unwrap();
     let workflows =
         fluxo::workflow::dir::WorkflowDir::load(&workflows_dir, engine.registry().clone()).unwrap();
@@ -355,6 +442,13 @@ async fn main() {
     })
     .await;
     time_stats(&state, "last 7 days", || StatsParams {
+        since: ms(end - 7 * day),
+        until: ms(end),
+        ..Default::default()
+    })
+    .await;
+    time_stats(&state, "workflow=, last 7 days (+ steps)", || StatsParams {
+        workflow: Some("wf-03".into()),
         since: ms(end - 7 * day),
         until: ms(end),
         ..Default::default()

@@ -603,6 +603,25 @@ async fn run_stats() {
     let wf1 = s.get_json("/runs/stats?workflow=wf1&trigger=api").await;
     assert_eq!(wf1["total"], 4);
     assert_eq!(wf1["failures"], json!([]));
+    // Per step (one workflow named): every step of wf1, in the file's order, each run once.
+    let steps: Vec<(&str, u64)> = wf1["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["step_id"].as_str().unwrap(), s["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(steps, vec![("start", 4), ("shape", 4)], "{wf1}");
+    assert!(wf1["steps"][1]["p99_ms"].is_u64());
+    assert_eq!(all["steps"], json!([]), "no workflow named: no steps");
+    let fails = s.get_json("/runs/stats?workflow=fails").await;
+    assert_eq!(fails["steps"][1]["step_id"], "boom", "{fails}");
+    assert_eq!(fails["steps"][1]["count"], 1);
+    // The run's summary carries its steps' durations.
+    let listed = s.get_json("/runs?workflow=fails").await;
+    assert!(
+        listed["runs"][0]["step_durations"]["boom"].is_u64(),
+        "{listed}"
+    );
     let by_q = s
         .get_json(&format!(
             "/runs/stats?q={}",

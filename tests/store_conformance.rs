@@ -130,6 +130,7 @@ conformance!(
     runs_stats_by_bucket,
     counts_equal_a_brute_force_count,
     counts_follow_claims_batches_and_releases,
+    counts_per_step_of_one_workflow,
     retention_by_count_keeps_newest_finished_per_workflow,
     retention_by_age_and_both_limits,
     retention_over_many_batches,
@@ -151,9 +152,54 @@ conformance!(
 
 const MINUTE: i64 = 60_000;
 
+/// A step record of `ms` milliseconds.
+fn step(id: &str, status: StepStatus, ms: u64) -> StepRecord {
+    StepRecord {
+        step_id: id.into(),
+        kind: "transform".into(),
+        status,
+        started_at: Timestamp(T0),
+        finished_at: (status != StepStatus::Running).then_some(Timestamp(T0 + ms as i64)),
+        duration_ms: ms,
+        resolved_config: json!({}),
+        output: None,
+        error: None,
+        attempts: vec![],
+        ports: vec![],
+        reused_from: None,
+    }
+}
+
+/// The steps of count run `i`: a trigger (most runs), a call of 0 to ~3 s (below and above
+/// 128 ms), sometimes a step reused from an earlier run (a resume: not counted again), a
+/// fallback, or a step still running (not counted).
+fn count_steps(i: i64) -> Vec<StepRecord> {
+    let mut steps = Vec::new();
+    if i % 5 != 0 {
+        steps.push(step("hook", StepStatus::Succeeded, (i % 3) as u64));
+    }
+    steps.push(step(
+        "call",
+        StepStatus::Succeeded,
+        ((i * 97) % 3_000) as u64,
+    ));
+    if i % 7 == 0 {
+        let mut reused = step("seen", StepStatus::Succeeded, 40);
+        reused.reused_from = Some("an-earlier-run".into());
+        steps.push(reused);
+    } else if i % 7 == 1 {
+        steps.push(step("seen", StepStatus::Fallback, 130 + i as u64));
+    }
+    if i % 11 == 0 {
+        steps.push(step("slow", StepStatus::Running, 9));
+    }
+    steps
+}
+
 /// Run `i` of the count fixture: three workflows, every status, both modes, three triggers,
-/// durations below and above 128 ms, two failure reasons; created every ~7.5 min from
-/// 3 h 17 s before T0 (about 50 hours), with a few exactly on unit boundaries.
+/// durations below and above 128 ms, two failure reasons, steps ([`count_steps`]); created
+/// every ~7.5 min from 3 h 17 s before T0 (about 50 hours), with a few exactly on unit
+/// boundaries.
 fn count_run(i: i64) -> RunRecord {
     let statuses = [
         RunStatus::Queued,
@@ -179,6 +225,7 @@ fn count_run(i: i64) -> RunRecord {
     );
     r.mode = if i % 4 == 0 { Mode::Dry } else { Mode::Live };
     r.trigger = [Trigger::Webhook, Trigger::Api, Trigger::Manual][((i / 3) % 3) as usize];
+    r.steps = count_steps(i);
     if status.is_final() {
         let d = ((i * i * 37) % 5_000) as u64;
         r.finished_at = Some(Timestamp(created + d as i64));
@@ -226,6 +273,12 @@ fn count_filters() -> Vec<CountFilter> {
             status: Some(RunStatus::Succeeded),
             mode: Some(Mode::Live),
             trigger: Some(Trigger::Webhook),
+        },
+        CountFilter {
+            workflow: Some("wf-c".into()),
+            mode: Some(Mode::Live),
+            trigger: Some(Trigger::Manual),
+            ..Default::default()
         },
         CountFilter {
             workflow: Some("none".into()),
@@ -1897,6 +1950,11 @@ mod cases {
             };
             r.finished_at = Some(Timestamp(r.created_at.0 + 300 + i));
             r.duration_ms = Some((300 + i) as u64);
+            // The steps' durations move between bins too; one more step ran.
+            for s in &mut r.steps {
+                s.duration_ms += 1_000;
+            }
+            r.steps.push(step("undo", StepStatus::Succeeded, i as u64));
             if r.status == RunStatus::Failed {
                 r.error = Some(fluxo::run::ErrorInfo {
                     code: "template_error".into(),
@@ -1931,6 +1989,138 @@ mod cases {
         };
         store.prune_runs(&by_age, T0 + 2 * DAY).await.unwrap();
         assert_counts(store, &stored(store, ids).await, "after retention by age").await;
+    }
+
+    /// Step durations: counted per step of the named workflow once its run has finished,
+    /// without the steps a resume reused or a step still running, following the other
+    /// filters, and taken back by retention.
+    pub async fn counts_per_step_of_one_workflow(f: &Fixture) {
+        let store = &*f.store;
+        let with_steps = |id: &str, created: i64, steps: Vec<StepRecord>| {
+            let mut r = run(id, "wf-s", RunStatus::Succeeded, created);
+            r.finished_at = Some(Timestamp(created + 5_000));
+            r.steps = steps;
+            r
+        };
+        let ok = StepStatus::Succeeded;
+        store
+            .put_run(&with_steps(
+                "s1",
+                T0 + 10,
+                vec![step("hook", ok, 1), step("call", ok, 10)],
+            ))
+            .await
+            .unwrap();
+        store
+            .put_run(&with_steps(
+                "s2",
+                T0 + DAY + 3 * HOUR + 20,
+                vec![step("hook", ok, 2), step("call", ok, 2_000)],
+            ))
+            .await
+            .unwrap();
+        // A resume: its `call` reused from s1 is not counted again; `undo` failed.
+        let mut reused = step("call", ok, 10);
+        reused.reused_from = Some("s1".into());
+        store
+            .put_run(&with_steps(
+                "s3",
+                T0 + 2 * DAY + 30,
+                vec![reused, step("undo", StepStatus::Failed, 7)],
+            ))
+            .await
+            .unwrap();
+        // Still running: nothing counted yet.
+        let mut running = with_steps("s4", T0 + 40, vec![step("hook", ok, 3)]);
+        running.status = RunStatus::Running;
+        running.finished_at = None;
+        running.duration_ms = None;
+        store.put_run(&running).await.unwrap();
+        // Another workflow's steps.
+        let mut other = with_steps("o1", T0 + 50, vec![step("hook", ok, 99)]);
+        other.workflow_id = "wf-o".into();
+        store.put_run(&other).await.unwrap();
+
+        let count = |workflow: Option<&str>, since: i64, until: i64, bucket_ms: i64| CountQuery {
+            filter: CountFilter {
+                workflow: workflow.map(str::to_string),
+                ..Default::default()
+            },
+            since,
+            until,
+            bucket_ms,
+        };
+        for bucket_ms in [0, HOUR, 3 * HOUR, DAY] {
+            let c = store
+                .count_runs(&count(Some("wf-s"), T0 - 17, T0 + 3 * DAY + 5, bucket_ms))
+                .await
+                .unwrap();
+            let got: BTreeMap<&str, (u64, Option<u64>, Option<u64>)> = c
+                .steps
+                .iter()
+                .map(|(k, h)| {
+                    (
+                        k.as_str(),
+                        (h.count(), h.percentile(50.0), h.percentile(99.0)),
+                    )
+                })
+                .collect();
+            let want = BTreeMap::from([
+                ("hook", (2, Some(1), Some(2))),
+                // 2,000 ms is reported as the middle of its bin (within 0.4%).
+                ("call", (2, Some(10), Some(2_003))),
+                ("undo", (1, Some(7), Some(7))),
+            ]);
+            assert_eq!(got, want, "{} bars of {bucket_ms} ms", f.name);
+        }
+        // Without a workflow: no steps. Another workflow: its own.
+        let all = store
+            .count_runs(&count(None, T0 - 17, T0 + 3 * DAY, 3 * HOUR))
+            .await
+            .unwrap();
+        assert!(all.steps.is_empty());
+        let o = store
+            .count_runs(&count(Some("wf-o"), T0, T0 + DAY, HOUR))
+            .await
+            .unwrap();
+        assert_eq!(o.steps.keys().collect::<Vec<_>>(), vec!["hook"]);
+        // A range with only s2 (off the unit boundaries); then the status filter.
+        let two = store
+            .count_runs(&count(
+                Some("wf-s"),
+                T0 + DAY + 3 * HOUR + 19,
+                T0 + DAY + 3 * HOUR + 21,
+                0,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(two.steps["call"].count(), 1);
+        let mut failed = count(Some("wf-s"), T0, T0 + 3 * DAY, HOUR);
+        failed.filter.status = Some(RunStatus::Failed);
+        assert!(store.count_runs(&failed).await.unwrap().steps.is_empty());
+
+        // The running run finishes; retention then keeps the newest finished run of each
+        // workflow only (s3, finished last of wf-s, and o1).
+        running.status = RunStatus::Succeeded;
+        running.finished_at = Some(Timestamp(T0 + 41));
+        running.duration_ms = Some(1);
+        store.put_run(&running).await.unwrap();
+        let c = store
+            .count_runs(&count(Some("wf-s"), T0, T0 + 3 * DAY, 0))
+            .await
+            .unwrap();
+        assert_eq!(c.steps["hook"].count(), 3);
+        let keep_one = Retention {
+            max_runs_per_workflow: Some(1),
+            max_age_ms: None,
+        };
+        assert_eq!(store.prune_runs(&keep_one, T0 + 4 * DAY).await.unwrap(), 3);
+        let c = store
+            .count_runs(&count(Some("wf-s"), T0, T0 + 3 * DAY, HOUR))
+            .await
+            .unwrap();
+        assert_eq!(c.steps.keys().collect::<Vec<_>>(), vec!["undo"]);
+        assert_eq!(c.steps["undo"].count(), 1);
     }
 
     /// Runs queued by webhook claims, written in batches (the group commit's path), and

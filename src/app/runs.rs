@@ -439,12 +439,15 @@ fn percentiles(h: &crate::store::DurationHistogram) -> Value {
 }
 
 /// What `GET /runs/stats` answers for the list's filters: `{bucket_ms, since, until, buckets,
-/// total, counts, complete, duration, durations, failures}`. `total` counts every matching run
-/// in the range and `counts` per status; `buckets` per status in bars of `bucket_ms` (aligned on
-/// the unix epoch, at most 10,000: the newest); `duration` and `durations` (per workflow, most
-/// runs first) are nearest-rank p50/p95/p99 (ms) of finished runs' `duration_ms`, exact under
-/// 128 ms and within 0.4% above (log-spaced histogram bins,
-/// [`crate::store::DurationHistogram`]); `failures` groups failed runs by
+/// total, counts, complete, duration, durations, steps, failures}`. `total` counts every
+/// matching run in the range and `counts` per status; `buckets` per status in bars of
+/// `bucket_ms` (aligned on the unix epoch, at most 10,000: the newest); `duration` and
+/// `durations` (per workflow, most runs first) are nearest-rank p50/p95/p99 (ms) of finished
+/// runs' `duration_ms`, exact under 128 ms and within 0.4% above (log-spaced histogram bins,
+/// [`crate::store::DurationHistogram`]); `steps` (only when `workflow` is given, else empty)
+/// the same per step of that workflow over the steps the finished runs executed
+/// ([`crate::store::RunSummary::step_durations`]; steps reused by a resume are not counted
+/// again), in the order of the workflow file, then steps it no longer has by id; `failures` groups failed runs by
 /// [`crate::store::RunSummary::failure_reason`], most first (at most 20). Without `since` the
 /// range starts at the oldest matching run ("all time").
 ///
@@ -514,12 +517,16 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
             .map_err(AppError::store)?;
         for s in &page.runs {
             seen.push((s.created_at.0, s.status));
-            // Totals, durations and failures over the whole range (one bucket).
+            // Totals, durations and failures over the whole range (one bucket); step
+            // durations when one workflow is asked for.
             let whole = crate::store::CountQuery {
+                filter: crate::store::CountFilter {
+                    workflow: query.workflow.clone(),
+                    ..Default::default()
+                },
                 since: i64::MIN,
                 until: i64::MAX,
                 bucket_ms: 0,
-                ..Default::default()
             };
             counted.add_summary(s, &whole);
         }
@@ -553,7 +560,30 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
                 .or_default() += 1;
         }
     }
-    Ok(stats_json(bucket_ms, since, until, counted, complete))
+    let order = step_order(state, query.workflow.as_deref());
+    Ok(stats_json(
+        bucket_ms, since, until, counted, complete, &order,
+    ))
+}
+
+/// The step ids of `workflow` in the order of its file (empty without one, or for a workflow
+/// that is gone).
+fn step_order(state: &AppState, workflow: Option<&str>) -> Vec<String> {
+    let Some(entry) = workflow.and_then(|w| state.workflows().get(w)) else {
+        return Vec::new();
+    };
+    entry
+        .value
+        .as_ref()
+        .and_then(|v| v.get("steps"))
+        .and_then(Value::as_array)
+        .map(|steps| {
+            steps
+                .iter()
+                .filter_map(|s| s.get("id").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The bar width: the asked one, else the smallest of [`AUTO_BUCKETS`] that draws
@@ -620,16 +650,19 @@ async fn stats_from_counts(
             .await
             .map_err(AppError::store)?
     };
-    Ok(stats_json(bucket_ms, since, until, counted, true))
+    let order = step_order(state, query.workflow.as_deref());
+    Ok(stats_json(bucket_ms, since, until, counted, true, &order))
 }
 
-/// The JSON of `GET /runs/stats` ([`stats_for`]).
+/// The JSON of `GET /runs/stats` ([`stats_for`]); `step_order`: the workflow's step ids in
+/// file order (the order of `steps`).
 fn stats_json(
     bucket_ms: i64,
     since: i64,
     until: i64,
     counted: crate::store::RunCounts,
     complete: bool,
+    step_order: &[String],
 ) -> Value {
     let total = counted.total();
     let buckets: Vec<crate::store::StatsBucket> = counted
@@ -655,6 +688,23 @@ fn stats_json(
             v
         })
         .collect();
+    let mut per_step: Vec<(String, crate::store::DurationHistogram)> =
+        counted.steps.into_iter().collect();
+    let position = |id: &str| {
+        step_order
+            .iter()
+            .position(|s| s == id)
+            .unwrap_or(usize::MAX)
+    };
+    per_step.sort_by(|a, b| position(&a.0).cmp(&position(&b.0)).then(a.0.cmp(&b.0)));
+    let per_step: Vec<Value> = per_step
+        .into_iter()
+        .map(|(step, h)| {
+            let mut v = percentiles(&h);
+            v["step_id"] = json!(step);
+            v
+        })
+        .collect();
     let mut failures: Vec<(String, u64)> = counted.failures.into_iter().collect();
     failures.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     failures.truncate(20);
@@ -668,6 +718,7 @@ fn stats_json(
         "complete": complete,
         "duration": percentiles(&all),
         "durations": per_wf,
+        "steps": per_step,
         "failures": failures
             .into_iter()
             .map(|(reason, count)| json!({"reason": reason, "count": count}))

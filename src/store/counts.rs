@@ -16,9 +16,13 @@
 //!   at the edges (less than a minute on each side) is counted exactly from the runs in it,
 //!   through the time index. So the answer is exact, and reads about `units × cells per unit`
 //!   counters: a month of history at 1,400 runs an hour is ~30 days + 46 hours + 118 minutes.
+//!   Durations and failures do not depend on the bars, so they are read from the coarsest
+//!   units (whole days inside the range) even when the bars need hours: the hourly counters
+//!   are then read for their counts only (`plan`). Finished runs also count their steps'
+//!   durations in step cells, read when the filter names one workflow.
 //!   A store written by an older version gets its counters built once, when it is opened.
 //! * PostgreSQL counts with one `GROUP BY` over the `runs` table (its `created_at` and
-//!   filter indexes): exact, consistent with the runs by construction, but it reads every
+//!   filter indexes; a second over the summaries' `step_durations` for the steps): exact, consistent with the runs by construction, but it reads every
 //!   matching row (see README, "Run history", for its figure).
 //! * In memory: a scan of the runs (tests and benches).
 //!
@@ -27,7 +31,8 @@
 //!
 //! # Durations
 //!
-//! Percentiles come from [`DurationHistogram`], log-spaced bins with 7 significant bits
+//! Percentiles (of runs per workflow, and of steps when a workflow is named) come from
+//! [`DurationHistogram`], log-spaced bins with 7 significant bits
 //! (HdrHistogram's layout): durations under 128 ms are exact; above, a percentile is the middle
 //! of its bin, within 0.4% of the true nearest-rank value (a bin spans `1/128` of its lower
 //! bound at most). Counts and failures are exact.
@@ -89,6 +94,10 @@ pub struct RunCounts {
     pub counts: BTreeMap<String, u64>,
     /// Workflow id → durations (`duration_ms`) of its finished runs that have one.
     pub durations: BTreeMap<String, DurationHistogram>,
+    /// Step id → durations (ms) of that step in the finished runs
+    /// ([`RunSummary::step_durations`]: the steps each run executed). Only when the filter
+    /// names a workflow (`filter.workflow`); empty otherwise, in every backend.
+    pub steps: BTreeMap<String, DurationHistogram>,
     /// Failure reason ([`RunSummary::failure_reason`]) → runs.
     pub failures: BTreeMap<String, u64>,
 }
@@ -123,6 +132,11 @@ impl RunCounts {
                 .or_default()
                 .record(d, 1);
         }
+        if q.filter.workflow.is_some() && s.status.is_final() {
+            for (step, ms) in &s.step_durations {
+                self.steps.entry(step.clone()).or_default().record(*ms, 1);
+            }
+        }
         if let Some(r) = s.failure_reason() {
             *self.failures.entry(r).or_default() += 1;
         }
@@ -148,13 +162,17 @@ impl RunCounts {
 /// duration under 128 ms has a bin of its own (exact); above, bin `b` covers
 /// `[m << s, (m + 1) << s)` with `m` in `128..256`, so a bin is at most 1/128 of its lower
 /// bound wide. A percentile is reported as the middle of its bin: exact under 128 ms, within
-/// 0.4% above. Bins are `u16` (the largest `u64` falls in bin 7,423).
+/// 0.4% above. Bins are `u16` (the largest `u64` falls in bin 7,423, [`Self::MAX_BIN`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DurationHistogram {
-    bins: BTreeMap<u16, u64>,
+    /// `(bin, count)`, bins ascending, counts above zero (so equal histograms compare equal).
+    bins: Vec<(u16, u64)>,
 }
 
 impl DurationHistogram {
+    /// The bin of the longest duration (`u64::MAX` ms): bins are `0..=MAX_BIN`.
+    pub const MAX_BIN: u16 = 7_423;
+
     /// The bin of a duration in ms.
     pub fn bin(ms: u64) -> u16 {
         if ms < 128 {
@@ -189,26 +207,76 @@ impl DurationHistogram {
 
     /// Count `n` durations in bin `b`.
     pub(crate) fn add_bin(&mut self, b: u16, n: u64) {
-        if n > 0 {
-            *self.bins.entry(b).or_default() += n;
+        if n == 0 {
+            return;
+        }
+        // Appending in bin order (a dense array read back, a store's rows) is the common case.
+        match self.bins.last_mut() {
+            Some(last) if last.0 == b => last.1 = last.1.saturating_add(n),
+            Some(last) if last.0 > b => match self.bins.binary_search_by_key(&b, |p| p.0) {
+                Ok(i) => self.bins[i].1 = self.bins[i].1.saturating_add(n),
+                Err(i) => self.bins.insert(i, (b, n)),
+            },
+            _ => self.bins.push((b, n)),
         }
     }
 
-    /// Add `other`'s counts.
-    pub fn merge(&mut self, other: &DurationHistogram) {
-        for (b, n) in &other.bins {
-            self.add_bin(*b, *n);
+    /// The histogram of a dense array (`slots[b]` = durations in bin `b`).
+    pub(crate) fn from_dense(slots: &[u64]) -> Self {
+        DurationHistogram {
+            bins: slots
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(b, n)| (b as u16, *n))
+                .collect(),
         }
+    }
+
+    /// Add `other`'s counts (one pass over both, bins ascending).
+    pub fn merge(&mut self, other: &DurationHistogram) {
+        if other.bins.is_empty() {
+            return;
+        }
+        if self.bins.is_empty() {
+            self.bins = other.bins.clone();
+            return;
+        }
+        let mut out = Vec::with_capacity(self.bins.len() + other.bins.len());
+        let (mut a, mut b) = (self.bins.iter().peekable(), other.bins.iter().peekable());
+        loop {
+            match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 == y.0 => {
+                    out.push((x.0, x.1.saturating_add(y.1)));
+                    a.next();
+                    b.next();
+                }
+                (Some(x), Some(y)) if x.0 < y.0 => {
+                    out.push(**x);
+                    a.next();
+                }
+                (_, Some(y)) => {
+                    out.push(**y);
+                    b.next();
+                }
+                (Some(x), None) => {
+                    out.push(**x);
+                    a.next();
+                }
+                (None, None) => break,
+            }
+        }
+        self.bins = out;
     }
 
     /// Durations counted.
     pub fn count(&self) -> u64 {
-        self.bins.values().sum()
+        self.bins.iter().map(|(_, n)| *n).sum()
     }
 
     /// `(bin, count)` pairs, bins ascending.
     pub fn bins(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
-        self.bins.iter().map(|(b, n)| (*b, *n))
+        self.bins.iter().copied()
     }
 
     /// The nearest-rank `p`-th percentile (0 < p <= 100) in ms, as [`Self::bin_value`] of its
@@ -221,14 +289,14 @@ impl DurationHistogram {
         }
         let rank = ((p / 100.0) * count as f64).ceil() as u64;
         let rank = rank.clamp(1, count);
-        let mut seen = 0;
+        let mut seen = 0u64;
         for (b, n) in &self.bins {
-            seen += n;
+            seen = seen.saturating_add(*n);
             if seen >= rank {
                 return Some(Self::bin_value(*b));
             }
         }
-        self.bins.keys().next_back().map(|b| Self::bin_value(*b))
+        self.bins.last().map(|(b, _)| Self::bin_value(*b))
     }
 }
 
@@ -251,6 +319,50 @@ pub(crate) fn cover(since: i64, until: i64, bucket_ms: i64) -> Vec<Piece> {
         .collect();
     let mut out = Vec::new();
     cover_with(since, until, &units, &mut out);
+    out
+}
+
+/// What a piece of a [`plan`] is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Everything: runs per bar and status, durations, failures.
+    All,
+    /// Runs per bar and status only.
+    Bars,
+    /// Durations (of runs and steps) and failures only.
+    Durations,
+}
+
+/// What to read for `[since, until)` in bars of `bucket_ms`: every instant is in exactly one
+/// piece read for its bars and exactly one read for its durations and failures. Durations and
+/// failures do not follow the bars, so they come from the coarsest cover (whole days inside the
+/// range, hours and minutes toward the edges, [`cover`] with one bucket); where its units are
+/// too large for a bar (a day under 3-hour bars), the unit is read for durations only and the
+/// bars come from the smaller units inside it. A week of 3-hour bars reads the histograms of
+/// ~6 day counters per cell instead of ~150 hourly ones (the hourly ones only for their
+/// counts).
+pub(crate) fn plan(since: i64, until: i64, bucket_ms: i64) -> Vec<(Piece, Part)> {
+    let bars = cover(since, until, bucket_ms);
+    if bars.iter().all(|p| matches!(p, Piece::Exact { .. })) {
+        // No counter unit fits a bar (or nothing to count): the runs are read one by one.
+        return bars.into_iter().map(|p| (p, Part::All)).collect();
+    }
+    let mut out = Vec::new();
+    for piece in cover(since, until, 0) {
+        match piece {
+            Piece::Units { unit, lo, hi } if bucket_ms > 0 && bucket_ms % unit != 0 => {
+                out.push((piece, Part::Durations));
+                // `lo` and `hi` are multiples of `unit`, itself whole minutes, and the bucket
+                // is whole minutes (a unit fits it), so no exact piece comes out here.
+                out.extend(
+                    cover(lo, hi, bucket_ms)
+                        .into_iter()
+                        .map(|p| (p, Part::Bars)),
+                );
+            }
+            _ => out.push((piece, Part::All)),
+        }
+    }
     out
 }
 
@@ -357,5 +469,84 @@ mod tests {
         // Extremes do not overflow.
         assert!(!cover(i64::MIN, i64::MAX, 0).is_empty());
         assert!(cover(5, 5, HOUR_MS).is_empty());
+    }
+
+    /// The instants `[lo, hi)` of the pieces of `plan` read for bars (or for durations): they
+    /// must tile the range exactly once, each.
+    fn tiles(plan: &[(Piece, Part)], bars: bool) -> Vec<(i64, i64)> {
+        let mut spans: Vec<(i64, i64)> = plan
+            .iter()
+            .filter(|(_, part)| match part {
+                Part::All => true,
+                Part::Bars => bars,
+                Part::Durations => !bars,
+            })
+            .map(|(p, _)| match *p {
+                Piece::Exact { lo, hi } | Piece::Units { lo, hi, .. } => (lo, hi),
+            })
+            .collect();
+        spans.sort();
+        spans
+    }
+
+    fn assert_tiles(spans: &[(i64, i64)], since: i64, until: i64) {
+        let mut at = since;
+        for (lo, hi) in spans {
+            assert_eq!(*lo, at, "contiguous, no overlap: {spans:?}");
+            assert!(hi > lo);
+            at = *hi;
+        }
+        assert_eq!(at, until);
+    }
+
+    #[test]
+    fn the_plan_reads_bars_and_durations_once_each() {
+        let t0 = 1_767_225_600_000; // a midnight
+        let since = t0 - 5 * HOUR_MS - 90_000 - 7;
+        let until = t0 + 7 * DAY_MS + 3 * HOUR_MS + 61_000;
+        for bucket in [
+            0,
+            MINUTE_MS,
+            15 * MINUTE_MS,
+            HOUR_MS,
+            3 * HOUR_MS,
+            DAY_MS,
+            7 * DAY_MS,
+            7,
+        ] {
+            let plan = plan(since, until, bucket);
+            assert_tiles(&tiles(&plan, true), since, until);
+            assert_tiles(&tiles(&plan, false), since, until);
+            for (p, part) in &plan {
+                if let (Piece::Units { unit, .. }, Part::All | Part::Bars) = (p, part) {
+                    assert!(bucket <= 0 || bucket % unit == 0, "a bar read fits one bar");
+                }
+            }
+        }
+        // 3-hour bars over a week: the whole days are read for durations at the day level, and
+        // for bars at the hour level.
+        let plan = plan(since, until, 3 * HOUR_MS);
+        assert!(plan.contains(&(
+            Piece::Units {
+                unit: DAY_MS,
+                lo: t0,
+                hi: t0 + 7 * DAY_MS
+            },
+            Part::Durations
+        )));
+        assert!(plan.contains(&(
+            Piece::Units {
+                unit: HOUR_MS,
+                lo: t0,
+                hi: t0 + 7 * DAY_MS
+            },
+            Part::Bars
+        )));
+        // Whole-minute edges and a width that is not whole minutes: one exact read.
+        assert_eq!(
+            super::plan(0, 10, 7),
+            vec![(Piece::Exact { lo: 0, hi: 10 }, Part::All)]
+        );
+        assert!(super::plan(5, 5, HOUR_MS).is_empty());
     }
 }

@@ -37,6 +37,8 @@ pub mod postgres;
 pub mod sled_store;
 pub mod sweeper;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -318,6 +320,13 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub error_http_status: Option<u16>,
+    /// Step id → how long that step took in this run (`duration_ms` of its record: every
+    /// attempt and wait), in milliseconds, for the steps this run executed and finished
+    /// (steps reused from an earlier run by a resume, and a step still running, are left
+    /// out). The per-step percentiles of `GET /runs/stats` count them once the run has
+    /// finished. Absent when empty (and on runs stored before it existed, until rewritten).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub step_durations: BTreeMap<String, u64>,
 }
 
 impl RunSummary {
@@ -374,6 +383,12 @@ impl From<&RunRecord> for RunSummary {
             error_message: r.error.as_ref().map(|e| e.message.clone()),
             error_step: r.error.as_ref().map(|e| e.step.clone()),
             error_http_status: r.error.as_ref().and_then(|e| e.http_status),
+            step_durations: r
+                .steps
+                .iter()
+                .filter(|s| s.reused_from.is_none() && s.status != crate::run::StepStatus::Running)
+                .map(|s| (s.step_id.clone(), s.duration_ms))
+                .collect(),
         }
     }
 }
@@ -513,10 +528,11 @@ pub trait RunStore: Send + Sync {
     /// Returns how many runs were removed.
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize>;
     /// The count aggregates of the runs matching `q.filter` created in `[q.since, q.until)`:
-    /// per chart bucket and status, per status, duration histograms per workflow and failures
-    /// by reason ([`counts`] says how each backend keeps them; sled answers from counters
-    /// maintained with the runs, without reading them). Exact, except that a percentile read
-    /// from a [`DurationHistogram`] is within 0.4% above 128 ms.
+    /// per chart bucket and status, per status, duration histograms per workflow (and per
+    /// step, when `q.filter.workflow` names one: [`RunCounts::steps`]) and failures by reason
+    /// ([`counts`] says how each backend keeps them; sled answers from counters maintained
+    /// with the runs, without reading them). Exact, except that a percentile read from a
+    /// [`DurationHistogram`] is within 0.4% above 128 ms.
     async fn count_runs(&self, q: &CountQuery) -> StoreResult<RunCounts>;
     /// `created_at` (UTC unix ms) of the oldest run matching `filter` created before `until`;
     /// `None` when there is none.

@@ -681,6 +681,9 @@ impl RunStore for PgStore {
                 *out.failures.entry(r).or_default() += n;
             }
         }
+        if q.filter.workflow.is_some() {
+            count_steps(&self.pool, q, &mut out).await?;
+        }
         Ok(out)
     }
 
@@ -1423,6 +1426,41 @@ fn push_bucket(b: &mut QueryBuilder<'_, Postgres>, since: i64, bucket_ms: i64) {
             .push_bind(bucket_ms)
             .push(") END)");
     }
+}
+
+/// The step durations of [`super::RunStore::count_runs`] (the filter names a workflow):
+/// one `GROUP BY` over the `step_durations` of the finished runs' summaries.
+async fn count_steps(
+    pool: &PgPool,
+    q: &super::CountQuery,
+    out: &mut super::RunCounts,
+) -> StoreResult<()> {
+    let mut b = QueryBuilder::<Postgres>::new(
+        "SELECT s.key AS step, s.value::bigint AS ms, count(*) AS n \
+         FROM runs, json_each_text(runs.summary->'step_durations') AS s \
+         WHERE created_at >= ",
+    );
+    b.push_bind(q.since)
+        .push(" AND created_at < ")
+        .push_bind(q.until)
+        .push(" AND status NOT IN (")
+        .push_bind(RunStatus::Queued.as_str())
+        .push(", ")
+        .push_bind(RunStatus::Running.as_str())
+        .push(")");
+    push_count_filter(&mut b, &q.filter);
+    b.push(" GROUP BY 1, 2");
+    let rows = b.build().fetch_all(pool).await.map_err(db)?;
+    for row in rows {
+        let step: String = row.try_get("step").map_err(db)?;
+        let ms: i64 = row.try_get("ms").map_err(db)?;
+        let n = u64::try_from(row.try_get::<i64, _>("n").map_err(db)?).unwrap_or(0);
+        out.steps
+            .entry(step)
+            .or_default()
+            .record(u64::try_from(ms).unwrap_or(0), n);
+    }
+    Ok(())
 }
 
 /// ` AND …` for every set filter of a count.

@@ -44,7 +44,11 @@
 //! failed run also counts in a kind `f` cell whose key goes on with `0x00 failure reason`
 //! (value: the u64 alone). A counter that falls to zero is removed. Every change of a run's
 //! summary (insert, status change, deletion by retention or a released claim) moves its cells
-//! in the same transaction. The key `0x00 built` marks counters complete: a store written by an
+//! in the same transaction. Kind `s` counts the steps of finished runs, one cell per step:
+//! key `level s workflow 0x00 ts status 0x00 mode 0x00 trigger 0x00 step` (the workflow
+//! first: they are read for one workflow), value as kind `c` (step executions, their
+//! durations), from [`RunSummary::step_durations`], so retention takes back what the run
+//! added. The key `0x00 built` marks counters complete: a store written by an
 //! older version has none, and they are built from the summaries when it is opened (runs stored
 //! before the value index `runs_by_value` existed get their value rows in the same pass).
 //! Downgrading is not supported: a store written by an older version *after* this one drops its
@@ -1563,6 +1567,48 @@ fn add_cells(deltas: &mut Deltas, s: &RunSummary, sign: i64) {
             deltas.entry(f).or_default().0 += sign;
         }
     }
+    add_step_cells(deltas, s, sign);
+}
+
+/// A step counter key: `level s workflow 0x00 ts(unit) status 0x00 mode 0x00 trigger 0x00
+/// step` (the workflow before the instant: step cells are read for one workflow).
+fn step_cell_key(unit: i64, start: i64, s: &RunSummary, step: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(48 + step.len());
+    key.push(level(unit));
+    key.push(b's');
+    key.extend_from_slice(s.workflow_id.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&ts(start));
+    for (i, part) in [s.status.as_str(), s.mode.as_str(), s.trigger.as_str(), step]
+        .iter()
+        .enumerate()
+    {
+        if i > 0 {
+            key.push(0);
+        }
+        key.extend_from_slice(part.as_bytes());
+    }
+    key
+}
+
+/// Adds `sign` × the step cells of a finished run to `deltas`: per unit level, one per step
+/// in [`RunSummary::step_durations`], holding that step's duration. Derived from the summary
+/// alone, so retention (which reads the stored summary) takes back exactly what was added.
+fn add_step_cells(deltas: &mut Deltas, s: &RunSummary, sign: i64) {
+    if !s.status.is_final() {
+        return;
+    }
+    let created = s.created_at.0;
+    for unit in super::counts::UNITS {
+        let start = created - created.rem_euclid(unit);
+        for (step, ms) in &s.step_durations {
+            let d = deltas
+                .entry(step_cell_key(unit, start, s, step))
+                .or_default();
+            d.0 += sign;
+            *d.1.entry(super::DurationHistogram::bin(*ms)).or_default() += sign;
+        }
+    }
 }
 
 /// The largest duration bin (that of `u64::MAX`).
@@ -1643,11 +1689,10 @@ fn apply_deltas_tx(v: &View, deltas: &Deltas) -> Tx<()> {
     Ok(())
 }
 
-/// A counter key, parsed: unit start, kind (`c`, `r` or `f`), status, workflow, mode and
+/// A counter key of kind `c`, `r` or `f`, parsed: unit start, status, workflow, mode and
 /// trigger (empty in kind `r`) and (kind `f`) failure reason.
 struct Cell<'a> {
     unit: i64,
-    kind: u8,
     status: RunStatus,
     workflow: &'a [u8],
     mode: &'a [u8],
@@ -1675,13 +1720,81 @@ fn parse_cell(k: &[u8]) -> StoreResult<Cell<'_>> {
     let reason = if kind == b'f' { next()? } else { &[][..] };
     Ok(Cell {
         unit,
-        kind,
         status,
         workflow,
         mode,
         trigger,
         reason,
     })
+}
+
+/// Duration histograms being merged, one dense array per name (a workflow, or a step):
+/// counters carry up to hundreds of bins each, and merging is where a long range spends.
+#[derive(Default)]
+struct DenseHistograms(BTreeMap<Vec<u8>, Vec<u64>>);
+
+impl DenseHistograms {
+    /// The slots (one per bin, `0..=MAX_BIN`) of `name`.
+    fn slots(&mut self, name: &[u8]) -> &mut [u64] {
+        if !self.0.contains_key(name) {
+            self.0
+                .insert(name.to_vec(), vec![0; usize::from(MAX_BIN) + 1]);
+        }
+        // Present: inserted above.
+        self.0.get_mut(name).map_or(&mut [][..], Vec::as_mut_slice)
+    }
+
+    /// Adds every histogram to `into` (name → histogram).
+    fn into_map(self, into: &mut BTreeMap<String, super::DurationHistogram>) -> StoreResult<()> {
+        for (name, slots) in self.0 {
+            let h = super::DurationHistogram::from_dense(&slots);
+            into.entry(utf8(&name)?.to_string()).or_default().merge(&h);
+        }
+        Ok(())
+    }
+}
+
+/// What [`SledCore::count_runs`] gathers from counters before it becomes a
+/// [`super::RunCounts`].
+#[derive(Default)]
+struct Tally {
+    /// (bar start, status wire name) → runs.
+    by_status: BTreeMap<(i64, &'static str), u64>,
+    /// Per workflow.
+    runs: DenseHistograms,
+    /// Per step.
+    steps: DenseHistograms,
+}
+
+impl Tally {
+    fn into_counts(self, out: &mut super::RunCounts) -> StoreResult<()> {
+        for ((bucket, status), n) in self.by_status {
+            if let Some(st) = RunStatus::parse(status) {
+                out.add_status(bucket, st, n);
+            }
+        }
+        self.runs.into_map(&mut out.durations)?;
+        self.steps.into_map(&mut out.steps)
+    }
+}
+
+/// Adds a counter's stored `(bin u16, count u64)` pairs to dense `slots`.
+fn add_bins(slots: &mut [u64], bins: &[u8]) -> StoreResult<()> {
+    for pair in bins.chunks_exact(10) {
+        let b = usize::from(u16::from_be_bytes([pair[0], pair[1]]));
+        let count = u64::from_be_bytes([
+            pair[2], pair[3], pair[4], pair[5], pair[6], pair[7], pair[8], pair[9],
+        ]);
+        match slots.get_mut(b) {
+            Some(slot) => *slot = slot.saturating_add(count),
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "run counter holds duration bin {b}"
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The kind of count cells that answers `filter`: rolled up (`r`) without a mode or trigger
@@ -1718,93 +1831,122 @@ impl SledCore {
         ))
     }
 
-    /// [`super::RunStore::count_runs`]: counters for the units of the range's cover, the runs
-    /// themselves at its edges.
+    /// [`super::RunStore::count_runs`]: counters for the units of the range's plan
+    /// ([`super::counts::plan`]: bars from units that fit a bar, durations and failures from
+    /// the coarsest units), the runs themselves at its edges.
     fn count_runs(&self, q: &super::CountQuery) -> StoreResult<super::RunCounts> {
+        use super::counts::{Part, Piece};
         let mut out = super::RunCounts::default();
         if let Some(wf) = &q.filter.workflow {
             common::check_ident("workflow id", wf)?;
         }
-        for piece in super::counts::cover(q.since, q.until, q.bucket_ms) {
+        let mut acc = Tally::default();
+        for (piece, part) in super::counts::plan(q.since, q.until, q.bucket_ms) {
             match piece {
-                super::counts::Piece::Exact { lo, hi } => self.count_exact(lo, hi, q, &mut out)?,
-                super::counts::Piece::Units { unit, lo, hi } => {
-                    self.count_units(unit, lo, hi, q, &mut out)?
+                Piece::Exact { lo, hi } => self.count_exact(lo, hi, q, &mut out)?,
+                Piece::Units { unit, lo, hi } => {
+                    self.count_units(unit, lo, hi, part, q, &mut acc, &mut out)?;
+                    if part != Part::Bars {
+                        self.count_steps(unit, lo, hi, q, &mut acc)?;
+                    }
                 }
             }
         }
+        acc.into_counts(&mut out)?;
         Ok(out)
     }
 
-    /// Adds the counters of the `unit` level whose unit starts in `[lo, hi)` to `out`.
+    /// Adds the counters of the `unit` level whose unit starts in `[lo, hi)` to `acc` (runs
+    /// per bar and status unless `part` is durations only; durations unless bars only) and
+    /// their failures to `out` (unless bars only).
+    #[allow(clippy::too_many_arguments)]
     fn count_units(
         &self,
         unit: i64,
         lo: i64,
         hi: i64,
+        part: super::counts::Part,
         q: &super::CountQuery,
+        acc: &mut Tally,
         out: &mut super::RunCounts,
     ) -> StoreResult<()> {
-        let mut by_status: BTreeMap<(i64, &'static str), u64> = BTreeMap::new();
-        // Histograms merged into dense arrays (one slot per bin), workflow by workflow: a
-        // counter carries up to hundreds of bins, and this is where a long range spends.
-        let mut dense: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
+        use super::counts::Part;
         let kind = count_kind(&q.filter);
-        for item in self
-            .cells(unit, kind, lo, hi)
-            .chain(self.cells(unit, b'f', lo, hi))
-        {
+        let (bars, durations) = (part != Part::Durations, part != Part::Bars);
+        for item in self.cells(unit, kind, lo, hi) {
             let (k, val) = item.map_err(backend)?;
             let c = parse_cell(&k)?;
             if !q.filter.matches_cell(&c) {
                 continue;
             }
             let (n, bins) = counter_parts(&val)?;
-            if c.kind == b'f' {
-                let reason = utf8(c.reason)?;
-                match out.failures.get_mut(reason) {
-                    Some(x) => *x += n,
-                    None => {
-                        out.failures.insert(reason.to_string(), n);
-                    }
-                }
+            if bars {
+                let bucket = common::bucket_start(c.unit, q.since, q.bucket_ms);
+                *acc.by_status
+                    .entry((bucket, c.status.as_str()))
+                    .or_default() += n;
+            }
+            if durations && !bins.is_empty() {
+                add_bins(acc.runs.slots(c.workflow), bins)?;
+            }
+        }
+        if !durations {
+            return Ok(());
+        }
+        for item in self.cells(unit, b'f', lo, hi) {
+            let (k, val) = item.map_err(backend)?;
+            let c = parse_cell(&k)?;
+            if !q.filter.matches_cell(&c) {
                 continue;
             }
-            let bucket = common::bucket_start(c.unit, q.since, q.bucket_ms);
-            *by_status.entry((bucket, c.status.as_str())).or_default() += n;
-            if !bins.is_empty() {
-                let slots = match dense.get_mut(c.workflow) {
-                    Some(slots) => slots,
-                    None => dense
-                        .entry(c.workflow.to_vec())
-                        .or_insert_with(|| vec![0; usize::from(MAX_BIN) + 1]),
-                };
-                for pair in bins.chunks_exact(10) {
-                    let b = usize::from(u16::from_be_bytes([pair[0], pair[1]]));
-                    let count = u64::from_be_bytes([
-                        pair[2], pair[3], pair[4], pair[5], pair[6], pair[7], pair[8], pair[9],
-                    ]);
-                    match slots.get_mut(b) {
-                        Some(slot) => *slot += count,
-                        None => {
-                            return Err(StoreError::Corrupt(format!(
-                                "run counter holds duration bin {b}"
-                            )))
-                        }
-                    }
+            let (n, _) = counter_parts(&val)?;
+            let reason = utf8(c.reason)?;
+            match out.failures.get_mut(reason) {
+                Some(x) => *x += n,
+                None => {
+                    out.failures.insert(reason.to_string(), n);
                 }
             }
         }
-        for (wf, slots) in dense {
-            let h = out.durations.entry(utf8(&wf)?.to_string()).or_default();
-            for (b, count) in slots.into_iter().enumerate().filter(|(_, c)| *c > 0) {
-                h.add_bin(b as u16, count);
+        Ok(())
+    }
+
+    /// Adds the step counters (kind `s`) of the `unit` level whose unit starts in `[lo, hi)`
+    /// to `acc`, when the filter names a workflow (step durations are answered only then).
+    fn count_steps(
+        &self,
+        unit: i64,
+        lo: i64,
+        hi: i64,
+        q: &super::CountQuery,
+        acc: &mut Tally,
+    ) -> StoreResult<()> {
+        let Some(wf) = &q.filter.workflow else {
+            return Ok(());
+        };
+        let mut prefix = vec![level(unit), b's'];
+        prefix.extend_from_slice(wf.as_bytes());
+        prefix.push(0);
+        let rows = self.tree(COUNTS).range::<Vec<u8>, _>((
+            Bound::Included(cat(&prefix, &ts(lo))),
+            Bound::Excluded(cat(&prefix, &ts(hi))),
+        ));
+        let bad = || StoreError::Corrupt("step counter key is malformed".into());
+        for item in rows {
+            let (k, val) = item.map_err(backend)?;
+            let (_, rest) = split_ts(k.get(prefix.len()..).ok_or_else(bad)?)?;
+            let mut parts = rest.splitn(4, |b| *b == 0);
+            let mut next = || parts.next().ok_or_else(bad);
+            let (status, mode, trigger, step) = (next()?, next()?, next()?, next()?);
+            let f = &q.filter;
+            if f.status.is_some_and(|s| s.as_str().as_bytes() != status)
+                || f.mode.is_some_and(|m| m.as_str().as_bytes() != mode)
+                || f.trigger.is_some_and(|t| t.as_str().as_bytes() != trigger)
+            {
+                continue;
             }
-        }
-        for ((bucket, status), n) in by_status {
-            if let Some(st) = RunStatus::parse(status) {
-                out.add_status(bucket, st, n);
-            }
+            let (_, bins) = counter_parts(&val)?;
+            add_bins(acc.steps.slots(step), bins)?;
         }
         Ok(())
     }

@@ -2,8 +2,8 @@
 // `fluxo serve` of global-setup.ts and a local mock destination:
 // - a customer id (and an invoice id) from inside the Stripe event finds its runs;
 // - the chart follows the filters: "N runs match", its range starts at the oldest matching run,
-//   a time range moves it; duration percentiles and failure groups are shown, and a group
-//   filters the list; the error column reads "HTTP 500";
+//   a time range moves it; duration percentiles (per step once a workflow is chosen) and
+//   failure groups are shown, and a group filters the list; the error column reads "HTTP 500";
 // - "Live · N new" counts only runs created after the page loaded.
 
 import { expect, test } from '@playwright/test';
@@ -117,6 +117,16 @@ test.describe.serial('search inside runs, analytics that follow the filter', () 
     await expect.poll(async () => (await rowIds(page)).sort()).toEqual([...failedA].sort());
     await page.getByTestId('filter-error').click();
     await expect(page.getByTestId('chart-match-total')).toHaveText('5 runs match');
+
+    // Per step once the filter names the workflow: each of its steps, in the file's order.
+    await expect(page.getByTestId('chart-step-percentiles')).toHaveCount(0);
+    await filter(page, 'workflow', WF);
+    const steps = page.getByTestId('chart-step-pct');
+    await expect(steps).toHaveCount(2);
+    await expect(steps.nth(0)).toHaveAttribute('data-step', 'start');
+    await expect(steps.nth(1)).toHaveAttribute('data-step', 'create');
+    await expect(steps.nth(1)).toHaveText(/^create p50 \d+(\.\d+)? (ms|s) · p95 .+ · p99 \d+(\.\d+)? (ms|s)$/);
+    await expect(page.getByTestId('chart-step-percentiles')).toHaveAttribute('title', /create: p50 .+ \(5\)/);
   });
 
   test('"Live · N new" counts only runs created after the page loaded', async ({ page, request }) => {

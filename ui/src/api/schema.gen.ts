@@ -938,13 +938,18 @@ export interface components {
             /** @description Dry-run this definition instead of the saved one (the editor's unsaved canvas). */
             workflow?: unknown;
         };
-        /** @description Nearest-rank percentiles of run durations (absent when `count` is 0). */
+        /**
+         * @description Nearest-rank percentiles of run (or step) durations in milliseconds: exact under 128 ms,
+         *     within 0.4% above (absent when `count` is 0).
+         */
         DurationPercentiles: {
             /** @description The workflow (in `durations`). */
             workflow_id?: string;
+            /** @description The step (in `steps`). */
+            step_id?: string;
             /**
              * Format: int64
-             * @description Finished runs measured.
+             * @description Finished runs (in `steps`: step executions) measured.
              */
             count: number;
             /** Format: int64 */
@@ -1355,6 +1360,13 @@ export interface components {
             duration: components["schemas"]["DurationPercentiles"];
             /** @description The same per workflow, most runs first. */
             durations: components["schemas"]["DurationPercentiles"][];
+            /**
+             * @description The same per step of the workflow named by `workflow` (each step's `duration_ms` in the
+             *     finished runs that executed it; steps a resume reused are not counted again), in the
+             *     order of the workflow file, then steps it no longer has by id. Empty without a
+             *     `workflow` filter.
+             */
+            steps: components["schemas"]["DurationPercentiles"][];
             /** @description Failed runs grouped by reason, most first (at most 20). */
             failures: components["schemas"]["FailureGroup"][];
         };
@@ -1413,6 +1425,16 @@ export interface components {
              * @description The final error's HTTP status, when the failure was an HTTP answer.
              */
             error_http_status?: number;
+            /**
+             * @description Step id → how long that step took in this run (`duration_ms` of its record: every
+             *     attempt and wait), in milliseconds, for the steps this run executed and finished
+             *     (steps reused from an earlier run by a resume, and a step still running, are left
+             *     out). The per-step percentiles of `GET /runs/stats` count them once the run has
+             *     finished. Absent when empty (and on runs stored before it existed, until rewritten).
+             */
+            step_durations?: {
+                [key: string]: number;
+            };
         };
         /** @description A real payload for the Dry Run input editor. */
         SamplePayload: {

@@ -65,7 +65,7 @@ export function formatMs(ms: number | undefined): string {
   return `${(ms / 60_000).toFixed(1)} min`;
 }
 
-/** Durations (p50/p95/p99, overall and per workflow) and failures grouped by reason; a group filters the list. */
+/** Durations (p50/p95/p99, overall, per workflow, and per step when the filter names one workflow) and failures grouped by reason; a group filters the list. */
 function ChartFacts() {
   const stats = useHistory((s) => s.stats);
   const error = useHistory((s) => s.filters.error);
@@ -73,6 +73,8 @@ function ChartFacts() {
   if (!stats) return null;
   const d = stats.duration;
   const per = (stats.durations ?? []).filter((w) => w.count > 0);
+  // In the workflow file's order (the server sends them so).
+  const steps = (stats.steps ?? []).filter((s) => s.count > 0);
   const failures = stats.failures ?? [];
   return (
     <div className="fx-chart-facts">
@@ -94,6 +96,21 @@ function ChartFacts() {
               {w.workflow_id} p50 {formatMs(w.p50_ms)} · p95 {formatMs(w.p95_ms)} · p99 {formatMs(w.p99_ms)}
             </span>
           ))}
+        </span>
+      )}
+      {steps.length > 0 && (
+        <span
+          className="fx-chart-wf-pcts"
+          data-testid="chart-step-percentiles"
+          title={steps.map((s) => `${s.step_id}: p50 ${formatMs(s.p50_ms)} · p95 ${formatMs(s.p95_ms)} · p99 ${formatMs(s.p99_ms)} (${s.count})`).join('\n')}
+        >
+          <span className="fx-muted">Steps:</span>
+          {steps.slice(0, 8).map((s) => (
+            <span key={s.step_id} className="fx-muted" data-testid="chart-step-pct" data-step={s.step_id}>
+              <b>{s.step_id}</b> p50 {formatMs(s.p50_ms)} · p95 {formatMs(s.p95_ms)} · p99 {formatMs(s.p99_ms)}
+            </span>
+          ))}
+          {steps.length > 8 && <span className="fx-muted">+{steps.length - 8} more (hover)</span>}
         </span>
       )}
       {failures.length > 0 && (
