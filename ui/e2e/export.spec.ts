@@ -71,3 +71,33 @@ test('a CSV export opens in a spreadsheet with the formula as text and -5 as a n
   await page.getByTestId('export-csv').click();
   await expect(page.getByTestId('toast')).toContainText('`data.customer` does not start at `input`');
 });
+
+test('the Export menu works from the keyboard, and the Runs view follows a narrower window', async ({ page }) => {
+  await openRuns(page);
+  const button = page.getByTestId('export');
+  const menu = page.getByTestId('export-menu');
+  // Enter opens it; Escape closes it with focus on the button, and gives focus back to it
+  // from inside the menu.
+  await button.focus();
+  await page.keyboard.press('Enter');
+  await expect(menu).toBeVisible();
+  await expect(button).toHaveAttribute('aria-expanded', 'true');
+  await page.keyboard.press('Escape');
+  await expect(menu).toBeHidden();
+  await expect(button).toBeFocused();
+  await page.keyboard.press('Enter');
+  await page.keyboard.press('Tab');
+  await expect(page.getByTestId('export-fields')).toBeFocused();
+  await page.keyboard.press('Escape');
+  await expect(menu).toBeHidden();
+  await expect(button).toBeFocused();
+  // Tab past its last item closes it.
+  await page.keyboard.press('Enter');
+  for (let i = 0; i < 4; i++) await page.keyboard.press('Tab');
+  await expect(menu).toBeHidden();
+  // From 1440 to 1280 px wide: nothing wider than the window (the chart shrinks with it), so
+  // Export and the rows' Replay stay on screen.
+  await page.setViewportSize({ width: 1280, height: 720 });
+  await expect.poll(() => page.evaluate(() => document.documentElement.scrollWidth)).toBe(1280);
+  await expect(button).toBeInViewport();
+});

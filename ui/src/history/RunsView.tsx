@@ -169,6 +169,7 @@ function ExportMenu() {
   const [fields, setFields] = useState(() => localStorage.getItem(FIELDS_KEY) ?? '');
   const [progress, setProgress] = useState<number | null>(null);
   const ctl = useRef<AbortController | null>(null);
+  const button = useRef<HTMLButtonElement | null>(null);
   const run = async (format: 'csv' | 'jsonl') => {
     setOpen(false);
     localStorage.setItem(FIELDS_KEY, fields);
@@ -198,8 +199,30 @@ function ExportMenu() {
     );
   }
   return (
-    <span className="fx-menu-wrap">
-      <button className="fx-btn fx-btn-small" onClick={() => setOpen((o) => !o)} data-testid="export" title="Download the runs matching these filters">
+    <span
+      className="fx-menu-wrap"
+      // Escape closes it wherever focus is in it (the button included) and gives focus back to
+      // the button; Tab past its last item closes it too (a menu button's usual keyboard).
+      onKeyDown={(e) => {
+        if (e.key === 'Escape' && open) {
+          e.stopPropagation();
+          setOpen(false);
+          button.current?.focus();
+        }
+      }}
+      onBlur={(e) => {
+        if (open && !e.currentTarget.contains(e.relatedTarget as Node | null)) setOpen(false);
+      }}
+    >
+      <button
+        ref={button}
+        className="fx-btn fx-btn-small"
+        onClick={() => setOpen((o) => !o)}
+        data-testid="export"
+        title="Download the runs matching these filters"
+        aria-haspopup="true"
+        aria-expanded={open}
+      >
         Export <ChevronDown size={14} aria-hidden />
       </button>
       {open && (
@@ -208,7 +231,6 @@ function ExportMenu() {
           data-testid="export-menu"
           // Closes when the pointer leaves, unless the columns field is being typed in.
           onMouseLeave={(e) => !e.currentTarget.contains(document.activeElement) && setOpen(false)}
-          onKeyDown={(e) => e.key === 'Escape' && setOpen(false)}
         >
           <label className="fx-export-fields">
             <span className="fx-muted">CSV columns from the input (empty: the whole input as JSON)</span>
