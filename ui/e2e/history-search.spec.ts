@@ -105,9 +105,6 @@ test.describe.serial('search inside runs, analytics that follow the filter', () 
     await expect(page.getByTestId('chart-p50')).toHaveText(/\d+(\.\d+)? (ms|s)/);
     await expect(page.getByTestId('chart-p99')).toHaveText(/\d+(\.\d+)? (ms|s)/);
 
-    // FLUXO_SCREENSHOT=path: a picture of the chart with its total, percentiles and failure groups.
-    if (process.env.FLUXO_SCREENSHOT) await page.screenshot({ path: process.env.FLUXO_SCREENSHOT });
-
     // Failures grouped by reason; a group filters the list.
     const group = page.locator('[data-testid="chart-failure"][data-reason="HTTP 500 at create"]');
     await expect(group).toHaveText('HTTP 500 at create: 3');
@@ -127,6 +124,10 @@ test.describe.serial('search inside runs, analytics that follow the filter', () 
     await expect(steps.nth(1)).toHaveAttribute('data-step', 'create');
     await expect(steps.nth(1)).toHaveText(/^create p50 \d+(\.\d+)? (ms|s) · p95 .+ · p99 \d+(\.\d+)? (ms|s)$/);
     await expect(page.getByTestId('chart-step-percentiles')).toHaveAttribute('title', /create: p50 .+ \(5\)/);
+
+    // FLUXO_SCREENSHOT=path: a picture of the chart with its total, percentiles (per step too)
+    // and failure groups (README's docs/screenshots/history-analytics.png).
+    if (process.env.FLUXO_SCREENSHOT) await page.screenshot({ path: process.env.FLUXO_SCREENSHOT });
   });
 
   test('"Live · N new" counts only runs created after the page loaded', async ({ page, request }) => {
