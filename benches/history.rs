@@ -379,19 +379,6 @@ async fn main() {
     }
     time_first_page(&store, "workflow, page 101 (via cursor)", q).await;
 
-    if wanted("run_stats") {
-        let t = Instant::now();
-        let stats = store
-            .run_stats(None, end - day, end, 3_600_000)
-            .await
-            .unwrap();
-        println!(
-            "run_stats last 24 h, hourly: {} buckets in {:.1} ms",
-            stats.len(),
-            t.elapsed().as_secs_f64() * 1e3
-        );
-    }
-
     // What the API answers: `GET /runs/stats` and `GET /runs?q=`, through the functions its
     // handlers call, on an application over this store (the system clock: "all time" runs
     // up to now).

@@ -187,15 +187,25 @@ async fn run_against_503(
             prop_assert!(*d <= ceiling);
         }
     }
-    // Every attempt that got an answer reached the mock. (Under heavy load an attempt can
-    // rarely fail at the connection level before the mock has read the request; the engine
-    // retries it like any connection error, so it is an attempt without an HTTP status.)
+    // Every attempt that got an answer reached the mock, and the mock saw no request that was
+    // not an attempt. The two can differ by attempts without an HTTP status: under heavy load
+    // an attempt can fail at the connection level before the mock has read the request (the
+    // engine retries it like any connection error), and the last attempt, started a few ms
+    // before the deadline with its timeout clipped to what was left, can reach the mock and
+    // be cut before the answer comes back (seen once in CI: mock 3, answered 2).
     let answered = call
         .attempts
         .iter()
         .filter(|a| a.http_status.is_some())
         .count();
-    prop_assert_eq!(mock.count(), answered);
+    prop_assert!(
+        (answered..=call.attempts.len()).contains(&mock.count()),
+        "mock saw {} requests; {} attempts, {} answered: {}",
+        mock.count(),
+        call.attempts.len(),
+        answered,
+        dump(&run)
+    );
     prop_assert!(answered >= 1);
     prop_assert!(call.attempts.len() <= retries as usize + 1);
     let err = run.error.as_ref().expect("the run failed");

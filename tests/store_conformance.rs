@@ -18,7 +18,7 @@ use fluxo::store::{
     sweep_once, ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome,
     ClaimOwner, CountFilter, CountQuery, GroupCommit, IdempotencyStore, InMemoryStore, MemoryEntry,
     MemoryStore, PgConfig, PgStore, Retention, RunCounts, RunQuery, RunStore, RunSummary,
-    SledConfig, SledStore, StatsBucket, Store, StoreError, StoreResult, SweepReport, WebhookClaim,
+    SledConfig, SledStore, Store, StoreError, StoreResult, SweepReport, WebhookClaim,
     WriteOptions, WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES, SEARCH_VALUES_MAX,
 };
 use serde_json::{json, Value};
@@ -127,7 +127,6 @@ conformance!(
     runs_value_search_with_many_matches_and_retention,
     runs_filter_by_failure_reason,
     runs_scan_budget_pages_short_but_complete,
-    runs_stats_by_bucket,
     counts_equal_a_brute_force_count,
     counts_follow_claims_batches_and_releases,
     counts_per_step_of_one_workflow,
@@ -1207,15 +1206,6 @@ mod cases {
                 .unwrap();
             assert_eq!(ids(&by_key.runs), ["r1"]);
             assert_eq!(by_key.runs[0].status, next);
-            let stats = store
-                .run_stats(Some("wf"), T0, T0 + 10, HOUR)
-                .await
-                .unwrap();
-            assert_eq!(stats.len(), 1);
-            let mut counts = BTreeMap::new();
-            counts.insert(next.as_str().to_string(), 1);
-            counts.insert("queued".to_string(), 1);
-            assert_eq!(stats[0].counts, counts, "{next}");
         }
         // Oldest first by created_at, then id, for crash recovery.
         for (i, created) in [T0 + 5, T0 + 1, T0 + 3, T0 + 1].into_iter().enumerate() {
@@ -1850,77 +1840,6 @@ mod cases {
         assert_eq!(got.len(), 5);
     }
 
-    pub async fn runs_stats_by_bucket(f: &Fixture) {
-        let store = &*f.store;
-        let rows = [
-            ("a", "wf1", RunStatus::Succeeded, T0 + 10),
-            ("b", "wf1", RunStatus::Failed, T0 + HOUR - 1),
-            ("c", "wf2", RunStatus::Succeeded, T0 + HOUR),
-            ("d", "wf1", RunStatus::Succeeded, T0 + HOUR + 5),
-            ("e", "wf1", RunStatus::Running, T0 + 3 * HOUR),
-            ("f", "wf1", RunStatus::Queued, T0 + 4 * HOUR), // at `until`: excluded
-            ("g", "wf1", RunStatus::Failed, T0 - 1),        // before `since`: excluded
-            ("neg", "wf3", RunStatus::Failed, -HOUR - 1),   // before the epoch
-        ];
-        for (id, wf, st, at) in rows {
-            store.put_run(&run(id, wf, st, at)).await.unwrap();
-        }
-        let counts = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
-            pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect()
-        };
-        let flat = |v: Vec<StatsBucket>| -> Vec<(i64, BTreeMap<String, u64>)> {
-            v.into_iter().map(|b| (b.start.0, b.counts)).collect()
-        };
-        assert_eq!(
-            flat(
-                store
-                    .run_stats(None, T0, T0 + 4 * HOUR, HOUR)
-                    .await
-                    .unwrap()
-            ),
-            vec![
-                (T0, counts(&[("failed", 1), ("succeeded", 1)])),
-                (T0 + HOUR, counts(&[("succeeded", 2)])),
-                (T0 + 3 * HOUR, counts(&[("running", 1)])),
-            ]
-        );
-        assert_eq!(
-            flat(
-                store
-                    .run_stats(Some("wf2"), T0, T0 + 4 * HOUR, HOUR)
-                    .await
-                    .unwrap()
-            ),
-            vec![(T0 + HOUR, counts(&[("succeeded", 1)]))]
-        );
-        // Buckets align on the epoch, whatever `since` is (also before the epoch).
-        let day = store
-            .run_stats(None, T0 + 30 * 60_000, T0 + 2 * HOUR, HOUR)
-            .await
-            .unwrap();
-        assert_eq!(day.len(), 2);
-        assert_eq!(day[0].start.0, T0);
-        assert_eq!(day[0].counts, counts(&[("failed", 1)]));
-        assert_eq!(
-            flat(store.run_stats(Some("wf3"), -DAY, 0, HOUR).await.unwrap()),
-            vec![(-2 * HOUR, counts(&[("failed", 1)]))]
-        );
-        // A non-positive bucket is one bucket starting at `since`.
-        let one = store.run_stats(None, T0, T0 + DAY, 0).await.unwrap();
-        assert_eq!(one.len(), 1);
-        assert_eq!(one[0].start.0, T0);
-        assert_eq!(one[0].counts.values().sum::<u64>(), 6);
-        assert!(store
-            .run_stats(None, T0 + 1, T0, HOUR)
-            .await
-            .unwrap()
-            .is_empty());
-        assert!(store
-            .run_stats(Some("none"), T0, T0 + DAY, HOUR)
-            .await
-            .unwrap()
-            .is_empty());
-    }
 
     // --- Count aggregates ----------------------------------------------------------------
 
@@ -2207,11 +2126,19 @@ mod cases {
             .await
             .unwrap();
         assert_eq!(succeeded, ["a1", "b1", "b2"], "same created_at: id order");
-        let stats = store
-            .run_stats(Some("a"), T0 - DAY, T0 + DAY, DAY * 10)
+        let kept = store
+            .count_runs(&CountQuery {
+                filter: CountFilter {
+                    workflow: Some("a".into()),
+                    ..Default::default()
+                },
+                since: T0 - DAY,
+                until: T0 + DAY,
+                bucket_ms: DAY,
+            })
             .await
             .unwrap();
-        assert_eq!(stats[0].counts.values().sum::<u64>(), 4);
+        assert_eq!(kept.total(), 4, "the counts follow retention");
         assert_eq!(
             store.prune_runs(&policy, T0 + DAY).await.unwrap(),
             0,

@@ -3,10 +3,9 @@
 //! idempotency decision.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 
 use super::{
-    ApiBegin, ApiRecord, ApiRecordState, RunPage, RunQuery, RunSummary, StatsBucket, StoreError,
+    ApiBegin, ApiRecord, ApiRecordState, RunPage, RunQuery, RunSummary, StoreError,
     StoreResult,
 };
 use crate::run::{RunRecord, RunStatus};
@@ -257,13 +256,3 @@ pub(crate) fn page(mut runs: Vec<RunSummary>, limit: usize) -> RunPage {
     RunPage { runs, next_cursor }
 }
 
-/// Turns `bucket start -> status -> count` into the answer of `run_stats`.
-pub(crate) fn stats(buckets: BTreeMap<i64, BTreeMap<String, u64>>) -> Vec<StatsBucket> {
-    buckets
-        .into_iter()
-        .map(|(start, counts)| StatsBucket {
-            start: crate::run::Timestamp(start),
-            counts,
-        })
-        .collect()
-}

@@ -11,11 +11,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use super::common::{self, page, stats, ApiDecision, Cursor, Position};
+use super::common::{self, page, ApiDecision, Cursor, Position};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, ClaimOutcome, CountFilter, CountQuery, IdempotencyStore,
     MemoryEntry, MemoryStore, Retention, RunCounts, RunPage, RunQuery, RunStore, RunSummary,
-    StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
+    Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -278,37 +278,6 @@ impl RunStore for InMemoryStore {
             .collect())
     }
 
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>> {
-        let inner = self.lock();
-        let mut buckets: BTreeMap<i64, BTreeMap<String, u64>> = BTreeMap::new();
-        if since < until {
-            let range = (
-                Bound::Included((since, String::new())),
-                Bound::Excluded((until, String::new())),
-            );
-            for (created, id) in inner.runs_by_created.range(range) {
-                let Some(run) = inner.runs.get(id) else {
-                    continue;
-                };
-                if workflow.is_some_and(|w| w != run.workflow_id) {
-                    continue;
-                }
-                let start = common::bucket_start(*created, since, bucket_ms);
-                *buckets
-                    .entry(start)
-                    .or_default()
-                    .entry(run.status.as_str().to_string())
-                    .or_default() += 1;
-            }
-        }
-        Ok(stats(buckets))
-    }
 
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {

@@ -512,18 +512,6 @@ pub trait RunStore: Send + Sync {
     async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage>;
     /// Ids of every run in `status`, oldest first by `created_at` then id (crash recovery).
     async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>>;
-    /// Counts by status per bucket of `bucket_ms`, over runs created in `[since, until)`,
-    /// optionally of one workflow. Buckets in time order; empty buckets left out. Buckets are
-    /// aligned on multiples of `bucket_ms` since the unix epoch (hourly buckets start on the
-    /// hour, UTC), so the first one may start before `since`; `bucket_ms <= 0` gives a single
-    /// bucket starting at `since`.
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>>;
     /// Apply retention; never removes a `queued` or `running` run. Streams over the indexes.
     /// Returns how many runs were removed.
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize>;

@@ -21,7 +21,6 @@
 //! The schema is `migrations/0001_init.sql`, embedded in the binary and applied by
 //! [`PgStore::migrate`].
 
-use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -29,11 +28,11 @@ use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
-use super::common::{self, page, stats, ApiDecision, Cursor};
+use super::common::{self, page, ApiDecision, Cursor};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
     IdempotencyStore, MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary,
-    SharedQueue, StatsBucket, Store, StoreError, StoreResult, WebhookClaim, WriteOptions,
+    SharedQueue, Store, StoreError, StoreResult, WebhookClaim, WriteOptions,
     WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
@@ -588,50 +587,6 @@ impl RunStore for PgStore {
             .collect()
     }
 
-    /// [`super::RunStore::run_stats`]: counted by the database, buckets aligned on multiples
-    /// of `bucket_ms` since the epoch.
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>> {
-        if let Some(wf) = workflow {
-            common::check_ident("workflow id", wf)?;
-        }
-        let mut buckets: BTreeMap<i64, BTreeMap<String, u64>> = BTreeMap::new();
-        if since >= until {
-            return Ok(stats(buckets));
-        }
-        let mut b = QueryBuilder::<Postgres>::new("SELECT ");
-        push_bucket(&mut b, since, bucket_ms);
-        b.push(" AS bucket, status, count(*) AS n FROM runs WHERE created_at >= ")
-            .push_bind(since)
-            .push(" AND created_at < ")
-            .push_bind(until);
-        if let Some(wf) = workflow {
-            b.push(" AND workflow_id = ").push_bind(wf);
-        }
-        b.push(" GROUP BY 1, 2");
-        let rows = b.build().fetch_all(&self.pool).await.map_err(db)?;
-        for row in rows {
-            let bucket: i64 = row.try_get("bucket").map_err(db)?;
-            let status: String = row.try_get("status").map_err(db)?;
-            let n: i64 = row.try_get("n").map_err(db)?;
-            if RunStatus::parse(&status).is_none() {
-                return Err(StoreError::Corrupt(format!(
-                    "a run row holds unknown status `{status}`"
-                )));
-            }
-            *buckets
-                .entry(bucket)
-                .or_default()
-                .entry(status)
-                .or_default() += u64::try_from(n).unwrap_or(0);
-        }
-        Ok(stats(buckets))
-    }
 
     /// [`super::RunStore::count_runs`]: one `GROUP BY` over the runs of the range (by chart
     /// bucket, status, workflow, duration and failure parts), folded by the shared rules. Exact

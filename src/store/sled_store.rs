@@ -13,8 +13,8 @@
 //! | `memory_expiry` | ts(expires_at) namespace 0x00 key | empty |
 //! | `runs` | run id | [`RunRecord`], LZ4-compressed (marker byte `0x01`, then `lz4_flex`'s size-prepended block; plain JSON still reads) |
 //! | `run_summaries` | run id | [`RunSummary`] (small, for listings) |
-//! | `runs_by_created` | ts(created_at) id | status |
-//! | `runs_by_workflow` | workflow 0x00 ts(created_at) id | status |
+//! | `runs_by_created` | ts(created_at) id | empty (older stores: the status) |
+//! | `runs_by_workflow` | workflow 0x00 ts(created_at) id | empty (likewise) |
 //! | `runs_by_status` | status 0x00 ts(created_at) id | empty |
 //! | `runs_by_workflow_status` | workflow 0x00 status 0x00 ts(created_at) id | empty |
 //! | `runs_by_key` | idempotency key 0x00 ts(created_at) id | empty |
@@ -30,8 +30,9 @@
 //! Listing indexes carry `created_at` before the id, so every listing is newest first by
 //! `(created_at, id)` and `since`/`until` bound the scanned key range directly, whatever the id
 //! format. (UUIDv7 ids are stamped from a process-wide monotonic context, so their embedded time
-//! can run ahead of `created_at`; the index does not rely on it.) The status stored as the value
-//! of `runs_by_created`/`runs_by_workflow` lets `run_stats` count without reading summaries.
+//! can run ahead of `created_at`; the index does not rely on it.) Their values are empty, so a
+//! run's status change rewrites only `runs_by_status`/`runs_by_workflow_status` (counts come
+//! from the count aggregates below, not from these rows).
 //!
 //! # Count aggregates (`run_counts`, [`super::counts`])
 //!
@@ -76,10 +77,10 @@ use sled::transaction::{
 };
 use sled::{Transactional, Tree};
 
-use super::common::{self, page, stats, ApiDecision, Cursor, Position};
+use super::common::{self, page, ApiDecision, Cursor, Position};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, IdempotencyStore,
-    MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary, StatsBucket,
+    MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary,
     Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
@@ -835,44 +836,6 @@ impl SledCore {
         Ok(ids)
     }
 
-    fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>> {
-        let (tree, prefix) = match workflow {
-            Some(wf) => {
-                common::check_ident("workflow id", wf)?;
-                (BY_WORKFLOW, pair(wf, ""))
-            }
-            None => (BY_CREATED, Vec::new()),
-        };
-        let mut buckets: BTreeMap<i64, BTreeMap<String, u64>> = BTreeMap::new();
-        if since < until {
-            let range = self.tree(tree).range::<Vec<u8>, _>((
-                Bound::Included(cat(&prefix, &ts(since))),
-                Bound::Excluded(cat(&prefix, &ts(until))),
-            ));
-            for item in range {
-                let (k, status) = item.map_err(backend)?;
-                let (created, _) = split_ts(&k[prefix.len()..])?;
-                let status = utf8(&status)?;
-                if RunStatus::parse(status).is_none() {
-                    return Err(StoreError::Corrupt(format!(
-                        "index row holds unknown run status `{status}`"
-                    )));
-                }
-                *buckets
-                    .entry(common::bucket_start(created, since, bucket_ms))
-                    .or_default()
-                    .entry(status.to_string())
-                    .or_default() += 1;
-            }
-        }
-        Ok(stats(buckets))
-    }
 
     fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {
@@ -1157,17 +1120,6 @@ impl RunStore for SledStore {
         self.blocking(move |c| c.run_ids_with_status(status)).await
     }
 
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>> {
-        let workflow = workflow.map(str::to_owned);
-        self.blocking(move |c| c.run_stats(workflow.as_deref(), since, until, bucket_ms))
-            .await
-    }
 
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         let policy = *policy;
@@ -1366,13 +1318,12 @@ fn index_rows(s: &RunSummary, values: &[String]) -> Vec<IndexRow> {
     let id = s.id.as_bytes();
     let status = s.status.as_str();
     let after = |prefix: Vec<u8>| cat(&cat(&prefix, &at), id);
+    // The time indexes hold no value: a status change rewrites only the two status rows
+    // (stores written before this held the status here; such a row is rewritten empty when
+    // its run is next written, and no reader looks at it).
     let mut rows = vec![
-        (BY_CREATED, cat(&at, id), status.as_bytes().to_vec()),
-        (
-            BY_WORKFLOW,
-            after(pair(&s.workflow_id, "")),
-            status.as_bytes().to_vec(),
-        ),
+        (BY_CREATED, cat(&at, id), vec![]),
+        (BY_WORKFLOW, after(pair(&s.workflow_id, "")), vec![]),
         (BY_STATUS, after(pair(status, "")), vec![]),
         (
             BY_WORKFLOW_STATUS,

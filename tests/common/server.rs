@@ -21,7 +21,7 @@ use fluxo::runtime::Engine;
 use fluxo::server::{self, RunningServer, ServerOptions};
 use fluxo::store::{
     ApiBegin, ApiRecord, ClaimOutcome, IdempotencyStore, InMemoryStore, MemoryEntry, MemoryStore,
-    Retention, RunPage, RunQuery, RunStore, SledStore, StatsBucket, Store, StoreError, StoreResult,
+    Retention, RunPage, RunQuery, RunStore, SledStore, Store, StoreError, StoreResult,
     WebhookClaim, WriteOptions, WriteResult,
 };
 use fluxo::workflow::dir::WorkflowDir;
@@ -194,17 +194,6 @@ impl RunStore for FaultStore {
     }
     async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
         self.inner.run_ids_with_status(status).await
-    }
-    async fn run_stats(
-        &self,
-        workflow: Option<&str>,
-        since: i64,
-        until: i64,
-        bucket_ms: i64,
-    ) -> StoreResult<Vec<StatsBucket>> {
-        self.inner
-            .run_stats(workflow, since, until, bucket_ms)
-            .await
     }
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         self.inner.prune_runs(policy, now_ms).await
