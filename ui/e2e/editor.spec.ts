@@ -330,14 +330,28 @@ test('refuses invalid connections: into a trigger, closing a cycle, twice the sa
   await expect(edges).toHaveCount(7);
 });
 
+/** Whether step `id`'s title lies wholly inside the canvas (not under the inspector or a side). */
+async function isOnCanvas(page: Page, id: string): Promise<boolean> {
+  const title = await node(page, id).getByTestId('node-title').boundingBox();
+  const pane = await page.locator('.react-flow').boundingBox();
+  if (!title || !pane) return false;
+  return title.x >= pane.x && title.y >= pane.y && title.x + title.width <= pane.x + pane.width && title.y + title.height <= pane.y + pane.height;
+}
+
 test('copy and paste duplicate steps with fresh ids; multi-select with ctrl-click', async ({ page }) => {
   await openEditor(page);
   await openWorkflow(page, 'invoice-paid-once');
-  // A click can land on the pane while the inspector's opening shifts the canvas (seen in
-  // CI): select, ctrl-click and check again until both are selected.
+  // Selecting `fail` opens the inspector, which narrows the canvas: `undo`, right of `fail`,
+  // ends up under the inspector (Fit keeps a readable zoom, so it does not bring it back), where
+  // a click lands on whatever covers it (seen in CI, then every time here). So the canvas is
+  // zoomed out until `undo` is on screen before the ctrl-click; a click that lands on the pane
+  // while the canvas still moves is retried: select, zoom out, ctrl-click, check.
+  const zoomOut = page.locator('.react-flow__controls-zoomout');
   await expect(async () => {
     await node(page, 'fail').getByTestId('node-title').click({ timeout: 2_000 });
     await expect(page.getByTestId('step-id')).toHaveValue('fail', { timeout: 2_000 });
+    for (let i = 0; i < 6 && !(await isOnCanvas(page, 'undo')); i++) await zoomOut.click({ timeout: 2_000 });
+    expect(await isOnCanvas(page, 'undo')).toBe(true);
     await node(page, 'undo').getByTestId('node-title').click({ modifiers: [MOD], timeout: 2_000 });
     await expect(page.getByTestId('inspector')).toContainText('2 steps selected', { timeout: 2_000 });
   }).toPass({ timeout: 40_000 });
