@@ -18,8 +18,8 @@ use fluxo::store::{
     sweep_once, ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome,
     ClaimOwner, CountFilter, CountQuery, GroupCommit, IdempotencyStore, InMemoryStore, MemoryEntry,
     MemoryStore, PgConfig, PgStore, Retention, RunCounts, RunQuery, RunStore, RunSummary,
-    SledConfig, SledStore, Store, StoreError, StoreResult, SweepReport, WebhookClaim,
-    WriteOptions, WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES, SEARCH_VALUES_MAX,
+    SledConfig, SledStore, Store, StoreError, StoreResult, SweepReport, WebhookClaim, WriteOptions,
+    WriteResult, LIST_SCAN_BUDGET, MAX_MEMORY_KEY_BYTES, SEARCH_VALUES_MAX,
 };
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -1682,7 +1682,8 @@ mod cases {
         let runs: Vec<RunRecord> = (0..600i64)
             .map(|i| {
                 let mut r = run(&format!("run-{i:05}"), "wf", RunStatus::Succeeded, T0 + i);
-                r.input = json!({"customer": "cus_shared1", "invoice": format!("in_{i:05}")}).into();
+                r.input =
+                    json!({"customer": "cus_shared1", "invoice": format!("in_{i:05}")}).into();
                 r
             })
             .collect();
@@ -1839,7 +1840,6 @@ mod cases {
         assert_eq!(got, expected(&runs, &q));
         assert_eq!(got.len(), 5);
     }
-
 
     // --- Count aggregates ----------------------------------------------------------------
 

@@ -362,7 +362,10 @@ mod tests {
         assert_eq!(input.raw(), Some(text.trim()));
         assert_eq!(serde_json::to_string(&input).unwrap(), text.trim());
         assert_eq!(input["data"]["object"]["customer"], "cus_QX1");
-        assert_eq!(input, RunInput::from(serde_json::from_str::<Value>(text).unwrap()));
+        assert_eq!(
+            input,
+            RunInput::from(serde_json::from_str::<Value>(text).unwrap())
+        );
         let record = json!({"input": input});
         assert_eq!(record["input"]["id"], "evt_1");
         // Read back from stored text: still the text (the big number exact), and the same
@@ -375,7 +378,10 @@ mod tests {
             input: input.clone(),
         })
         .unwrap();
-        assert!(stored.contains("123456789012345678901234567890"), "{stored}");
+        assert!(
+            stored.contains("123456789012345678901234567890"),
+            "{stored}"
+        );
         let back: Record = serde_json::from_str(&stored).unwrap();
         assert_eq!(back.input.raw(), Some(text.trim()));
         assert_eq!(back.input.search_values(), ["evt_1", "cus_QX1"]);
@@ -391,12 +397,18 @@ mod tests {
                       "note":"two words 12","short":"a1","currency":"eur","n":42,"k":{"cus_9":"not a value"}}"#;
         let input = raw(text);
         let parsed = RunInput::from(serde_json::from_str::<Value>(text).unwrap());
-        assert_eq!(input.search_values(), ["evt_1Q", "in_01", "ada@example.com"]);
+        assert_eq!(
+            input.search_values(),
+            ["evt_1Q", "in_01", "ada@example.com"]
+        );
         assert_eq!(input.search_values(), parsed.search_values());
         let many = Value::Array((0..100).map(|i| json!(format!("v_{i:03}"))).collect());
         let many_raw = raw(&many.to_string());
         assert_eq!(many_raw.search_values().len(), SEARCH_VALUES_MAX);
-        assert_eq!(many_raw.search_values(), RunInput::from(many).search_values());
+        assert_eq!(
+            many_raw.search_values(),
+            RunInput::from(many).search_values()
+        );
     }
 
     /// A duplicated member is read once, the last one winning, and the text is not kept.
@@ -420,10 +432,16 @@ mod tests {
     #[test]
     fn malformed_bodies_are_refused() {
         for bad in ["", "{", r#"{"a":1}x"#, "[1,]", "\"\\ud800\"", "nul"] {
-            assert!(RunInput::from_json_bytes(bad.as_bytes()).is_err(), "{bad:?}");
+            assert!(
+                RunInput::from_json_bytes(bad.as_bytes()).is_err(),
+                "{bad:?}"
+            );
         }
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        assert!(RunInput::from_json_bytes(deep.as_bytes()).is_err(), "recursion limit");
+        assert!(
+            RunInput::from_json_bytes(deep.as_bytes()).is_err(),
+            "recursion limit"
+        );
         let e = RunInput::from_json_bytes(b"{\n  \"a\": }").unwrap_err();
         assert_eq!((e.line(), e.column()), (2, 8));
     }

@@ -111,10 +111,9 @@ impl GroupCommit {
             .submit(Some(BatchWrite::ClaimAndEnqueue { claim, run }))
             .await?
         {
-            (
-                Some(BatchWrite::ClaimAndEnqueue { run, .. }),
-                Some(BatchOutcome::Claim(outcome)),
-            ) => Ok((outcome, run)),
+            (Some(BatchWrite::ClaimAndEnqueue { run, .. }), Some(BatchOutcome::Claim(outcome))) => {
+                Ok((outcome, run))
+            }
             _ => Err(StoreError::Backend(
                 "claim answered without its outcome".into(),
             )),

@@ -5,8 +5,7 @@
 use std::cmp::Ordering;
 
 use super::{
-    ApiBegin, ApiRecord, ApiRecordState, RunPage, RunQuery, RunSummary, StoreError,
-    StoreResult,
+    ApiBegin, ApiRecord, ApiRecordState, RunPage, RunQuery, RunSummary, StoreError, StoreResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -255,4 +254,3 @@ pub(crate) fn page(mut runs: Vec<RunSummary>, limit: usize) -> RunPage {
     };
     RunPage { runs, next_cursor }
 }
-

@@ -14,8 +14,8 @@ use serde_json::Value;
 use super::common::{self, page, ApiDecision, Cursor, Position};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, ClaimOutcome, CountFilter, CountQuery, IdempotencyStore,
-    MemoryEntry, MemoryStore, Retention, RunCounts, RunPage, RunQuery, RunStore, RunSummary,
-    Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
+    MemoryEntry, MemoryStore, Retention, RunCounts, RunPage, RunQuery, RunStore, RunSummary, Store,
+    StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -277,7 +277,6 @@ impl RunStore for InMemoryStore {
             .map(|(_, id)| id.clone())
             .collect())
     }
-
 
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {

@@ -32,8 +32,7 @@ use super::common::{self, page, ApiDecision, Cursor};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, ClaimOwner,
     IdempotencyStore, MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary,
-    SharedQueue, Store, StoreError, StoreResult, WebhookClaim, WriteOptions,
-    WriteResult,
+    SharedQueue, Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -586,7 +585,6 @@ impl RunStore for PgStore {
             .map(|r| r.try_get::<String, _>("id").map_err(db))
             .collect()
     }
-
 
     /// [`super::RunStore::count_runs`]: one `GROUP BY` over the runs of the range (by chart
     /// bucket, status, workflow, duration and failure parts), folded by the shared rules. Exact

@@ -80,8 +80,8 @@ use sled::{Transactional, Tree};
 use super::common::{self, page, ApiDecision, Cursor, Position};
 use super::{
     ApiBegin, ApiRecord, ApiRecordState, BatchOutcome, BatchWrite, ClaimOutcome, IdempotencyStore,
-    MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary,
-    Store, StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
+    MemoryEntry, MemoryStore, Retention, RunPage, RunQuery, RunStore, RunSummary, Store,
+    StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
 
@@ -836,7 +836,6 @@ impl SledCore {
         Ok(ids)
     }
 
-
     fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         if policy.max_runs_per_workflow.is_none() && policy.max_age_ms.is_none() {
             return Ok(0);
@@ -1119,7 +1118,6 @@ impl RunStore for SledStore {
     async fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
         self.blocking(move |c| c.run_ids_with_status(status)).await
     }
-
 
     async fn prune_runs(&self, policy: &Retention, now_ms: i64) -> StoreResult<usize> {
         let policy = *policy;
@@ -1405,8 +1403,11 @@ fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
     apply_deltas_tx(v, &deltas)?;
     // Rows keyed by (tree, key): what only the old version has goes, what is new or changed
     // is written (a run has a few dozen rows; sets keep this linear).
-    let new_keys: std::collections::HashSet<(usize, &[u8])> =
-        run.index.iter().map(|(t, k, _)| (*t, k.as_slice())).collect();
+    let new_keys: std::collections::HashSet<(usize, &[u8])> = run
+        .index
+        .iter()
+        .map(|(t, k, _)| (*t, k.as_slice()))
+        .collect();
     for (tree, key, _) in &old {
         if !new_keys.contains(&(*tree, key.as_slice())) {
             v[*tree].remove(key.as_slice())?;
