@@ -427,6 +427,20 @@ const AUTO_BUCKETS: [i64; 10] = [
 /// Most bars `bucket=auto` draws.
 const AUTO_MAX_BARS: i64 = 60;
 
+/// [`percentiles`] of each `(name, histogram)`, in order, each naming its `label` member.
+fn labelled_percentiles(
+    list: Vec<(String, crate::store::DurationHistogram)>,
+    label: &str,
+) -> Vec<Value> {
+    list.into_iter()
+        .map(|(name, h)| {
+            let mut v = percentiles(&h);
+            v[label] = json!(name);
+            v
+        })
+        .collect()
+}
+
 /// Nearest-rank percentiles of a duration histogram: `{count, p50_ms, p95_ms, p99_ms}` (ms;
 /// exact under 128 ms, within 0.4% above: [`crate::store::DurationHistogram`]).
 fn percentiles(h: &crate::store::DurationHistogram) -> Value {
@@ -680,14 +694,7 @@ fn stats_json(
     let mut per_wf: Vec<(String, crate::store::DurationHistogram)> =
         counted.durations.into_iter().collect();
     per_wf.sort_by(|a, b| b.1.count().cmp(&a.1.count()).then(a.0.cmp(&b.0)));
-    let per_wf: Vec<Value> = per_wf
-        .into_iter()
-        .map(|(wf, h)| {
-            let mut v = percentiles(&h);
-            v["workflow_id"] = json!(wf);
-            v
-        })
-        .collect();
+    let per_wf = labelled_percentiles(per_wf, "workflow_id");
     let mut per_step: Vec<(String, crate::store::DurationHistogram)> =
         counted.steps.into_iter().collect();
     let position = |id: &str| {
@@ -697,14 +704,7 @@ fn stats_json(
             .unwrap_or(usize::MAX)
     };
     per_step.sort_by(|a, b| position(&a.0).cmp(&position(&b.0)).then(a.0.cmp(&b.0)));
-    let per_step: Vec<Value> = per_step
-        .into_iter()
-        .map(|(step, h)| {
-            let mut v = percentiles(&h);
-            v["step_id"] = json!(step);
-            v
-        })
-        .collect();
+    let per_step = labelled_percentiles(per_step, "step_id");
     let mut failures: Vec<(String, u64)> = counted.failures.into_iter().collect();
     failures.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     failures.truncate(20);

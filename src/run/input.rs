@@ -75,6 +75,17 @@ struct Inner {
     search: Vec<String>,
 }
 
+impl Inner {
+    /// The text parsed (`Null` without one). The text was checked when it was taken in, so it
+    /// parses.
+    fn parse(&self) -> Value {
+        self.raw
+            .as_ref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or(Value::Null)
+    }
+}
+
 impl RunInput {
     /// The input of a delivery whose body is `bytes`: checked to be one well-formed JSON value
     /// and kept as its text, without building a [`Value`]. A body with a duplicated member is
@@ -106,22 +117,15 @@ impl RunInput {
 
     /// The parsed value (parsed now if it was not yet).
     pub fn value(&self) -> &Value {
-        self.0.value.get_or_init(|| match &self.0.raw {
-            // The text was checked when it was taken in: it parses.
-            Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-            None => Value::Null,
-        })
+        self.0.value.get_or_init(|| self.0.parse())
     }
 
     /// The value, taken out (cloned if shared).
     pub fn into_value(self) -> Value {
         match Arc::try_unwrap(self.0) {
-            Ok(inner) => match inner.value.into_inner() {
-                Some(v) => v,
-                None => match &inner.raw {
-                    Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-                    None => Value::Null,
-                },
+            Ok(inner) => match inner.value.get() {
+                Some(_) => inner.value.into_inner().unwrap_or(Value::Null),
+                None => inner.parse(),
             },
             Err(shared) => RunInput(shared).value().clone(),
         }
