@@ -2060,9 +2060,31 @@ mod cases {
                 writes.push(BatchWrite::PutRun(r));
             }
         }
-        for r in batch(store, writes).await {
+        // A second delivery of key k0 in the same batch: a duplicate, which counts nothing
+        // (the batch's count changes are summed and written once, at its end).
+        let mut again = count_run(0);
+        again.id = "dup-of-k0".into();
+        again.status = RunStatus::Queued;
+        again.finished_at = None;
+        again.duration_ms = None;
+        let c = claim(&again.workflow_id, "k0", &again.id, T0, HOUR);
+        writes.push(BatchWrite::ClaimAndEnqueue {
+            claim: c,
+            run: again,
+        });
+        let out = batch(store, writes).await;
+        assert!(
+            matches!(
+                out.last(),
+                Some(Ok(BatchOutcome::Claim(ClaimOutcome::Duplicate { run_id }))) if run_id == "c0000"
+            ),
+            "the batch's second k0 is a duplicate: {:?}",
+            out.last()
+        );
+        for r in out {
             r.unwrap();
         }
+        assert_eq!(store.get_run("dup-of-k0").await.unwrap(), None);
         let ids: Vec<String> = (0..60).map(|i| format!("c{i:04}")).collect();
         assert_counts(store, &stored(store, ids.clone()).await, "after a batch").await;
         // Finish some in a second batch, the same run twice in it.

@@ -714,7 +714,11 @@ impl SledCore {
                 return Ok(());
             }
         }
-        self.tx(RUN_TREES, |v| put_run_tx(v, prepared))
+        self.tx(RUN_TREES, |v| {
+            let mut deltas = Deltas::new();
+            put_run_tx(v, prepared, &mut deltas)?;
+            apply_deltas_tx(v, &deltas)
+        })
     }
 
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -861,7 +865,12 @@ impl SledCore {
 
 impl SledCore {
     fn claim_prepared(&self, prepared: &PreparedClaim, now_ms: i64) -> StoreResult<ClaimOutcome> {
-        self.tx(CLAIM_TREES, |v| claim_tx(v, prepared, now_ms))
+        self.tx(CLAIM_TREES, |v| {
+            let mut deltas = Deltas::new();
+            let outcome = claim_tx(v, prepared, now_ms, &mut deltas)?;
+            apply_deltas_tx(v, &deltas)?;
+            Ok(outcome)
+        })
     }
 
     fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
@@ -994,20 +1003,28 @@ impl SledCore {
                 BatchWrite::PutRun(run) => PreparedRun::new(run).map(Prepared::Put),
             })
             .collect();
+        // The count aggregates' changes of the whole batch are summed and written once at its
+        // end: the runs of one batch share their cells (same minute, workflow, status), so a
+        // cell is read and written once per batch, not once per run.
         let applied = self.tx(CLAIM_TREES, |v| {
             let mut out = Vec::with_capacity(prepared.len());
+            let mut deltas = Deltas::new();
             for p in &prepared {
                 out.push(match p {
-                    Ok(Prepared::Claim(c)) => {
-                        Some(BatchOutcome::Claim(claim_tx(v, c, c.claimed_at)?))
-                    }
+                    Ok(Prepared::Claim(c)) => Some(BatchOutcome::Claim(claim_tx(
+                        v,
+                        c,
+                        c.claimed_at,
+                        &mut deltas,
+                    )?)),
                     Ok(Prepared::Put(r)) => {
-                        put_run_tx(v, r)?;
+                        put_run_tx(v, r, &mut deltas)?;
                         Some(BatchOutcome::Put)
                     }
                     Err(_) => None,
                 });
             }
+            apply_deltas_tx(v, &deltas)?;
             Ok(out)
         });
         match applied {
@@ -1292,8 +1309,9 @@ impl PreparedClaim {
 }
 
 /// A live claim of the key (`expires_at > now_ms`) answers `Duplicate` and writes nothing;
-/// else the claim (replacing an expired one) and its queued run are written.
-fn claim_tx(v: &View, c: &PreparedClaim, now_ms: i64) -> Tx<ClaimOutcome> {
+/// else the claim (replacing an expired one) and its queued run are written, the run's count
+/// changes added to `deltas` (written by the caller, [`apply_deltas_tx`]).
+fn claim_tx(v: &View, c: &PreparedClaim, now_ms: i64, deltas: &mut Deltas) -> Tx<ClaimOutcome> {
     if let Some(b) = v[CLAIMS].get(&c.key)? {
         let old: WebhookClaim = decode("webhook claim", &b).map_err(abort)?;
         if old.expires_at > now_ms {
@@ -1303,7 +1321,7 @@ fn claim_tx(v: &View, c: &PreparedClaim, now_ms: i64) -> Tx<ClaimOutcome> {
     }
     v[CLAIMS].insert(c.key.as_slice(), c.json.as_slice())?;
     v[CLAIMS_EXPIRY].insert(expiry_row(c.expires_at, &c.key), &[][..])?;
-    put_run_tx(v, &c.run)?;
+    put_run_tx(v, &c.run, deltas)?;
     Ok(ClaimOutcome::Claimed)
 }
 
@@ -1378,8 +1396,10 @@ fn delete_run_tx(v: &View, s: &RunSummary) -> Tx<()> {
 }
 
 /// Writes a run and brings its index rows in step: rows of the old version that no longer
-/// apply go, new or changed rows are written, unchanged rows are left alone.
-fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
+/// apply go, new or changed rows are written, unchanged rows are left alone. The count
+/// aggregates' changes are added to `deltas`, for the caller to write with
+/// [`apply_deltas_tx`] in the same transaction (once for a whole batch).
+fn put_run_tx(v: &View, run: &PreparedRun, deltas: &mut Deltas) -> Tx<()> {
     let old_summary = stored_summary(v, &run.id)?;
     let old_values = v[RUN_VALUES].get(run.id.as_bytes())?;
     let values_unchanged = old_values.as_deref() == run.values_json.as_deref();
@@ -1395,12 +1415,10 @@ fn put_run_tx(v: &View, run: &PreparedRun) -> Tx<()> {
     };
     // The count aggregates: the old version's cells down, the new one's up (a status change
     // moves one count; an unchanged cell nets to nothing and is not touched).
-    let mut deltas = Deltas::new();
     if let Some(o) = &old_summary {
-        add_cells(&mut deltas, o, -1);
+        add_cells(deltas, o, -1);
     }
-    add_cells(&mut deltas, &run.summary, 1);
-    apply_deltas_tx(v, &deltas)?;
+    add_cells(deltas, &run.summary, 1);
     // Rows keyed by (tree, key): what only the old version has goes, what is new or changed
     // is written (a run has a few dozen rows; sets keep this linear).
     let new_keys: std::collections::HashSet<(usize, &[u8])> = run
