@@ -1222,6 +1222,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         ui_dir: ui_dir.clone(),
         data_dir: Some(dir.clone()),
         recover: a.recover.into(),
+        token_given: source == auth::TokenSource::Given,
         limits: crate::server::listen::ConnLimits {
             header_read_timeout: std::time::Duration::from_secs(a.header_timeout_s),
             body_read_timeout: std::time::Duration::from_secs(a.body_timeout_s),
@@ -1261,7 +1262,20 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     // The token is shown once, when this start generated it (as Jupyter and n8n show a new
     // token's URL): a token read from the file or given by --token/FLUXO_TOKEN is never
     // printed again, since stdout often ends in a log or a journal; the lines say where it is.
+    let in_force = running.state.token();
     let shown = match source {
+        // On a shared database the token in force is the one every process shares (the first
+        // to start seeded it): copied to this data dir so that the file holds what works.
+        _ if in_force != token => {
+            auth::write_secret(&token_file, &in_force).map_err(|e| {
+                CliError::bad_input(format!("cannot write {}: {e}", token_file.display()))
+            })?;
+            println!(
+                "  API token: shared by every process on the database, copied to {} (mode 0600)",
+                token_file.display()
+            );
+            false
+        }
         auth::TokenSource::Generated if a.hide_token => {
             println!(
                 "  API token: generated, saved in {} (mode 0600); not printed (--hide-token)",

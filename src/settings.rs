@@ -187,6 +187,9 @@ pub enum SettingsError {
         path: String,
         source: std::io::Error,
     },
+    /// The shared database (`fluxo serve --store postgres://…`) did not take the settings.
+    #[error("the shared settings could not be written: {0}")]
+    Shared(String),
 }
 
 impl AppSettings {

@@ -142,6 +142,9 @@ pub struct ServerOptions {
     pub recover: crate::runtime::RecoverPolicy,
     /// Slow-client timeouts and the connection bound ([`ConnLimits`]).
     pub limits: ConnLimits,
+    /// The token came from `--token`/`FLUXO_TOKEN`: on a shared database it is neither taken
+    /// from nor written to the database ([`settings::SHARED_TOKEN`]).
+    pub token_given: bool,
 }
 
 impl Default for ServerOptions {
@@ -156,6 +159,7 @@ impl Default for ServerOptions {
             data_dir: None,
             recover: crate::runtime::RecoverPolicy::default(),
             limits: ConnLimits::default(),
+            token_given: false,
         }
     }
 }
@@ -185,6 +189,9 @@ struct Inner {
     recent_claims: ingest::RecentClaims,
     /// The hosts this server answers to: its bound address and the settings' `allowed_hosts`.
     hosts: RwLock<hosts::HostRules>,
+    /// On a shared database: the revisions of the settings and token documents in force here
+    /// ([`settings::refresh`]).
+    revisions: std::sync::Mutex<settings::Revisions>,
 }
 
 impl AppState {
@@ -240,28 +247,49 @@ impl AppState {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
-    /// Replace the settings: saved to the data dir (if any) and applied (env variables to the
-    /// engine; retention from the next maintenance pass). A secret env value sent back as the
-    /// mask the API showed keeps the stored value
-    /// ([`crate::settings::AppSettings::resolve_masked`]).
-    pub fn set_settings(
+    /// Replace the settings: saved (to the shared database when there is one, so every
+    /// process applies them, [`settings::refresh`]; else to the data dir, if any) and applied
+    /// (env variables to the engine; retention from the next maintenance pass). A secret env
+    /// value sent back as the mask the API showed keeps the stored value
+    /// ([`crate::settings::AppSettings::resolve_masked`]). Errors: invalid settings, or the
+    /// file or database write failed (nothing applied).
+    pub async fn set_settings(
         &self,
         s: crate::settings::AppSettings,
     ) -> Result<(), crate::settings::SettingsError> {
         let s = s.resolve_masked(&self.settings())?;
         s.validate()?;
-        if let Some(dir) = &self.0.options.data_dir {
+        if let Some(shared) = self.store().shared_settings() {
+            let doc = serde_json::to_value(&s)
+                .map_err(|e| crate::settings::SettingsError::Shared(e.to_string()))?;
+            let rev = shared
+                .put_document(settings::SHARED_SETTINGS, &doc)
+                .await
+                .map_err(|e| crate::settings::SettingsError::Shared(e.to_string()))?;
+            self.revisions().settings = rev;
+        } else if let Some(dir) = &self.0.options.data_dir {
             s.save(dir)?;
         }
+        self.apply_settings(s)
+    }
+    /// Put settings in force in this process: env variables and secrets to the engine, the
+    /// outbound allowlist, the host rules, then the settings themselves.
+    pub(crate) fn apply_settings(
+        &self,
+        s: crate::settings::AppSettings,
+    ) -> Result<(), crate::settings::SettingsError> {
+        self.0.engine.set_outbound_allow(&s.outbound_allow)?;
         self.0.engine.set_secret_env(s.secret_env.clone());
         self.0.engine.set_settings_env(s.env.clone());
-        self.0.engine.set_outbound_allow(&s.outbound_allow)?;
         {
             let mut hosts = self.0.hosts.write().unwrap_or_else(|e| e.into_inner());
             *hosts = hosts::HostRules::new(self.0.addr, &s.allowed_hosts);
         }
         *self.0.settings.write().unwrap_or_else(|e| e.into_inner()) = s;
         Ok(())
+    }
+    pub(crate) fn revisions(&self) -> std::sync::MutexGuard<'_, settings::Revisions> {
+        self.0.revisions.lock().unwrap_or_else(|e| e.into_inner())
     }
     /// The address the server is bound to.
     pub fn local_addr(&self) -> SocketAddr {
@@ -321,12 +349,7 @@ impl AppState {
                 drafts::Drafts::in_memory(),
             ),
         };
-        engine.set_secret_env(settings.secret_env.clone());
-        engine.set_settings_env(settings.env.clone());
-        engine
-            .set_outbound_allow(&settings.outbound_allow)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let hosts = hosts::HostRules::new(addr, &settings.allowed_hosts);
+        let hosts = hosts::HostRules::new(addr, &[]);
         let state = AppState(Arc::new(Inner {
             addr,
             engine,
@@ -336,12 +359,21 @@ impl AppState {
             commit,
             queue,
             options: options.clone(),
-            settings: RwLock::new(settings),
+            settings: RwLock::new(crate::settings::AppSettings::default()),
             instance_id: uuid::Uuid::new_v4().to_string(),
             pending_claims: ingest::PendingClaims::default(),
             recent_claims: ingest::RecentClaims::default(),
             hosts: RwLock::new(hosts),
+            revisions: std::sync::Mutex::new(settings::Revisions::default()),
         }));
+        // On a shared database the settings and token in force are the database's (the first
+        // process to start seeds them with its own).
+        let settings = settings::join_shared(&state, settings)
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        state
+            .apply_settings(settings)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         // `fan_out` steps start runs of the folder's workflows through the worker queue. The hooks
         // hold the state weakly: the engine lives inside it.
         let weak = Arc::downgrade(&state.0);

@@ -30,11 +30,18 @@ pub fn view(state: &AppState) -> Value {
 /// Replace the settings: validated, saved to `<data-dir>/settings.json` and applied
 /// ([`AppState::set_settings`]; a secret sent back as its mask keeps the stored value).
 /// Answers the new [`view`]. Errors: `invalid_settings`, `save_failed`.
-pub fn save(state: &AppState, settings: AppSettings) -> AppResult<Value> {
-    state.set_settings(settings).map_err(|e| match e {
+pub async fn save(state: &AppState, settings: AppSettings) -> AppResult<Value> {
+    state.set_settings(settings).await.map_err(|e| match e {
         SettingsError::Io { .. } => {
             tracing::error!(error = %e, "settings save failed");
             AppError::internal("save_failed", "the settings file could not be written")
+        }
+        SettingsError::Shared(_) => {
+            tracing::error!(error = %e, "settings save failed");
+            AppError::internal(
+                "save_failed",
+                "the shared database did not take the settings",
+            )
         }
         other => AppError::bad_request("invalid_settings", other.to_string()),
     })?;
@@ -52,20 +59,148 @@ pub fn token(state: &AppState) -> String {
     state.token()
 }
 
-/// Regenerate the API token: a new random one, saved to `<data-dir>/token` (mode 0600) when
-/// there is a data dir, in force at once (the old one stops working). On a write error
-/// (logged) nothing changes: `save_failed`.
-pub fn new_token(state: &AppState) -> AppResult<String> {
+/// Regenerate the API token: a new random one, in force at once (the old one stops
+/// working). Saved to the shared database when there is one and the token was not given
+/// (every process takes it up, [`refresh`]), else to `<data-dir>/token` (mode 0600) when
+/// there is a data dir. On a write error (logged) nothing changes: `save_failed`.
+pub async fn new_token(state: &AppState) -> AppResult<String> {
     let token = generate_token();
-    if let Some(dir) = &state.options().data_dir {
-        write_secret(&dir.join("token"), &token).map_err(|e| {
-            tracing::error!(error = %e, "token file write failed");
-            AppError::internal("save_failed", "the token file could not be written")
-        })?;
+    match shared_token_store(state) {
+        Some(shared) => {
+            let rev = shared
+                .put_document(SHARED_TOKEN, &json!({ "token": token }))
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "shared token write failed");
+                    AppError::internal("save_failed", "the shared database did not take the token")
+                })?;
+            state.revisions().token = rev;
+        }
+        None => {
+            if let Some(dir) = &state.options().data_dir {
+                write_secret(&dir.join("token"), &token).map_err(|e| {
+                    tracing::error!(error = %e, "token file write failed");
+                    AppError::internal("save_failed", "the token file could not be written")
+                })?;
+            }
+        }
     }
     state.set_token(token.clone());
     tracing::info!("API token regenerated");
     Ok(token)
+}
+
+/// The name of the settings document on a shared database ([`crate::store::SharedSettings`]).
+pub const SHARED_SETTINGS: &str = "settings";
+/// The name of the API token document on a shared database: `{"token": "<hex>"}`. Used only
+/// by processes whose token was not given (`--token`/`FLUXO_TOKEN` wins and stays local).
+pub const SHARED_TOKEN: &str = "token";
+/// How often a process on a shared database looks for settings or a token another process
+/// saved ([`refresh`], from the lease keeper): a change applies everywhere within this.
+pub const SHARED_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The revisions of the shared documents in force in this process (0: none yet).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Revisions {
+    pub settings: i64,
+    pub token: i64,
+}
+
+/// The shared database's documents, when the token is shared too.
+fn shared_token_store(state: &AppState) -> Option<&dyn crate::store::SharedSettings> {
+    if state.options().token_given {
+        return None;
+    }
+    state.store().shared_settings()
+}
+
+/// At start, on a shared database: the settings in force are the database's; a process that
+/// finds none seeds them with `local` (its data dir's). Likewise the token, unless it was
+/// given. Answers the settings to apply (`local` on an embedded store). Errors: the database
+/// could not be read or written, or holds settings this version cannot read.
+pub async fn join_shared(state: &AppState, local: AppSettings) -> Result<AppSettings, String> {
+    let Some(shared) = state.store().shared_settings() else {
+        return Ok(local);
+    };
+    let doc = serde_json::to_value(&local).map_err(|e| e.to_string())?;
+    let (rev, doc) = shared
+        .put_document_if_absent(SHARED_SETTINGS, &doc)
+        .await
+        .map_err(|e| format!("shared settings: {e}"))?;
+    let settings = shared_settings_of(doc)?;
+    state.revisions().settings = rev;
+    if let Some(shared) = shared_token_store(state) {
+        let mine = json!({ "token": state.token() });
+        let (rev, doc) = shared
+            .put_document_if_absent(SHARED_TOKEN, &mine)
+            .await
+            .map_err(|e| format!("shared token: {e}"))?;
+        state.set_token(shared_token_of(&doc)?);
+        state.revisions().token = rev;
+    }
+    Ok(settings)
+}
+
+/// Take up settings or a token another process saved to the shared database since this one
+/// last looked (called every [`SHARED_POLL`]); nothing on an embedded store. A document this
+/// version cannot read is logged and skipped (the settings in force stay).
+pub async fn refresh(state: &AppState) {
+    let Some(shared) = state.store().shared_settings() else {
+        return;
+    };
+    match shared.get_document(SHARED_SETTINGS).await {
+        Ok(Some((rev, doc))) if rev > state.revisions().settings => {
+            match shared_settings_of(doc)
+                .and_then(|s| state.apply_settings(s).map_err(|e| e.to_string()))
+            {
+                Ok(()) => {
+                    state.revisions().settings = rev;
+                    tracing::info!(revision = rev, "settings saved by another process applied");
+                }
+                Err(e) => tracing::warn!(revision = rev, error = %e, "shared settings skipped"),
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "reading the shared settings failed"),
+    }
+    let Some(shared) = shared_token_store(state) else {
+        return;
+    };
+    match shared.get_document(SHARED_TOKEN).await {
+        Ok(Some((rev, doc))) if rev > state.revisions().token => match shared_token_of(&doc) {
+            Ok(t) => {
+                if let Some(dir) = &state.options().data_dir {
+                    if let Err(e) = write_secret(&dir.join("token"), &t) {
+                        tracing::warn!(error = %e, "token file write failed");
+                    }
+                }
+                state.set_token(t);
+                state.revisions().token = rev;
+                tracing::info!(
+                    revision = rev,
+                    "API token regenerated by another process applied"
+                );
+            }
+            Err(e) => tracing::warn!(revision = rev, error = %e, "shared token skipped"),
+        },
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "reading the shared token failed"),
+    }
+}
+
+fn shared_settings_of(doc: Value) -> Result<AppSettings, String> {
+    let s: AppSettings = serde_json::from_value(doc)
+        .map_err(|e| format!("the shared settings are not valid: {e}"))?;
+    s.validate()
+        .map_err(|e| format!("the shared settings are not valid: {e}"))?;
+    Ok(s)
+}
+
+fn shared_token_of(doc: &Value) -> Result<String, String> {
+    match doc.get("token").and_then(Value::as_str).map(str::trim) {
+        Some(t) if !t.is_empty() => Ok(t.to_string()),
+        _ => Err("the shared token document has no `token` string".into()),
+    }
 }
 
 /// Where the token came from.

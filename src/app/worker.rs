@@ -260,8 +260,9 @@ async fn shared_worker(state: AppState, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-/// Spawn the shared queue's heartbeat (renews this process's leases every third of the lease)
-/// and its orphan recovery (every quarter of the lease, [`recover_orphans`]). `None` without a
+/// Spawn the shared queue's heartbeat (renews this process's leases every third of the lease),
+/// its orphan recovery (every quarter of the lease, [`recover_orphans`]) and the pick-up of
+/// settings another process saved (every [`super::settings::SHARED_POLL`]). `None` without a
 /// shared queue.
 pub fn spawn_lease_keeper(
     state: AppState,
@@ -272,21 +273,26 @@ pub fn spawn_lease_keeper(
         let lease = state.options().lease.max(Duration::from_millis(100));
         let mut beat = tokio::time::interval(lease / 3);
         let mut scan = tokio::time::interval(lease / 4);
+        let mut settings = tokio::time::interval(super::settings::SHARED_POLL);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        settings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         enum Tick {
             Beat,
             Scan,
+            Settings,
             Stop,
         }
         loop {
             let tick = tokio::select! {
                 _ = beat.tick() => Tick::Beat,
                 _ = scan.tick() => Tick::Scan,
+                _ = settings.tick() => Tick::Settings,
                 _ = shutdown.wait_for(|s| *s) => Tick::Stop,
             };
             match tick {
                 Tick::Beat => heartbeat(&state).await,
+                Tick::Settings => super::settings::refresh(&state).await,
                 Tick::Scan => {
                     if let Err(e) = recover_orphans(&state).await {
                         tracing::warn!(error = %e, "recovering orphaned runs failed");

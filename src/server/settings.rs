@@ -2,7 +2,8 @@
 //!
 //! * `GET /api/v1/settings` → the settings plus read-only facts (data dir, workflows dir);
 //!   secret env values are shown masked (`••••1234`, see [`crate::secrets`]), never in clear.
-//! * `PUT /api/v1/settings` → replace them (validated; saved to `<data-dir>/settings.json`);
+//! * `PUT /api/v1/settings` → replace them (validated; saved to `<data-dir>/settings.json`, or
+//!   to the shared database);
 //!   a secret sent back as its mask keeps the stored value.
 //! * `GET /api/v1/settings/token` → the API token (to show it once more).
 //! * `POST /api/v1/settings/token` → a new token; the old one stops working at once.
@@ -48,7 +49,8 @@ async fn get_settings(State(state): State<AppState>) -> Json<Value> {
     path = "/settings",
     tag = "settings",
     summary = "Replace the settings",
-    description = "Validated, saved to `<data-dir>/settings.json` and applied (env variables \
+    description = "Validated, saved to `<data-dir>/settings.json` (on a shared PostgreSQL \
+        database: to the database, and every process takes them up within 2 s) and applied (env variables \
         at once; retention from the next maintenance pass, within a minute). A secret env value \
         sent back as the mask `GET` showed (`••••1234`) keeps the stored value; a mask that \
         does not match the stored value is refused (`invalid_settings`).",
@@ -69,7 +71,7 @@ async fn put_settings(
 ) -> ApiResult<Json<Value>> {
     let body = json_body(body, state.options().body_limit_bytes)?;
     let s = settings::parse(body)?;
-    Ok(Json(settings::save(&state, s)?))
+    Ok(Json(settings::save(&state, s).await?))
 }
 
 #[utoipa::path(
@@ -88,8 +90,10 @@ async fn get_token(State(state): State<AppState>) -> Json<Value> {
     path = "/settings/token",
     tag = "settings",
     summary = "Regenerate the API token",
-    description = "A new random token (256 bits, hex), saved to `<data-dir>/token`; the old one \
-        stops working at once (this answer is the last one it gets).",
+    description = "A new random token (256 bits, hex), saved to `<data-dir>/token` (on a shared \
+        PostgreSQL database, unless the token was given with `--token`: to the database, and \
+        every process takes it up within 2 s); the old one stops working at once (this answer \
+        is the last one it gets).",
     responses(
         (status = 200, description = "The new token.", body = doc::Token),
         (status = 500, description = "`save_failed`: the token file could not be written.",
@@ -97,6 +101,6 @@ async fn get_token(State(state): State<AppState>) -> Json<Value> {
     ),
 )]
 async fn regenerate_token(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let token = settings::new_token(&state)?;
+    let token = settings::new_token(&state).await?;
     Ok(Json(json!({"token": token})))
 }

@@ -657,6 +657,21 @@ pub enum BatchOutcome {
     Put,
 }
 
+/// Named JSON documents shared by every process on one database (SPEC §8, "Scale-out"): the
+/// app settings and the API token, so a change saved through one process applies in all of
+/// them. Each document has a **revision** that grows on every write; a process polls it
+/// ([`crate::app::settings::refresh`]) and applies what changed.
+#[async_trait::async_trait]
+pub trait SharedSettings: Send + Sync {
+    /// The document `name` and its revision; `None` when it was never written.
+    async fn get_document(&self, name: &str) -> StoreResult<Option<(i64, Value)>>;
+    /// Replace (or create) document `name`; answers its new revision.
+    async fn put_document(&self, name: &str, value: &Value) -> StoreResult<i64>;
+    /// Create document `name` with `value` unless it exists (concurrent starters: the first
+    /// writer wins); answers the document in force and its revision.
+    async fn put_document_if_absent(&self, name: &str, value: &Value) -> StoreResult<(i64, Value)>;
+}
+
 /// A run queue shared by several processes on one database (SPEC §8, "Scale-out"), as
 /// River, graphile-worker and Windmill do it: a process takes a `queued` run under a **lease**
 /// (`FOR UPDATE SKIP LOCKED`, so takers never wait on each other), renews its leases by
@@ -711,6 +726,13 @@ pub trait Store: MemoryStore + RunStore + IdempotencyStore {
     /// The shared run queue, on a backend several processes share (PostgreSQL); `None` (the
     /// default) for an embedded store, whose one process queues runs in memory.
     fn shared_queue(&self) -> Option<&dyn SharedQueue> {
+        None
+    }
+
+    /// The documents every process on a shared database shares (the settings, the API
+    /// token); `None` (the default) for an embedded store, whose one process keeps them in
+    /// its data dir.
+    fn shared_settings(&self) -> Option<&dyn SharedSettings> {
         None
     }
 

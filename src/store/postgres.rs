@@ -951,6 +951,10 @@ impl Store for PgStore {
         Some(self)
     }
 
+    fn shared_settings(&self) -> Option<&dyn super::SharedSettings> {
+        Some(self)
+    }
+
     /// [`super::Store::flush`]: nothing to do. Every call above commits its own transaction,
     /// and PostgreSQL has made a commit durable (WAL flushed, with the server's default
     /// `synchronous_commit = on`) before it answers.
@@ -1576,6 +1580,55 @@ const LEASE_CHOSEN: &str = "INSERT INTO run_leases (run_id, owner, lease_until) 
      ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until \
      WHERE run_leases.lease_until <= $3 OR run_leases.owner = EXCLUDED.owner \
      RETURNING run_id";
+
+/// [`super::SharedSettings`] in the `shared_settings` table (migration 0004): a revision is
+/// the previous one plus one, in the statement that writes the document.
+#[async_trait::async_trait]
+impl super::SharedSettings for PgStore {
+    async fn get_document(&self, name: &str) -> StoreResult<Option<(i64, Value)>> {
+        let row = sqlx::query("SELECT revision, value FROM shared_settings WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        row.map(|r| {
+            Ok((
+                r.try_get("revision").map_err(db)?,
+                r.try_get("value").map_err(db)?,
+            ))
+        })
+        .transpose()
+    }
+
+    async fn put_document(&self, name: &str, value: &Value) -> StoreResult<i64> {
+        sqlx::query_scalar(
+            "INSERT INTO shared_settings (name, value, revision) VALUES ($1, $2, 1) \
+             ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, \
+               revision = shared_settings.revision + 1 \
+             RETURNING revision",
+        )
+        .bind(name)
+        .bind(value)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db)
+    }
+
+    async fn put_document_if_absent(&self, name: &str, value: &Value) -> StoreResult<(i64, Value)> {
+        sqlx::query(
+            "INSERT INTO shared_settings (name, value, revision) VALUES ($1, $2, 1) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(value)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        self.get_document(name).await?.ok_or_else(|| {
+            StoreError::Backend(format!("shared document `{name}` vanished after its write"))
+        })
+    }
+}
 
 #[async_trait::async_trait]
 impl SharedQueue for PgStore {

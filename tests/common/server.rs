@@ -400,6 +400,7 @@ impl Setup {
             running
                 .state
                 .set_settings(settings)
+                .await
                 .expect("settings apply");
         }
         let client = reqwest::Client::builder()

@@ -18,7 +18,7 @@ pub async fn get_settings(state: State<'_, AppState>) -> IpcResult<Value> {
 /// from the next maintenance pass, the listener address at the next launch).
 #[tauri::command]
 pub async fn save_settings(state: State<'_, AppState>, settings: AppSettings) -> IpcResult<Value> {
-    Ok(self::settings::save(&state, settings)?)
+    Ok(self::settings::save(&state, settings).await?)
 }
 
 /// The token of the local listener's `/api/v1`.
@@ -30,5 +30,5 @@ pub async fn get_token(state: State<'_, AppState>) -> IpcResult<String> {
 /// A new token; the old one stops working at once.
 #[tauri::command]
 pub async fn regenerate_token(state: State<'_, AppState>) -> IpcResult<String> {
-    Ok(settings::new_token(&state)?)
+    Ok(settings::new_token(&state).await?)
 }

@@ -641,7 +641,7 @@ export interface paths {
         get: operations["get_settings"];
         /**
          * Replace the settings
-         * @description Validated, saved to `<data-dir>/settings.json` and applied (env variables at once; retention from the next maintenance pass, within a minute). A secret env value sent back as the mask `GET` showed (`••••1234`) keeps the stored value; a mask that does not match the stored value is refused (`invalid_settings`).
+         * @description Validated, saved to `<data-dir>/settings.json` (on a shared PostgreSQL database: to the database, and every process takes them up within 2 s) and applied (env variables at once; retention from the next maintenance pass, within a minute). A secret env value sent back as the mask `GET` showed (`••••1234`) keeps the stored value; a mask that does not match the stored value is refused (`invalid_settings`).
          */
         put: operations["put_settings"];
         post?: never;
@@ -663,7 +663,7 @@ export interface paths {
         put?: never;
         /**
          * Regenerate the API token
-         * @description A new random token (256 bits, hex), saved to `<data-dir>/token`; the old one stops working at once (this answer is the last one it gets).
+         * @description A new random token (256 bits, hex), saved to `<data-dir>/token` (on a shared PostgreSQL database, unless the token was given with `--token`: to the database, and every process takes it up within 2 s); the old one stops working at once (this answer is the last one it gets).
          */
         post: operations["regenerate_token"];
         delete?: never;
