@@ -2,6 +2,12 @@
 //! the use cases of `GET|PUT /api/v1/settings`, `GET|POST /api/v1/settings/token` and the
 //! desktop's settings commands, and the token file in the data dir (`fluxo serve`, the app's
 //! launch).
+//!
+//! On a shared PostgreSQL database (`fluxo serve --store postgres://…`) the settings and the
+//! token are documents in the database ([`crate::store::SharedSettings`]): the first process
+//! seeds them ([`join_shared`]), a save or a new token goes to the database, and every process
+//! takes up what another saved within [`SHARED_POLL`] ([`refresh`]). A token given with
+//! `--token`/`FLUXO_TOKEN` stays the process's own.
 
 use std::path::Path;
 
@@ -27,8 +33,9 @@ pub fn view(state: &AppState) -> Value {
     })
 }
 
-/// Replace the settings: validated, saved to `<data-dir>/settings.json` and applied
-/// ([`AppState::set_settings`]; a secret sent back as its mask keeps the stored value).
+/// Replace the settings: validated, saved to `<data-dir>/settings.json` (or to the shared
+/// database) and applied ([`AppState::set_settings`]; a secret sent back as its mask keeps the
+/// stored value).
 /// Answers the new [`view`]. Errors: `invalid_settings`, `save_failed`.
 pub async fn save(state: &AppState, settings: AppSettings) -> AppResult<Value> {
     state.set_settings(settings).await.map_err(|e| match e {
