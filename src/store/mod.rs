@@ -5,6 +5,9 @@
 //!   cursor paging (newest first), stats and retention (SPEC §4).
 //! * [`IdempotencyStore`]: the server's webhook claims (claim + queued run in one transaction)
 //!   and the REST API's idempotency records (SPEC §5).
+//! * On a database several processes share ([`Store::shared_queue`],
+//!   [`Store::shared_settings`]): [`SharedQueue`], the run queue with leases, and
+//!   [`SharedSettings`], the settings and API token every process applies (SPEC §8).
 //!
 //! [`GroupCommit`] batches the writes of many requests (webhook claims, run states) into one
 //! [`Store::write_batch`] and one flush, so an answer means durable without a sync per request.
