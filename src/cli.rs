@@ -1265,11 +1265,8 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     let in_force = running.state.token();
     let shown = match source {
         // On a shared database the token in force is the one every process shares (the first
-        // to start seeded it): copied to this data dir so that the file holds what works.
+        // to start seeded it); the app copied it to this data dir (`app::settings::join_shared`).
         _ if in_force != token => {
-            auth::write_secret(&token_file, &in_force).map_err(|e| {
-                CliError::bad_input(format!("cannot write {}: {e}", token_file.display()))
-            })?;
             println!(
                 "  API token: shared by every process on the database, copied to {} (mode 0600)",
                 token_file.display()

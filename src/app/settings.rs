@@ -82,6 +82,7 @@ pub async fn new_token(state: &AppState) -> AppResult<String> {
                     AppError::internal("save_failed", "the shared database did not take the token")
                 })?;
             state.revisions().token = rev;
+            adopt_token(state, token.clone());
         }
         None => {
             if let Some(dir) = &state.options().data_dir {
@@ -90,11 +91,23 @@ pub async fn new_token(state: &AppState) -> AppResult<String> {
                     AppError::internal("save_failed", "the token file could not be written")
                 })?;
             }
+            state.set_token(token.clone());
         }
     }
-    state.set_token(token.clone());
     tracing::info!("API token regenerated");
     Ok(token)
+}
+
+/// Put the shared database's token in force here, and into `<data-dir>/token` (when there is
+/// a data dir) so that the file holds the token that works; a file write error is logged (the
+/// database holds the token).
+fn adopt_token(state: &AppState, token: String) {
+    if let Some(dir) = &state.options().data_dir {
+        if let Err(e) = write_secret(&dir.join("token"), &token) {
+            tracing::warn!(error = %e, "token file write failed");
+        }
+    }
+    state.set_token(token);
 }
 
 /// The name of the settings document on a shared database ([`crate::store::SharedSettings`]).
@@ -123,8 +136,9 @@ fn shared_token_store(state: &AppState) -> Option<&dyn crate::store::SharedSetti
 
 /// At start, on a shared database: the settings in force are the database's; a process that
 /// finds none seeds them with `local` (its data dir's). Likewise the token, unless it was
-/// given. Answers the settings to apply (`local` on an embedded store). Errors: the database
-/// could not be read or written, or holds settings this version cannot read.
+/// given; a token other than this process's own is adopted ([`adopt_token`]). Answers the
+/// settings to apply (`local` on an embedded store). Errors: the database could not be read
+/// or written, or holds settings this version cannot read.
 pub async fn join_shared(state: &AppState, local: AppSettings) -> Result<AppSettings, String> {
     let Some(shared) = state.store().shared_settings() else {
         return Ok(local);
@@ -142,7 +156,10 @@ pub async fn join_shared(state: &AppState, local: AppSettings) -> Result<AppSett
             .put_document_if_absent(SHARED_TOKEN, &mine)
             .await
             .map_err(|e| format!("shared token: {e}"))?;
-        state.set_token(shared_token_of(&doc)?);
+        let token = shared_token_of(&doc)?;
+        if token != state.token() {
+            adopt_token(state, token);
+        }
         state.revisions().token = rev;
     }
     Ok(settings)
@@ -155,33 +172,26 @@ pub async fn refresh(state: &AppState) {
     let Some(shared) = state.store().shared_settings() else {
         return;
     };
-    match shared.get_document(SHARED_SETTINGS).await {
-        Ok(Some((rev, doc))) if rev > state.revisions().settings => {
-            match shared_settings_of(doc)
-                .and_then(|s| state.apply_settings(s).map_err(|e| e.to_string()))
-            {
-                Ok(()) => {
-                    state.revisions().settings = rev;
-                    tracing::info!(revision = rev, "settings saved by another process applied");
-                }
-                Err(e) => tracing::warn!(revision = rev, error = %e, "shared settings skipped"),
+    let known = state.revisions().settings;
+    if let Some((rev, doc)) = newer(shared, SHARED_SETTINGS, known).await {
+        match shared_settings_of(doc)
+            .and_then(|s| state.apply_settings(s).map_err(|e| e.to_string()))
+        {
+            Ok(()) => {
+                state.revisions().settings = rev;
+                tracing::info!(revision = rev, "settings saved by another process applied");
             }
+            Err(e) => tracing::warn!(revision = rev, error = %e, "shared settings skipped"),
         }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "reading the shared settings failed"),
     }
     let Some(shared) = shared_token_store(state) else {
         return;
     };
-    match shared.get_document(SHARED_TOKEN).await {
-        Ok(Some((rev, doc))) if rev > state.revisions().token => match shared_token_of(&doc) {
+    let known = state.revisions().token;
+    if let Some((rev, doc)) = newer(shared, SHARED_TOKEN, known).await {
+        match shared_token_of(&doc) {
             Ok(t) => {
-                if let Some(dir) = &state.options().data_dir {
-                    if let Err(e) = write_secret(&dir.join("token"), &t) {
-                        tracing::warn!(error = %e, "token file write failed");
-                    }
-                }
-                state.set_token(t);
+                adopt_token(state, t);
                 state.revisions().token = rev;
                 tracing::info!(
                     revision = rev,
@@ -189,9 +199,24 @@ pub async fn refresh(state: &AppState) {
                 );
             }
             Err(e) => tracing::warn!(revision = rev, error = %e, "shared token skipped"),
-        },
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "reading the shared token failed"),
+        }
+    }
+}
+
+/// Document `name` when its revision is above `known`; a read error is logged (the next poll
+/// tries again).
+async fn newer(
+    shared: &dyn crate::store::SharedSettings,
+    name: &str,
+    known: i64,
+) -> Option<(i64, Value)> {
+    match shared.get_document(name).await {
+        Ok(Some((rev, doc))) if rev > known => Some((rev, doc)),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(document = name, error = %e, "reading a shared document failed");
+            None
+        }
     }
 }
 
