@@ -5,6 +5,7 @@ import {
   connect,
   dropStep,
   edge,
+  isOnCanvas,
   MOD,
   newBlank,
   node,
@@ -329,14 +330,6 @@ test('refuses invalid connections: into a trigger, closing a cycle, twice the sa
   await connect(page, 'route', 'skip', 'undo');
   await expect(edges).toHaveCount(7);
 });
-
-/** Whether step `id`'s title lies wholly inside the canvas (not under the inspector or a side). */
-async function isOnCanvas(page: Page, id: string): Promise<boolean> {
-  const title = await node(page, id).getByTestId('node-title').boundingBox();
-  const pane = await page.locator('.react-flow').boundingBox();
-  if (!title || !pane) return false;
-  return title.x >= pane.x && title.y >= pane.y && title.x + title.width <= pane.x + pane.width && title.y + title.height <= pane.y + pane.height;
-}
 
 test('copy and paste duplicate steps with fresh ids; multi-select with ctrl-click', async ({ page }) => {
   await openEditor(page);

@@ -109,10 +109,27 @@ export async function tryConnect(page: Page, from: string, port: string, to: str
   await page.mouse.up();
 }
 
-/** Select a step by clicking its title. */
+/** Whether the title of step `id` lies wholly inside the visible canvas pane. */
+export async function isOnCanvas(page: Page, id: string): Promise<boolean> {
+  const title = await node(page, id).getByTestId('node-title').boundingBox();
+  const pane = await page.locator('.react-flow').boundingBox();
+  if (!title || !pane) return false;
+  return title.x >= pane.x && title.y >= pane.y && title.x + title.width <= pane.x + pane.width && title.y + title.height <= pane.y + pane.height;
+}
+
+/**
+ * Select a step by clicking its title. An open inspector narrows the canvas, so a step just
+ * added beside the selected one can lie under it, where a click lands on the inspector (seen in
+ * CI): the canvas is zoomed out until the title is on screen, and a click that lands while the
+ * canvas still moves is retried.
+ */
 export async function select(page: Page, id: string): Promise<void> {
-  await node(page, id).getByTestId('node-title').click();
-  await expect(page.getByTestId('step-id')).toHaveValue(id);
+  const zoomOut = page.locator('.react-flow__controls-zoomout');
+  await expect(async () => {
+    for (let i = 0; i < 6 && !(await isOnCanvas(page, id)); i++) await zoomOut.click({ timeout: 2_000 });
+    await node(page, id).getByTestId('node-title').click({ timeout: 2_000 });
+    await expect(page.getByTestId('step-id')).toHaveValue(id, { timeout: 2_000 });
+  }).toPass({ timeout: 20_000 });
 }
 
 /** Wait until the debounced validation has answered for the current canvas. */
