@@ -504,13 +504,17 @@ impl Engine {
         walk.mask.run_outcome(&mut run);
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
-        crate::telemetry::run_finished(
-            &run.workflow_id,
-            run.status.as_str(),
-            run.mode.as_str(),
-            t0.elapsed().as_secs_f64(),
-        );
+        let seconds = t0.elapsed().as_secs_f64();
+        let counted = |run: &RunRecord| {
+            crate::telemetry::run_finished(
+                &run.workflow_id,
+                run.status.as_str(),
+                run.mode.as_str(),
+                seconds,
+            )
+        };
         if !persist {
+            counted(&run);
             return Ok(run);
         }
         if run.mode == Mode::Live {
@@ -518,6 +522,8 @@ impl Engine {
         } else {
             self.store.put_run(&run).await?;
         }
+        // Counted once stored: a scrape that sees it finished finds it so in the store.
+        counted(&run);
         self.emit(&run, "run_finished", None, run.status.as_str());
         Ok(run)
     }
