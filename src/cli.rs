@@ -215,6 +215,12 @@ pub struct ServeArgs {
     /// Runs executed at once.
     #[arg(long, default_value_t = 8, env = "FLUXO_WORKERS")]
     pub workers: usize,
+    /// CPU priority of executing runs against taking deliveries: the workers' threads run at
+    /// this nice value (0 = the same priority as the HTTP server, 19 = the lowest). With 10,
+    /// a burst of webhooks is accepted (durably) first and executed from the queue as the CPU
+    /// allows; an idle server executes at full speed either way. Linux only.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=19), env = "FLUXO_RUN_NICE")]
+    pub run_nice: i32,
     /// The store: the embedded sled store in the data dir (default), or a shared PostgreSQL
     /// database (`postgres://user:password@host:port/database`) that any number of `fluxo
     /// serve` processes use at once (the schema is migrated at start).
@@ -1213,6 +1219,13 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     let options = ServerOptions {
         body_limit_bytes: a.body_limit,
         workers: a.workers,
+        run_on: match crate::app::worker::run_runtime(a.run_nice) {
+            Ok(handle) => handle,
+            Err(e) => {
+                tracing::warn!(error = %e, "runs execute beside the server at its priority");
+                None
+            }
+        },
         lease: std::time::Duration::from_secs(a.lease_s),
         metrics_auth: a.metrics_auth,
         retention: crate::store::Retention {

@@ -124,6 +124,9 @@ pub struct ServerOptions {
     pub body_limit_bytes: usize,
     /// Runs executed at once (default 8).
     pub workers: usize,
+    /// The runtime the workers execute runs on (`None`, the default: the caller's). `fluxo
+    /// serve` gives one whose threads run at a lower CPU priority ([`worker::run_runtime`]).
+    pub run_on: Option<tokio::runtime::Handle>,
     /// Who may read `GET /metrics` ([`MetricsAuth`], default: anyone when the server is bound
     /// to a loopback address, the API token otherwise).
     pub metrics_auth: MetricsAuth,
@@ -152,6 +155,7 @@ impl Default for ServerOptions {
         ServerOptions {
             body_limit_bytes: DEFAULT_BODY_LIMIT,
             workers: 8,
+            run_on: None,
             lease: Duration::from_secs(30),
             metrics_auth: MetricsAuth::default(),
             retention: Retention::default(),

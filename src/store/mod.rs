@@ -11,6 +11,8 @@
 //!
 //! [`GroupCommit`] batches the writes of many requests (webhook claims, run states) into one
 //! [`Store::write_batch`] and one flush, so an answer means durable without a sync per request.
+//! sled puts the claims of a batch in its ingest [`journal`] (one append, one `fdatasync`) and
+//! applies them to its trees in the background (`sled_store::ingest`).
 //!
 //! Backends: [`sled_store::SledStore`] (embedded, durable, the default),
 //! [`postgres::PgStore`] (a PostgreSQL database shared by several processes, SPEC §8) and
@@ -34,6 +36,22 @@
 pub mod commit;
 mod common;
 pub mod counts;
+pub mod journal;
+
+/// Lower the calling thread's CPU priority to nice value `nice` (Linux, where a nice value
+/// is per thread: 0 normal, 19 the lowest; elsewhere nothing). Best effort: a failure leaves
+/// the priority as it was. Used by the ingest journal's applier and the run runtime
+/// ([`crate::app::worker::run_runtime`]).
+pub fn lower_thread_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `gettid` has no preconditions; `setpriority` only reads its arguments.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
 pub mod mem_store;
 /// The PostgreSQL backend ([`PgStore`]) and its pool settings ([`PgConfig`]).
 pub mod postgres;
@@ -743,6 +761,13 @@ pub trait Store: MemoryStore + RunStore + IdempotencyStore {
     /// `flush_async`: it deadlocks under concurrent callers, spacejam/sled#1308); a backend
     /// whose transactions commit durably (PostgreSQL) answers at once.
     async fn flush(&self) -> StoreResult<()>;
+
+    /// Make the webhook claims written by [`Store::write_batch`] so far durable (the group
+    /// commit's claims lane, [`GroupCommit`]). The default is [`Store::flush`]; sled syncs only
+    /// its ingest journal, where its batches put claims ([`journal`]), not its trees.
+    async fn flush_claims(&self) -> StoreResult<()> {
+        self.flush().await
+    }
 
     /// Apply `writes` in order, each with the semantics of its single-write method, and hand
     /// every write back with its result, in order. A write later in the batch sees the earlier

@@ -59,9 +59,17 @@
 //!
 //! Every change that touches a record and its index rows is one sled transaction (sled 0.34
 //! serialises transactions, so read-check-write inside one is atomic): a Memory claim, a run
-//! and all its index rows, a webhook claim together with its queued run. Only the blocking
-//! `sled::Db::flush` (blocking) is used for durability; `flush_async` deadlocks under concurrent callers
-//! in sled 0.34 (spacejam/sled#1308).
+//! and all its index rows, a direct webhook claim together with its queued run. Only the
+//! blocking `sled::Db::flush` is used for durability; `flush_async` deadlocks under concurrent
+//! callers in sled 0.34 (spacejam/sled#1308).
+//!
+//! # The ingest journal
+//!
+//! The group commit's webhook claims ([`Store::write_batch`]) are not written to the trees
+//! before the 202: they are appended to the ingest journal in `<store>/ingest-journal/`
+//! ([`super::journal`]) and applied afterwards by a background thread (`sled_store/ingest.rs`, which says
+//! how reads, crashes and back-pressure are handled). The journal holds the delivery's body:
+//! its folder and files are owner-only like the rest of the store.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, Range};
@@ -84,6 +92,8 @@ use super::{
     StoreError, StoreResult, WebhookClaim, WriteOptions, WriteResult,
 };
 use crate::run::{RunRecord, RunStatus};
+
+mod ingest;
 
 /// How to open a [`SledStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +162,9 @@ const TREE_NAMES: [&str; 17] = [
     "api_records_expiry",
 ];
 
+/// The ingest journal's folder inside the store's ([`super::journal`]).
+pub const JOURNAL_DIR: &str = "ingest-journal";
+
 /// Rows handled per transaction when sweeping or pruning.
 const BATCH: usize = 256;
 
@@ -165,6 +178,8 @@ const Q_CANDIDATES_MAX: usize = 500;
 struct SledCore {
     db: sled::Db,
     trees: Vec<Tree>,
+    /// The ingest journal: accepted webhook deliveries not yet in the trees ([`ingest`]).
+    ingest: Arc<ingest::Ingest>,
 }
 
 /// The async handle: every call runs on tokio's blocking pool (sled blocks on its log and
@@ -212,9 +227,9 @@ impl SledStore {
     /// A lock held by another handle is retried for up to 1 s. Held
     /// longer (another process, e.g. `fluxo serve`), the error names the lock.
     pub fn open(config: &SledConfig) -> StoreResult<Self> {
-        SledCore::open(config).map(|core| SledStore {
-            core: Arc::new(core),
-        })
+        let core = Arc::new(SledCore::open(config)?);
+        ingest::spawn_applier(&core);
+        Ok(SledStore { core })
     }
 
     /// Open (or create) the database at `path` with the default configuration.
@@ -298,8 +313,14 @@ impl SledCore {
             .map(|name| db.open_tree(name))
             .collect::<Result<Vec<_>, _>>()
             .map_err(backend)?;
-        let core = SledCore { db, trees };
+        let (journal, leftover) = ingest::Ingest::open(&config.path.join(JOURNAL_DIR))?;
+        let core = SledCore {
+            db,
+            trees,
+            ingest: journal,
+        };
         core.ensure_counts()?;
+        ingest::replay(&core, leftover)?;
         // The files sled has just created.
         secure(false)?;
         Ok(core)
@@ -721,14 +742,25 @@ impl SledCore {
         })
     }
 
+    /// The trees, then the ingest journal (a delivery accepted and not yet applied), then the
+    /// trees again (applied meanwhile).
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        match self.tree(RUNS).get(id).map_err(backend)? {
+        let stored = |c: &Self| match c.tree(RUNS).get(id).map_err(backend)? {
             Some(b) => decode_run(&b).map(Some),
             None => Ok(None),
+        };
+        if let Some(run) = stored(self)? {
+            return Ok(Some(run));
         }
+        if let Some(run) = self.ingest.run(id)? {
+            return Ok(Some(run));
+        }
+        stored(self)
     }
 
     fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+        // What was acknowledged before this call is listed (or counted).
+        self.ingest.settle();
         let empty = RunPage {
             runs: vec![],
             next_cursor: None,
@@ -831,6 +863,8 @@ impl SledCore {
     }
 
     fn run_ids_with_status(&self, status: RunStatus) -> StoreResult<Vec<String>> {
+        // What was acknowledged before this call is listed (or counted).
+        self.ingest.settle();
         let prefix = pair(status.as_str(), "");
         let mut ids = Vec::new();
         for item in self.tree(BY_STATUS).scan_prefix(&prefix) {
@@ -865,16 +899,24 @@ impl SledCore {
 
 impl SledCore {
     fn claim_prepared(&self, prepared: &PreparedClaim, now_ms: i64) -> StoreResult<ClaimOutcome> {
-        self.tx(CLAIM_TREES, |v| {
-            let mut deltas = Deltas::new();
-            let outcome = claim_tx(v, prepared, now_ms, &mut deltas)?;
-            apply_deltas_tx(v, &deltas)?;
-            Ok(outcome)
+        ingest::with_claim_lock(&self.ingest, &prepared.key, now_ms, |journaled| {
+            if let Some(c) = journaled {
+                return Ok(ClaimOutcome::Duplicate { run_id: c.run_id });
+            }
+            self.tx(CLAIM_TREES, |v| {
+                let mut deltas = Deltas::new();
+                let outcome = claim_tx(v, prepared, now_ms, &mut deltas)?;
+                apply_deltas_tx(v, &deltas)?;
+                Ok(outcome)
+            })
         })
     }
 
     fn release_claim(&self, workflow_id: &str, key: &str, run_id: &str) -> StoreResult<bool> {
         let ck = pair(workflow_id, key);
+        if self.ingest.release(&ck, run_id) {
+            return Ok(true);
+        }
         self.tx(CLAIM_TREES, |v| {
             let Some(b) = v[CLAIMS].get(&ck)? else {
                 return Ok(false);
@@ -897,11 +939,11 @@ impl SledCore {
         now_ms: i64,
     ) -> StoreResult<Option<WebhookClaim>> {
         common::check_ident("workflow id", workflow_id)?;
-        match self
-            .tree(CLAIMS)
-            .get(pair(workflow_id, key))
-            .map_err(backend)?
-        {
+        let ck = pair(workflow_id, key);
+        if let Some(c) = self.ingest.live_claim(&ck, now_ms) {
+            return Ok(Some(c));
+        }
+        match self.tree(CLAIMS).get(&ck).map_err(backend)? {
             None => Ok(None),
             Some(b) => {
                 let c: WebhookClaim = decode("webhook claim", &b)?;
@@ -982,66 +1024,68 @@ impl SledCore {
 }
 
 impl SledCore {
+    /// The ingest journal's sync, then sled's flush.
     fn flush(&self) -> StoreResult<()> {
+        self.ingest.sync()?;
         // Blocking on purpose: sled 0.34's `flush_async` deadlocks under concurrent callers.
         self.db.flush().map(|_| ()).map_err(backend)
     }
 
-    /// One transaction for the whole batch (each write prepared, i.e. checked and serialised,
-    /// outside it; a write that fails preparation fails alone).
-    fn write_batch(&self, writes: &[BatchWrite]) -> Vec<StoreResult<BatchOutcome>> {
-        enum Prepared {
-            Claim(PreparedClaim),
-            Put(PreparedRun),
-        }
-        let prepared: Vec<StoreResult<Prepared>> = writes
-            .iter()
-            .map(|w| match w {
-                BatchWrite::ClaimAndEnqueue { claim, run } => {
-                    PreparedClaim::new(claim, run).map(Prepared::Claim)
-                }
-                BatchWrite::PutRun(run) => PreparedRun::new(run).map(Prepared::Put),
-            })
-            .collect();
-        // The count aggregates' changes of the whole batch are summed and written once at its
-        // end: the runs of one batch share their cells (same minute, workflow, status), so a
-        // cell is read and written once per batch, not once per run.
-        let applied = self.tx(CLAIM_TREES, |v| {
-            let mut out = Vec::with_capacity(prepared.len());
-            let mut deltas = Deltas::new();
-            for p in &prepared {
-                out.push(match p {
-                    Ok(Prepared::Claim(c)) => Some(BatchOutcome::Claim(claim_tx(
-                        v,
-                        c,
-                        c.claimed_at,
-                        &mut deltas,
-                    )?)),
-                    Ok(Prepared::Put(r)) => {
-                        put_run_tx(v, r, &mut deltas)?;
-                        Some(BatchOutcome::Put)
-                    }
-                    Err(_) => None,
-                });
+    /// The live claim of `key` in the trees at `now_ms`: its run id.
+    fn tree_claim(&self, key: &[u8], now_ms: i64) -> StoreResult<Option<String>> {
+        match self.tree(CLAIMS).get(key).map_err(backend)? {
+            None => Ok(None),
+            Some(b) => {
+                let c: WebhookClaim = decode("webhook claim", &b)?;
+                Ok((c.expires_at > now_ms).then_some(c.run_id))
             }
-            apply_deltas_tx(v, &deltas)?;
-            Ok(out)
-        });
-        match applied {
-            Ok(outcomes) => prepared
-                .into_iter()
-                .zip(outcomes)
-                .map(|(p, o)| match (p, o) {
-                    (Err(e), _) => Err(e),
-                    (Ok(_), Some(o)) => Ok(o),
-                    (Ok(_), None) => Err(backend("batch write lost its outcome")),
-                })
-                .collect(),
-            Err(e) => prepared
-                .into_iter()
-                .map(|p| Err(p.err().unwrap_or_else(|| e.clone())))
-                .collect(),
         }
+    }
+
+    /// A batch of the group commit. Claims go to the ingest journal ([`ingest`]: decided
+    /// against the journaled and the stored claims, appended with one write, synced by
+    /// [`SledCore::flush`]); run writes are one transaction for the batch. Each write is
+    /// prepared (checked and serialised) first; a write that fails preparation fails alone.
+    fn write_batch(&self, writes: &[BatchWrite]) -> Vec<StoreResult<BatchOutcome>> {
+        let mut out: Vec<Option<StoreResult<BatchOutcome>>> = Vec::with_capacity(writes.len());
+        let mut claims: Vec<(usize, PreparedClaim)> = Vec::new();
+        let mut puts: Vec<(usize, PreparedRun)> = Vec::new();
+        for (i, w) in writes.iter().enumerate() {
+            let prepared = match w {
+                BatchWrite::ClaimAndEnqueue { claim, run } => {
+                    PreparedClaim::new(claim, run).map(|c| claims.push((i, c)))
+                }
+                BatchWrite::PutRun(run) => PreparedRun::new(run).map(|r| puts.push((i, r))),
+            };
+            out.push(prepared.err().map(Err));
+        }
+        if !claims.is_empty() {
+            let refs: Vec<&PreparedClaim> = claims.iter().map(|(_, c)| c).collect();
+            let outcomes = self
+                .ingest
+                .accept(&refs, |key, now| self.tree_claim(key, now));
+            for ((i, _), o) in claims.iter().zip(outcomes) {
+                out[*i] = Some(o.map(BatchOutcome::Claim));
+            }
+        }
+        if !puts.is_empty() {
+            // The count aggregates' changes of the whole batch are summed and written once at
+            // its end: the runs of one batch share their cells (same minute, workflow,
+            // status), so a cell is read and written once per batch, not once per run.
+            let applied = self.tx(RUN_TREES, |v| {
+                let mut deltas = Deltas::new();
+                for (_, r) in &puts {
+                    put_run_tx(v, r, &mut deltas)?;
+                }
+                apply_deltas_tx(v, &deltas)
+            });
+            for (i, _) in &puts {
+                out[*i] = Some(applied.clone().map(|()| BatchOutcome::Put));
+            }
+        }
+        out.into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(backend("batch write lost its outcome"))))
+            .collect()
     }
 }
 
@@ -1217,6 +1261,11 @@ impl IdempotencyStore for SledStore {
 impl Store for SledStore {
     async fn flush(&self) -> StoreResult<()> {
         self.blocking(|c| c.flush()).await
+    }
+
+    /// The ingest journal's sync alone: a batch's claims are there, not in the trees.
+    async fn flush_claims(&self) -> StoreResult<()> {
+        self.blocking(|c| c.ingest.sync()).await
     }
 
     /// One transaction for the whole batch, on the blocking pool.
@@ -1805,6 +1854,8 @@ impl SledCore {
     /// ([`super::counts::plan`]: bars from units that fit a bar, durations and failures from
     /// the coarsest units), the runs themselves at its edges.
     fn count_runs(&self, q: &super::CountQuery) -> StoreResult<super::RunCounts> {
+        // What was acknowledged before this call is listed (or counted).
+        self.ingest.settle();
         use super::counts::{Part, Piece};
         let mut out = super::RunCounts::default();
         if let Some(wf) = &q.filter.workflow {
@@ -1965,6 +2016,8 @@ impl SledCore {
     /// [`super::RunStore::oldest_run`]: the first day with a matching run, its first such
     /// hour, that hour's first such minute, then the runs of that minute.
     fn oldest_run(&self, filter: &super::CountFilter, until: i64) -> StoreResult<Option<i64>> {
+        // What was acknowledged before this call is listed (or counted).
+        self.ingest.settle();
         use super::counts::{DAY_MS, HOUR_MS, MINUTE_MS};
         if let Some(wf) = &filter.workflow {
             common::check_ident("workflow id", wf)?;
