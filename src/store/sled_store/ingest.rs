@@ -311,7 +311,13 @@ pub(super) fn spawn_applier(core: &Arc<SledCore>) {
                 };
                 let Some(core) = weak.upgrade() else { return };
                 if !batch.is_empty() {
-                    if let Err(e) = apply_entries(&core, &batch) {
+                    // A panic (a bug in the store) must not end the thread: the door would
+                    // wait on a backlog nobody applies. It is retried like an error.
+                    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        apply_entries(&core, &batch)
+                    }))
+                    .unwrap_or_else(|_| Err(backend("applying records panicked")));
+                    if let Err(e) = applied {
                         tracing::error!(error = %e, "ingest journal: applying records failed; retrying in 1 s");
                         let mut state = ingest.lock();
                         for e in batch.into_iter().rev() {
@@ -354,7 +360,17 @@ fn apply_entries(core: &SledCore, entries: &[Entry]) -> StoreResult<()> {
     let mut claims = Vec::with_capacity(entries.len());
     for e in entries {
         let payload = ingest.journal.read(e).map_err(journal_error)?;
-        claims.push(decode_record(&payload)?);
+        match decode_record(&payload) {
+            Ok(c) => claims.push(c),
+            // Its checksum matched, so this is a bug, not the disk: retrying cannot help and
+            // would hold every later record. Its unapplied state stays in memory (its claim
+            // still answers duplicates) until the process restarts.
+            Err(err) => tracing::error!(
+                seq = e.seq,
+                error = %err,
+                "ingest journal: a record that cannot be read is skipped"
+            ),
+        }
     }
     {
         let mut state = ingest.lock();
