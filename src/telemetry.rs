@@ -12,8 +12,8 @@
 //! | `fluxo_step_duration_seconds` | histogram | `kind`, `outcome` |
 //! | `fluxo_queue_depth` | gauge | (queued runs, at scrape time) |
 //! | `fluxo_queue_oldest_age_seconds` | gauge | (age of the oldest queued run, at scrape time) |
-//! | `fluxo_commit_batch_size` | histogram | (writes per group-commit batch) |
-//! | `fluxo_commit_flush_seconds` | histogram | (write + flush of one batch) |
+//! | `fluxo_commit_batch_size` | histogram | `lane` (`claims`, `runs`: writes per group-commit batch) |
+//! | `fluxo_commit_flush_seconds` | histogram | `lane` (write + flush of one batch) |
 //! | `fluxo_store_errors_total` | counter | |
 //! | `fluxo_runs_recovered_total` | counter | `outcome`: `resumed`, `interrupted` |
 //! | `fluxo_schedule_ticks_total` | counter | `outcome`: `fired`, `skipped` |
@@ -131,9 +131,9 @@ pub fn queue(depth: usize, oldest_age_seconds: f64) {
 }
 
 /// One group-commit batch.
-pub fn commit_batch(writes: usize, seconds: f64) {
-    metrics::histogram!("fluxo_commit_batch_size").record(writes as f64);
-    metrics::histogram!("fluxo_commit_flush_seconds").record(seconds);
+pub fn commit_batch(lane: &'static str, writes: usize, seconds: f64) {
+    metrics::histogram!("fluxo_commit_batch_size", "lane" => lane).record(writes as f64);
+    metrics::histogram!("fluxo_commit_flush_seconds", "lane" => lane).record(seconds);
 }
 
 /// A store failure answered as retryable.

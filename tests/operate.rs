@@ -256,7 +256,13 @@ async fn metrics_count_what_a_small_storm_did() {
         6.0
     );
     assert_eq!(value(&scrape, "fluxo_queue_depth", &[]), 0.0);
-    assert!(value(&scrape, "fluxo_commit_batch_size_count", &[]) >= 1.0);
+    // The deliveries went through the claims lane, the runs' final states through the runs lane.
+    for lane in ["claims", "runs"] {
+        assert!(
+            value(&scrape, "fluxo_commit_batch_size_count", &[("lane", lane)]) >= 1.0,
+            "no batch in the {lane} lane"
+        );
+    }
 }
 
 /// The sum of the samples of `name` whose labels include `labels`.

@@ -195,7 +195,11 @@ async fn commit(store: &dyn Store, jobs: Vec<(Option<Write>, Answer)>, lane: Lan
             Lane::Runs => store.flush().await,
         }
     };
-    crate::telemetry::commit_batch(sent, t0.elapsed().as_secs_f64());
+    let label = match lane {
+        Lane::Claims => "claims",
+        Lane::Runs => "runs",
+    };
+    crate::telemetry::commit_batch(label, sent, t0.elapsed().as_secs_f64());
     for (has, answer) in answers {
         let (write, result) = match has {
             true => match outcomes.next() {
