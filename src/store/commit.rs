@@ -58,6 +58,23 @@ enum Lane {
     Runs,
 }
 
+impl Lane {
+    /// Its `lane` label on the commit metrics.
+    fn label(self) -> &'static str {
+        match self {
+            Lane::Claims => "claims",
+            Lane::Runs => "runs",
+        }
+    }
+}
+
+/// The receiving end of a job's answer.
+type Reply = oneshot::Receiver<(Option<Write>, StoreResult<Option<BatchOutcome>>)>;
+
+fn stopped() -> StoreError {
+    StoreError::Backend("group commit stopped".into())
+}
+
 impl GroupCommit {
     /// Start the committer over `store`: one task that collects what arrived while the
     /// previous batch was being committed, applies it with [`Store::write_batch`] and calls
@@ -102,18 +119,25 @@ impl GroupCommit {
         tx
     }
 
+    /// Hand `write` (`None`: only wait for durability) to `lane`.
+    fn send(
+        lane: &mpsc::UnboundedSender<(Option<Write>, Answer)>,
+        write: Option<Write>,
+    ) -> StoreResult<Reply> {
+        let (tx, rx) = oneshot::channel();
+        lane.send((write, tx)).map_err(|_| stopped())?;
+        Ok(rx)
+    }
+
     async fn submit(
         &self,
         write: Option<Write>,
     ) -> StoreResult<(Option<Write>, Option<BatchOutcome>)> {
-        let stopped = || StoreError::Backend("group commit stopped".into());
         let lane = match &write {
             Some(BatchWrite::ClaimAndEnqueue { .. }) => &self.claims,
             Some(BatchWrite::PutRun(_)) | None => &self.runs,
         };
-        let (tx, rx) = oneshot::channel();
-        lane.send((write, tx)).map_err(|_| stopped())?;
-        let (write, result) = rx.await.map_err(|_| stopped())?;
+        let (write, result) = Self::send(lane, write)?.await.map_err(|_| stopped())?;
         result.map(|outcome| (write, outcome))
     }
 
@@ -158,11 +182,9 @@ impl GroupCommit {
 
     /// Wait until every write made before this call is durable (both lanes).
     pub async fn durable(&self) -> StoreResult<()> {
-        let stopped = || StoreError::Backend("group commit stopped".into());
-        let (claims_tx, claims_rx) = oneshot::channel();
-        self.claims.send((None, claims_tx)).map_err(|_| stopped())?;
+        let claims = Self::send(&self.claims, None)?;
         let runs = self.submit(None).await.map(|_| ());
-        let claims = claims_rx.await.map_err(|_| stopped())?.1.map(|_| ());
+        let claims = claims.await.map_err(|_| stopped())?.1.map(|_| ());
         runs.and(claims)
     }
 }
@@ -195,11 +217,7 @@ async fn commit(store: &dyn Store, jobs: Vec<(Option<Write>, Answer)>, lane: Lan
             Lane::Runs => store.flush().await,
         }
     };
-    let label = match lane {
-        Lane::Claims => "claims",
-        Lane::Runs => "runs",
-    };
-    crate::telemetry::commit_batch(label, sent, t0.elapsed().as_secs_f64());
+    crate::telemetry::commit_batch(lane.label(), sent, t0.elapsed().as_secs_f64());
     for (has, answer) in answers {
         let (write, result) = match has {
             true => match outcomes.next() {

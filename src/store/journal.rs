@@ -145,6 +145,9 @@ struct Inner {
 pub struct Journal {
     dir: PathBuf,
     inner: Mutex<Inner>,
+    /// The segment last read and its open file: the applier reads records in order, so one
+    /// open serves a whole segment.
+    reader: Mutex<Option<(u64, std::sync::Arc<File>)>>,
 }
 
 impl Journal {
@@ -182,6 +185,7 @@ impl Journal {
                 current_last: 0,
                 poisoned: None,
             }),
+            reader: Mutex::new(None),
         };
         let leftover = Leftover {
             segments: found.into_iter().map(|(_, p)| p).collect(),
@@ -273,7 +277,19 @@ impl Journal {
     pub fn read(&self, e: &Entry) -> Result<Vec<u8>, JournalError> {
         use std::os::unix::fs::FileExt;
         let path = segment_path(&self.dir, e.segment);
-        let file = File::open(&path).map_err(|err| io_error("open", &path, err))?;
+        let file = {
+            let mut reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+            match &*reader {
+                Some((n, f)) if *n == e.segment => f.clone(),
+                _ => {
+                    let f = std::sync::Arc::new(
+                        File::open(&path).map_err(|err| io_error("open", &path, err))?,
+                    );
+                    *reader = Some((e.segment, f.clone()));
+                    f
+                }
+            }
+        };
         let mut buf = vec![0u8; HEADER + e.len as usize];
         file.read_exact_at(&mut buf, e.offset - HEADER as u64)
             .map_err(|err| io_error("read", &path, err))?;
@@ -297,6 +313,12 @@ impl Journal {
             inner.closed = keep;
             done.into_iter().map(|(n, _)| n).collect()
         };
+        {
+            let mut reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+            if reader.as_ref().is_some_and(|(n, _)| done.contains(n)) {
+                *reader = None;
+            }
+        }
         for n in &done {
             let path = segment_path(&self.dir, *n);
             std::fs::remove_file(&path).map_err(|e| io_error("remove", &path, e))?;

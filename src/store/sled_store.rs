@@ -940,15 +940,9 @@ impl SledCore {
     ) -> StoreResult<Option<WebhookClaim>> {
         common::check_ident("workflow id", workflow_id)?;
         let ck = pair(workflow_id, key);
-        if let Some(c) = self.ingest.live_claim(&ck, now_ms) {
-            return Ok(Some(c));
-        }
-        match self.tree(CLAIMS).get(&ck).map_err(backend)? {
-            None => Ok(None),
-            Some(b) => {
-                let c: WebhookClaim = decode("webhook claim", &b)?;
-                Ok((c.expires_at > now_ms).then_some(c))
-            }
+        match self.ingest.live_claim(&ck, now_ms) {
+            Some(c) => Ok(Some(c)),
+            None => self.tree_claim(&ck, now_ms),
         }
     }
 
@@ -1031,13 +1025,13 @@ impl SledCore {
         self.db.flush().map(|_| ()).map_err(backend)
     }
 
-    /// The live claim of `key` in the trees at `now_ms`: its run id.
-    fn tree_claim(&self, key: &[u8], now_ms: i64) -> StoreResult<Option<String>> {
+    /// The claim of `key` in the trees, if live at `now_ms`.
+    fn tree_claim(&self, key: &[u8], now_ms: i64) -> StoreResult<Option<WebhookClaim>> {
         match self.tree(CLAIMS).get(key).map_err(backend)? {
             None => Ok(None),
             Some(b) => {
                 let c: WebhookClaim = decode("webhook claim", &b)?;
-                Ok((c.expires_at > now_ms).then_some(c.run_id))
+                Ok((c.expires_at > now_ms).then_some(c))
             }
         }
     }
@@ -1061,9 +1055,9 @@ impl SledCore {
         }
         if !claims.is_empty() {
             let refs: Vec<&PreparedClaim> = claims.iter().map(|(_, c)| c).collect();
-            let outcomes = self
-                .ingest
-                .accept(&refs, |key, now| self.tree_claim(key, now));
+            let outcomes = self.ingest.accept(&refs, |key, now| {
+                Ok(self.tree_claim(key, now)?.map(|c| c.run_id))
+            });
             for ((i, _), o) in claims.iter().zip(outcomes) {
                 out[*i] = Some(o.map(BatchOutcome::Claim));
             }
@@ -1337,10 +1331,11 @@ impl PreparedRun {
 
 /// A webhook claim and its queued run, checked and serialised outside the transaction.
 struct PreparedClaim {
+    /// `workflow 0x00 key`.
     key: Vec<u8>,
+    claim: WebhookClaim,
+    /// `claim` as stored.
     json: Vec<u8>,
-    claimed_at: i64,
-    expires_at: i64,
     run: PreparedRun,
 }
 
@@ -1350,8 +1345,7 @@ impl PreparedClaim {
         Ok(PreparedClaim {
             key: pair(&claim.workflow_id, &claim.key),
             json: encode(claim)?,
-            claimed_at: claim.claimed_at,
-            expires_at: claim.expires_at,
+            claim: claim.clone(),
             run: PreparedRun::new(run)?,
         })
     }
@@ -1369,7 +1363,7 @@ fn claim_tx(v: &View, c: &PreparedClaim, now_ms: i64, deltas: &mut Deltas) -> Tx
         v[CLAIMS_EXPIRY].remove(expiry_row(old.expires_at, &c.key))?;
     }
     v[CLAIMS].insert(c.key.as_slice(), c.json.as_slice())?;
-    v[CLAIMS_EXPIRY].insert(expiry_row(c.expires_at, &c.key), &[][..])?;
+    v[CLAIMS_EXPIRY].insert(expiry_row(c.claim.expires_at, &c.key), &[][..])?;
     put_run_tx(v, &c.run, deltas)?;
     Ok(ClaimOutcome::Claimed)
 }

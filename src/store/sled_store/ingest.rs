@@ -118,22 +118,19 @@ impl Ingest {
         let mut payloads = Vec::new();
         let mut accepted = Vec::new();
         for (i, c) in claims.iter().enumerate() {
-            if let Some(old) = live(&state, &c.key, c.claimed_at) {
+            if let Some(old) = live(&state, &c.key, c.claim.claimed_at) {
                 out.push(Some(Ok(ClaimOutcome::Duplicate { run_id: old.run_id })));
                 continue;
             }
-            match tree_claim(&c.key, c.claimed_at) {
+            match tree_claim(&c.key, c.claim.claimed_at) {
                 Ok(Some(run_id)) => out.push(Some(Ok(ClaimOutcome::Duplicate { run_id }))),
                 Err(e) => out.push(Some(Err(e))),
-                Ok(None) => match decode("webhook claim", &c.json) {
-                    Ok(claim) => {
-                        state.claims.insert(c.key.clone(), claim);
-                        payloads.push(encode_record(c));
-                        accepted.push(i);
-                        out.push(None);
-                    }
-                    Err(e) => out.push(Some(Err(e))),
-                },
+                Ok(None) => {
+                    state.claims.insert(c.key.clone(), c.claim.clone());
+                    payloads.push(encode_record(c));
+                    accepted.push(i);
+                    out.push(None);
+                }
             }
         }
         if !payloads.is_empty() {
@@ -463,7 +460,7 @@ fn write_claim(core: &SledCore, c: &PreparedClaim) -> StoreResult<bool> {
         if old.run_id == c.run.id {
             return Ok(true);
         }
-        if old.expires_at > c.claimed_at {
+        if old.expires_at > c.claim.claimed_at {
             tracing::warn!(
                 run_id = %c.run.id,
                 other = %old.run_id,
@@ -476,7 +473,7 @@ fn write_claim(core: &SledCore, c: &PreparedClaim) -> StoreResult<bool> {
             .map_err(backend)?;
     }
     core.tree(CLAIMS_EXPIRY)
-        .insert(expiry_row(c.expires_at, &c.key), &[][..])
+        .insert(expiry_row(c.claim.expires_at, &c.key), &[][..])
         .map_err(backend)?;
     claims
         .insert(c.key.as_slice(), c.json.as_slice())
@@ -520,9 +517,8 @@ fn decode_record(b: &[u8]) -> StoreResult<PreparedClaim> {
     };
     Ok(PreparedClaim {
         key: pair(&claim.workflow_id, &claim.key),
+        claim,
         json: claim_json,
-        claimed_at: claim.claimed_at,
-        expires_at: claim.expires_at,
         run: PreparedRun {
             id: summary.id.clone(),
             index: index_rows(&summary, &values),
@@ -582,6 +578,15 @@ mod tests {
             .into_iter()
             .map(|o| o.unwrap())
             .collect()
+    }
+
+    /// A store (no applier thread) holding delivery `k1` → run `r1`, synced, not applied.
+    fn one_synced_delivery() -> (tempfile::TempDir, SledCore) {
+        let dir = tempfile::tempdir().unwrap();
+        let core = SledCore::open(&SledConfig::new(dir.path())).unwrap();
+        outcomes(&core, &[delivery("k1", "r1")]);
+        core.flush().unwrap();
+        (dir, core)
     }
 
     fn status_rows(core: &SledCore) -> usize {
@@ -699,10 +704,7 @@ mod tests {
 
     #[test]
     fn a_run_its_worker_stored_first_is_not_put_back_to_queued() {
-        let dir = tempfile::tempdir().unwrap();
-        let core = SledCore::open(&SledConfig::new(dir.path())).unwrap();
-        outcomes(&core, &[delivery("k1", "r1")]);
-        core.flush().unwrap();
+        let (_dir, core) = one_synced_delivery();
         let mut done = run("r1", RunStatus::Succeeded);
         done.finished_at = Some(Timestamp(T0 + 5));
         outcomes(&core, &[BatchWrite::PutRun(done)]);
@@ -727,10 +729,7 @@ mod tests {
 
     #[test]
     fn a_released_claim_is_not_applied_and_its_key_is_free_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let core = SledCore::open(&SledConfig::new(dir.path())).unwrap();
-        outcomes(&core, &[delivery("k1", "r1")]);
-        core.flush().unwrap();
+        let (_dir, core) = one_synced_delivery();
         assert!(core.release_claim("wf", "k1", "r1").unwrap());
         assert!(core.get_claim("wf", "k1", T0).unwrap().is_none());
         assert!(core.get_run("r1").unwrap().is_none());
