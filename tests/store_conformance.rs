@@ -392,6 +392,22 @@ async fn postgres_migrate_concurrently_and_repeatedly() {
         })
         .count();
     assert_eq!(n, files as i64, "each migration applied once");
+    // Migration 0005: run records are compressed with lz4 where the server has it (Debian's
+    // has), else they stay with pglz and the migration still applied.
+    let lz4: bool = sqlx::query_scalar(
+        "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'",
+    )
+    .fetch_one(s.pool())
+    .await
+    .expect("the server's compression methods");
+    let method: String = sqlx::query_scalar(
+        "SELECT attcompression::text FROM pg_attribute \
+         WHERE attrelid = 'runs'::regclass AND attname = 'record'",
+    )
+    .fetch_one(s.pool())
+    .await
+    .expect("the record column's compression");
+    assert_eq!(method, if lz4 { "l" } else { "" }, "lz4 on: {lz4}");
 }
 
 /// What a call answered is durable: after the server crashes (no checkpoint, recovery from
