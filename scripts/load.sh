@@ -224,6 +224,10 @@ print(sum(sum(b["counts"].values()) for b in d["buckets"]))'
 measure() {
   local label=$1 n=$2 store=${3:-} i port d c0 cpu_new cpu_dup key rss="" total
   local urls=() spids=() args
+  # The configuration before wrote hundreds of MB (its store, its journal): let the kernel
+  # write them back now, not during this one's load, where they slowed every fsync (pg×1
+  # measured 1,062 new keys/s right after the sled run, 1,500-2,000 on its own).
+  sync
   for ((i = 0; i < n; i++)); do
     port=$(free_port)
     args=(serve --addr "127.0.0.1:$port" --workflows "$tmp/workflows" --data-dir "$tmp/$label-data$i"
