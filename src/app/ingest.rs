@@ -4,8 +4,12 @@
 //! answered with the original run, once that claim is durable. The HTTP adapter
 //! (`server::hooks`) reads the request (body, key, signature) and renders a [`Delivery`].
 
+use std::sync::Arc;
+
 use super::{AppError, AppResult, AppState};
+use crate::steps::{parse_config, webhook_trigger, ConfigProblem};
 use crate::store::{ClaimOutcome, WebhookClaim};
+use crate::workflow::Compiled;
 
 /// What became of a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +84,48 @@ impl RecentClaims {
 impl Default for RecentClaims {
     fn default() -> Self {
         RecentClaims(quick_cache::sync::Cache::new(Self::CAPACITY))
+    }
+}
+
+/// A webhook trigger's config as the door reads it on every delivery: parsed once per
+/// workflow definition, not per delivery (its `sample_input`, the editor's example payload,
+/// can be as large as a delivery).
+#[derive(Debug)]
+pub struct WebhookDoor {
+    pub config: webhook_trigger::Config,
+    /// `config.allowed_origins`, parsed (an entry that does not parse never matches).
+    pub allowed_origins: Vec<webhook_trigger::WebOrigin>,
+}
+
+/// [`WebhookDoor`]s by definition hash ([`Compiled::hash`]: a changed workflow is parsed
+/// anew), at most [`TriggerConfigs::CAPACITY`].
+pub struct TriggerConfigs(quick_cache::sync::Cache<String, Arc<WebhookDoor>>);
+
+impl TriggerConfigs {
+    /// Definitions kept.
+    pub const CAPACITY: usize = 1_000;
+
+    /// The door config of `wf`'s trigger (which the caller checked is a `webhook_trigger`).
+    /// Errors: the config does not parse (the problems, with their paths).
+    pub fn get(&self, wf: &Compiled) -> Result<Arc<WebhookDoor>, Vec<ConfigProblem>> {
+        self.0.get_or_insert_with(&wf.hash, || {
+            let config: webhook_trigger::Config = parse_config(&wf.trigger().config)?;
+            let allowed_origins = config
+                .allowed_origins
+                .iter()
+                .filter_map(|o| webhook_trigger::WebOrigin::parse(o).ok())
+                .collect();
+            Ok(Arc::new(WebhookDoor {
+                config,
+                allowed_origins,
+            }))
+        })
+    }
+}
+
+impl Default for TriggerConfigs {
+    fn default() -> Self {
+        TriggerConfigs(quick_cache::sync::Cache::new(Self::CAPACITY))
     }
 }
 
@@ -235,5 +281,61 @@ pub async fn accept(
 pub async fn undo_claim(state: &AppState, workflow_id: &str, key: &str, run_id: &str) {
     if let Err(e) = state.store().release_claim(workflow_id, key, run_id).await {
         tracing::error!(error = %e, "could not undo claim");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::steps::Registry;
+    use serde_json::json;
+
+    fn compiled(window_s: u64, origins: &[&str]) -> Compiled {
+        let definition = json!({
+            "id": "w", "name": "w", "version": 1,
+            "steps": [{"id": "hook", "kind": "webhook_trigger",
+                       "config": {"dedupe_window_s": window_s, "allowed_origins": origins,
+                                  "sample_input": {"id": "evt_1", "pad": "x".repeat(6000)}}}],
+            "edges": []
+        });
+        let (c, problems) = crate::workflow::check_value(&definition, &Registry::builtin());
+        c.unwrap_or_else(|| panic!("{problems:?}"))
+    }
+
+    /// A definition's trigger config is parsed once and shared (its origins too); a changed
+    /// definition (another hash) is parsed anew; a config that does not parse is refused with
+    /// its path and not kept.
+    #[test]
+    fn trigger_configs_are_parsed_once_per_definition() {
+        let configs = TriggerConfigs::default();
+        let a = compiled(60, &["https://app.example.com", "http://localhost:3000"]);
+        let first = configs.get(&a).unwrap();
+        assert_eq!(first.config.dedupe_window_s, 60);
+        assert_eq!(
+            first.allowed_origins,
+            [
+                webhook_trigger::WebOrigin::parse("https://app.example.com:443").unwrap(),
+                webhook_trigger::WebOrigin::parse("http://localhost:3000").unwrap()
+            ]
+        );
+        assert!(
+            Arc::ptr_eq(&first, &configs.get(&a).unwrap()),
+            "parsed once"
+        );
+        let b = compiled(120, &[]);
+        assert_ne!(a.hash, b.hash);
+        assert_eq!(configs.get(&b).unwrap().config.dedupe_window_s, 120);
+
+        let mut bad = compiled(60, &[]);
+        bad.workflow.steps[0].config = json!({"dedupe_window_s": "soon"});
+        bad.hash = "another definition".into();
+        let problems = configs.get(&bad).unwrap_err();
+        assert_eq!(problems[0].path, "dedupe_window_s");
+        bad.workflow.steps[0].config = json!({"dedupe_window_s": 5});
+        assert_eq!(
+            configs.get(&bad).unwrap().config.dedupe_window_s,
+            5,
+            "not kept"
+        );
     }
 }

@@ -191,6 +191,8 @@ struct Inner {
     pending_claims: ingest::PendingClaims,
     /// Durable webhook claims seen lately (answers repeats without a store read).
     recent_claims: ingest::RecentClaims,
+    /// Webhook triggers' configs, parsed once per definition.
+    trigger_configs: ingest::TriggerConfigs,
     /// The hosts this server answers to: its bound address and the settings' `allowed_hosts`.
     hosts: RwLock<hosts::HostRules>,
     /// On a shared database: the revisions of the settings and token documents in force here
@@ -320,6 +322,10 @@ impl AppState {
     pub fn recent_claims(&self) -> &ingest::RecentClaims {
         &self.0.recent_claims
     }
+    /// Webhook triggers' configs, parsed once per definition.
+    pub fn trigger_configs(&self) -> &ingest::TriggerConfigs {
+        &self.0.trigger_configs
+    }
 }
 
 impl AppState {
@@ -367,6 +373,7 @@ impl AppState {
             instance_id: uuid::Uuid::new_v4().to_string(),
             pending_claims: ingest::PendingClaims::default(),
             recent_claims: ingest::RecentClaims::default(),
+            trigger_configs: ingest::TriggerConfigs::default(),
             hosts: RwLock::new(hosts),
             revisions: std::sync::Mutex::new(settings::Revisions::default()),
         }));

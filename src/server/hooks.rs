@@ -37,8 +37,8 @@ use super::AppState;
 use crate::app::ingest::{self, Delivery};
 use crate::run::{Mode, Trigger};
 use crate::runtime::RunRequest;
+use crate::steps::key_text;
 use crate::steps::webhook_trigger;
-use crate::steps::{key_text, parse_config};
 use crate::workflow::template::{Scope, Templates};
 
 /// Signature header: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
@@ -86,18 +86,14 @@ async fn deliver(
             ),
         ));
     }
-    let config: webhook_trigger::Config = parse_config(&trigger.config).map_err(|_| {
+    let door_config = state.trigger_configs().get(&wf).map_err(|_| {
         ApiError::conflict(
             "workflow_invalid",
             format!("workflow `{workflow_id}`: bad trigger config"),
         )
     })?;
-    let allowed_origins: Vec<webhook_trigger::WebOrigin> = config
-        .allowed_origins
-        .iter()
-        .filter_map(|o| webhook_trigger::WebOrigin::parse(o).ok())
-        .collect();
-    door::check_cross_site(&headers, &allowed_origins)?;
+    let config = &door_config.config;
+    door::check_cross_site(&headers, &door_config.allowed_origins)?;
     door::check_media_type(&headers)?;
     let now = state.clock().now_ms();
 
@@ -132,7 +128,7 @@ async fn deliver(
     let key = match header_key {
         Some(k) => Some(k),
         None => {
-            let k = template_key(&config, &input, &state.engine().env())?;
+            let k = template_key(config, &input, &state.engine().env())?;
             if let Some(k) = &k {
                 if let Some(d) = ingest::known_duplicate(&state, &workflow_id, k, now).await? {
                     return Ok(delivery_answer(d));
