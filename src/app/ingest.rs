@@ -89,7 +89,8 @@ impl Default for RecentClaims {
 
 /// A webhook trigger's config as the door reads it on every delivery: parsed once per
 /// workflow definition, not per delivery (its `sample_input`, the editor's example payload,
-/// can be as large as a delivery).
+/// can be as large as a delivery; it is dropped from `config`, which the door never reads it
+/// from).
 #[derive(Debug)]
 pub struct WebhookDoor {
     pub config: webhook_trigger::Config,
@@ -109,7 +110,9 @@ impl TriggerConfigs {
     /// Errors: the config does not parse (the problems, with their paths).
     pub fn get(&self, wf: &Compiled) -> Result<Arc<WebhookDoor>, Vec<ConfigProblem>> {
         self.0.get_or_insert_with(&wf.hash, || {
-            let config: webhook_trigger::Config = parse_config(&wf.trigger().config)?;
+            let mut config: webhook_trigger::Config = parse_config(&wf.trigger().config)?;
+            // The door never reads the example payload; not keeping it bounds an entry.
+            config.sample_input = None;
             let allowed_origins = config
                 .allowed_origins
                 .iter()
@@ -321,6 +324,10 @@ mod tests {
         assert!(
             Arc::ptr_eq(&first, &configs.get(&a).unwrap()),
             "parsed once"
+        );
+        assert!(
+            first.config.sample_input.is_none(),
+            "the sample is not kept"
         );
         let b = compiled(120, &[]);
         assert_ne!(a.hash, b.hash);
