@@ -25,7 +25,7 @@
 //! The schema is `migrations/*.sql` (0001 the tables, later ones their changes), embedded in the
 //! binary and applied by [`PgStore::migrate`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -1250,11 +1250,18 @@ async fn claim_batch(
     let mut out = vec![None; claims.len()];
     for r in 0..rounds {
         let at: Vec<usize> = (0..claims.len()).filter(|&i| round[i] == r).collect();
-        let col = |f: fn(&PreparedClaim) -> &str| -> Vec<&str> {
+        // A row the database answers with, back to its claim (keys are distinct in a round).
+        let claim_of: HashMap<(&str, &str), usize> = at
+            .iter()
+            .map(|&i| ((claims[i].workflow_id.as_str(), claims[i].key.as_str()), i))
+            .collect();
+        let text = |at: &[usize], f: fn(&PreparedClaim) -> &str| -> Vec<&str> {
             at.iter().map(|&i| f(claims[i])).collect()
         };
-        let (workflows, keys) = (col(|c| &c.workflow_id), col(|c| &c.key));
-        let won: HashSet<(String, String)> = sqlx::query_as(
+        let int = |f: fn(&PreparedClaim) -> i64| -> Vec<i64> {
+            at.iter().map(|&i| f(claims[i])).collect()
+        };
+        let won: Vec<(String, String)> = sqlx::query_as(
             "WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], \
                $5::int8[], $6::int8[]) AS t(workflow_id, key, run_id, claimed_at, expires_at, now_ms)) \
              INSERT INTO webhook_claims AS c (workflow_id, key, run_id, claimed_at, expires_at) \
@@ -1265,20 +1272,19 @@ async fn claim_batch(
                WHERE i.workflow_id = EXCLUDED.workflow_id AND i.key = EXCLUDED.key) \
              RETURNING c.workflow_id, c.key",
         )
-        .bind(&workflows)
-        .bind(&keys)
-        .bind(col(|c| &c.run_id))
-        .bind(at.iter().map(|&i| claims[i].claimed_at).collect::<Vec<_>>())
-        .bind(at.iter().map(|&i| claims[i].expires_at).collect::<Vec<_>>())
+        .bind(text(&at, |c| &c.workflow_id))
+        .bind(text(&at, |c| &c.key))
+        .bind(text(&at, |c| &c.run_id))
+        .bind(int(|c| c.claimed_at))
+        .bind(int(|c| c.expires_at))
         .bind(at.iter().map(|&i| now_ms[i]).collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await
-        .map_err(db)?
-        .into_iter()
-        .collect();
-        let (claimed, lost): (Vec<usize>, Vec<usize>) = at
+        .map_err(db)?;
+        let claimed: Vec<usize> = won
             .iter()
-            .partition(|&&i| won.contains(&(claims[i].workflow_id.clone(), claims[i].key.clone())));
+            .filter_map(|(w, k)| claim_of.get(&(w.as_str(), k.as_str())).copied())
+            .collect();
         if !claimed.is_empty() {
             let runs: Vec<&PreparedRun> = claimed.iter().map(|&i| &claims[i].run).collect();
             upsert_runs(&runs).execute(&mut *conn).await.map_err(db)?;
@@ -1286,43 +1292,27 @@ async fn claim_batch(
                 out[i] = Some(ClaimOutcome::Claimed);
             }
         }
+        let lost: Vec<usize> = at.into_iter().filter(|&i| out[i].is_none()).collect();
         if lost.is_empty() {
             continue;
         }
         // The live claims that beat these are locked by the upsert above until the
-        // transaction ends.
+        // transaction ends; a claim whose row is gone or expired stays `None`.
         let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
             "SELECT c.workflow_id, c.key, c.run_id, c.expires_at FROM webhook_claims c \
              JOIN unnest($1::text[], $2::text[]) AS t(workflow_id, key) \
                ON c.workflow_id = t.workflow_id AND c.key = t.key",
         )
-        .bind(
-            lost.iter()
-                .map(|&i| claims[i].workflow_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            lost.iter()
-                .map(|&i| claims[i].key.as_str())
-                .collect::<Vec<_>>(),
-        )
+        .bind(text(&lost, |c| &c.workflow_id))
+        .bind(text(&lost, |c| &c.key))
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;
-        let live: HashMap<(String, String), (String, i64)> = rows
-            .into_iter()
-            .map(|(w, k, run_id, expires_at)| ((w, k), (run_id, expires_at)))
-            .collect();
-        for i in lost {
-            let c = claims[i];
-            out[i] = match live.get(&(c.workflow_id.clone(), c.key.clone())) {
-                Some((run_id, expires_at)) if *expires_at > now_ms[i] => {
-                    Some(ClaimOutcome::Duplicate {
-                        run_id: run_id.clone(),
-                    })
-                }
-                _ => None,
-            };
+        for (w, k, run_id, expires_at) in rows {
+            let i = claim_of.get(&(w.as_str(), k.as_str())).copied();
+            if let Some(i) = i.filter(|&i| expires_at > now_ms[i]) {
+                out[i] = Some(ClaimOutcome::Duplicate { run_id });
+            }
         }
     }
     Ok(out)
