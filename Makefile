@@ -75,6 +75,7 @@ fuzz:
 
 bench:
 	$(CARGO) bench --bench engine
+	$(CARGO) bench --bench door
 
 load:
 	bash scripts/load.sh

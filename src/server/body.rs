@@ -43,11 +43,12 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResul
     })
 }
 
-/// Whether a body failed because tower-http's body timeout fired (anywhere in its sources).
+/// Whether a body failed because the body read timeout fired ([`super::layers::BodyTimedOut`],
+/// anywhere in its sources).
 fn timed_out(rej: &BytesRejection) -> bool {
     let mut e: Option<&(dyn std::error::Error + 'static)> = Some(rej);
     while let Some(err) = e {
-        if err.is::<tower_http::timeout::TimeoutError>() {
+        if err.is::<super::layers::BodyTimedOut>() {
             return true;
         }
         e = err.source();

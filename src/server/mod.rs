@@ -10,6 +10,7 @@
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
 //! * [`body`], [`headers`]: reading request bodies (limit, timeout, JSON) and key headers,
 //!   the leaves every handler module shares.
+//! * [`layers`]: the request id and span, and the body read timeout, around every route.
 //! * [`listen`]: the connection layer: HTTP/1.1 with header and body read timeouts and a
 //!   bound on open connections.
 //! * [`openapi`]: the OpenAPI 3.1 document, built from the same routes as the router.
@@ -26,6 +27,7 @@ pub mod error;
 pub mod headers;
 pub mod hooks;
 pub mod idempotency;
+pub mod layers;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
@@ -41,11 +43,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower_http::request_id::{
-    MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
-use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -96,15 +93,11 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         // A body that stalls longer than this between two chunks ends its request (408, see
         // `body::body_bytes`); the header timeout and the connection bound are in `listen`.
-        .layer(RequestBodyTimeoutLayer::new(
+        .layer(layers::BodyTimeoutLayer::new(
             state.options().limits.body_read_timeout,
         ))
-        // Read bottom-up (the last layer is the outermost): take the client's `X-Request-Id`
-        // or make one (UUID v4), open the request's span with it, echo it on the answer (tower-http's layers: no boxing
-        // per request, unlike a `from_fn` middleware, which cost ~14% of duplicate throughput).
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
+        // The client's `X-Request-Id` or a new one, the request's span, the id on the answer.
+        .layer(layers::RequestIdLayer);
     if let Some(dir) = &state.options().ui_dir {
         app = app.fallback_service(
             tower_http::services::ServeDir::new(dir)
@@ -115,17 +108,6 @@ pub fn router(state: AppState) -> Router {
     // shows a Host this server answers to (a DNS-rebinding defence, see `door`).
     app.layer(door::HostCheckLayer::new(state.clone()))
         .with_state(state)
-}
-
-/// The span of a request: its id (`X-Request-Id`, the client's or a generated one), method and
-/// path; payload bodies are never logged at info level.
-fn request_span<B>(req: &axum::http::Request<B>) -> tracing::Span {
-    let id = req
-        .extensions()
-        .get::<RequestId>()
-        .and_then(|id| id.header_value().to_str().ok())
-        .unwrap_or("-");
-    tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
 }
 
 /// A started server.
