@@ -59,7 +59,27 @@ impl PendingClaims {
 /// never changed within their window (only undone before they are durable, or swept after
 /// they expire), so an entry stays true until its `expires_at`. Bounded (oldest and least
 /// used out first); a miss falls through to the store.
-pub struct RecentClaims(quick_cache::sync::Cache<String, (String, i64)>);
+pub struct RecentClaims(quick_cache::sync::Cache<ClaimId, (String, i64)>);
+
+/// A claim's `(workflow_id, key)` as [`RecentClaims`] keeps it.
+#[derive(PartialEq, Eq, Hash)]
+struct ClaimId {
+    workflow_id: String,
+    key: String,
+}
+
+/// A borrowed [`ClaimId`]: a lookup builds no key (same fields, same hash).
+#[derive(Hash)]
+struct ClaimRef<'a> {
+    workflow_id: &'a str,
+    key: &'a str,
+}
+
+impl quick_cache::Equivalent<ClaimId> for ClaimRef<'_> {
+    fn equivalent(&self, id: &ClaimId) -> bool {
+        self.workflow_id == id.workflow_id && self.key == id.key
+    }
+}
 
 impl RecentClaims {
     /// Entries kept.
@@ -68,16 +88,17 @@ impl RecentClaims {
     /// The live claim's run id, if cached.
     pub fn get(&self, workflow_id: &str, key: &str, now: i64) -> Option<String> {
         self.0
-            .get(&PendingClaims::id(workflow_id, key))
+            .get(&ClaimRef { workflow_id, key })
             .filter(|(_, expires_at)| *expires_at > now)
             .map(|(run_id, _)| run_id)
     }
 
     pub fn insert(&self, workflow_id: &str, key: &str, run_id: &str, expires_at: i64) {
-        self.0.insert(
-            PendingClaims::id(workflow_id, key),
-            (run_id.to_string(), expires_at),
-        );
+        let id = ClaimId {
+            workflow_id: workflow_id.to_string(),
+            key: key.to_string(),
+        };
+        self.0.insert(id, (run_id.to_string(), expires_at));
     }
 }
 
@@ -292,6 +313,26 @@ mod tests {
     use super::*;
     use crate::steps::Registry;
     use serde_json::json;
+
+    /// A cached claim is found by its borrowed `(workflow_id, key)` (the lookup builds no
+    /// key, so its hash must be the stored key's), until it expires; pairs whose
+    /// concatenations coincide are different claims.
+    #[test]
+    fn recent_claims_are_found_by_workflow_and_key() {
+        let recent = RecentClaims::default();
+        recent.insert("wf", "evt_1", "run-1", 2_000);
+        recent.insert("a\0b", "c", "run-2", 2_000);
+        assert_eq!(recent.get("wf", "evt_1", 1_000).as_deref(), Some("run-1"));
+        assert_eq!(recent.get("a\0b", "c", 1_999).as_deref(), Some("run-2"));
+        assert_eq!(
+            recent.get("wf", "evt_1", 2_000),
+            None,
+            "expired at expires_at"
+        );
+        assert_eq!(recent.get("wf", "evt_2", 1_000), None);
+        assert_eq!(recent.get("other", "evt_1", 1_000), None);
+        assert_eq!(recent.get("a", "b\0c", 1_000), None);
+    }
 
     fn compiled(window_s: u64, origins: &[&str]) -> Compiled {
         let definition = json!({

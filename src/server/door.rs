@@ -53,7 +53,7 @@ pub fn check_host<B>(rules: &HostRules, req: &Request<B>) -> Result<(), ApiError
     let invalid = |why: &str| ApiError::bad_request("invalid_host", why.to_string());
     // The request-target's authority wins over Host (RFC 9112 §3.2.2).
     let raw = match req.uri().authority() {
-        Some(a) => a.as_str().to_string(),
+        Some(a) => a.as_str(),
         None => {
             let mut hosts = req.headers().get_all(header::HOST).iter();
             let Some(h) = hosts.next() else {
@@ -66,11 +66,10 @@ pub fn check_host<B>(rules: &HostRules, req: &Request<B>) -> Result<(), ApiError
             }
             h.to_str()
                 .map_err(|_| invalid("the Host header is not visible ASCII"))?
-                .to_string()
         }
     };
-    let host = HostPort::parse(&raw)
-        .map_err(|why| invalid(&format!("Host `{}` is not a host: {why}", clip(&raw))))?;
+    let host = HostPort::parse(raw)
+        .map_err(|why| invalid(&format!("Host `{}` is not a host: {why}", clip(raw))))?;
     if rules.allows(&host) {
         return Ok(());
     }
@@ -80,7 +79,7 @@ pub fn check_host<B>(rules: &HostRules, req: &Request<B>) -> Result<(), ApiError
         format!(
             "Host `{}` is not a name of this server ({}); add it to the settings' \
              allowed_hosts if it is (a DNS-rebinding defence)",
-            clip(&raw),
+            clip(raw),
             rules.describe()
         ),
     ))
@@ -182,9 +181,9 @@ pub fn check_media_type(headers: &HeaderMap) -> Result<(), ApiError> {
     };
     let json = match essence.split_once('/') {
         Some((t, sub)) if is_token(t) && is_token(sub) => {
-            let sub = sub.to_ascii_lowercase();
-            (t.eq_ignore_ascii_case("application") && sub == "json")
-                || (sub.len() > "+json".len() && sub.ends_with("+json"))
+            let plus_json = sub.len() > "+json".len()
+                && sub.as_bytes()[sub.len() - "+json".len()..].eq_ignore_ascii_case(b"+json");
+            (t.eq_ignore_ascii_case("application") && sub.eq_ignore_ascii_case("json")) || plus_json
         }
         _ => false,
     };

@@ -21,7 +21,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest as _, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -46,13 +46,15 @@ pub const SIGNATURE_HEADER: &str = "x-fluxo-signature";
 /// Signature timestamp tolerance: 5 minutes.
 pub const SIGNATURE_TOLERANCE_S: i64 = 300;
 
-/// The webhook handler.
+/// The webhook handler. It takes the request whole, so its headers are moved out rather than
+/// copied (axum's `HeaderMap` extractor clones them).
 pub async fn webhook(
     State(state): State<AppState>,
     Path(workflow_id): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    mut req: Request,
 ) -> ApiResult<Response> {
+    let headers = std::mem::take(req.headers_mut());
+    let body = Bytes::from_request(req, &state).await;
     let answer = deliver(state, workflow_id, headers, body).await;
     if let Err(e) = &answer {
         crate::telemetry::delivery("rejected", Some(e.code));
@@ -168,19 +170,16 @@ pub struct WebhookAnswer {
     pub duplicate: bool,
 }
 
-fn answer(status: StatusCode, run_id: &str, duplicate: bool) -> Response {
-    let body = WebhookAnswer {
-        run_id: run_id.to_string(),
-        duplicate,
-    };
+fn answer(status: StatusCode, run_id: String, duplicate: bool) -> Response {
+    let body = WebhookAnswer { run_id, duplicate };
     (status, Json(body)).into_response()
 }
 
 /// The HTTP answer to a delivery: `202` for a new one, `200` with `duplicate: true` for a repeat.
 fn delivery_answer(d: Delivery) -> Response {
     match d {
-        Delivery::Accepted { run_id } => answer(StatusCode::ACCEPTED, &run_id, false),
-        Delivery::Duplicate { run_id } => answer(StatusCode::OK, &run_id, true),
+        Delivery::Accepted { run_id } => answer(StatusCode::ACCEPTED, run_id, false),
+        Delivery::Duplicate { run_id } => answer(StatusCode::OK, run_id, true),
     }
 }
 
