@@ -17,11 +17,12 @@ run: setup-run build ui
 		$(MAKE) --no-print-directory serve; \
 	fi
 
-## Every test: Rust unit and integration tests and clippy, then the browser end-to-end tests,
+## Every test: Rust unit and integration tests, clippy and the crate doc's links, then the browser end-to-end tests,
 ## the generated API types, the server package and the desktop window.
 test: setup-test build
 	$(CARGO) test --workspace --locked
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p fluxo --no-deps --lib --locked
 	@if [ -f ui/package.json ]; then $(MAKE) --no-print-directory test-e2e test-api-types; fi
 	$(MAKE) --no-print-directory test-package
 	@if [ -d src-tauri ] && command -v xvfb-run >/dev/null && command -v WebKitWebDriver >/dev/null; then \

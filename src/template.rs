@@ -625,7 +625,7 @@ fn path_around(source: &str, range: std::ops::Range<usize>) -> Option<String> {
 ///
 /// Kept as minijinja values (reference-counted), so building the context of each step is a
 /// handful of pointer copies. The step outputs live in one store shared by every context of
-/// the run ([`StepOutputs`]); a context is a snapshot of it (a sequence number), so creating
+/// the run (`StepOutputs`); a context is a snapshot of it (a sequence number), so creating
 /// one costs O(1) however many steps ran, and a walk of N steps is linear (it used to clone
 /// every output for every step: O(N²), 20–27 s for a 10,000-step chain).
 #[derive(Debug)]

@@ -136,7 +136,7 @@ fn shared_token_store(state: &AppState) -> Option<&dyn crate::store::SharedSetti
 
 /// At start, on a shared database: the settings in force are the database's; a process that
 /// finds none seeds them with `local` (its data dir's). Likewise the token, unless it was
-/// given; a token other than this process's own is adopted ([`adopt_token`]). Answers the
+/// given; a token other than this process's own is adopted (`adopt_token`). Answers the
 /// settings to apply (`local` on an embedded store). Errors: the database could not be read
 /// or written, or holds settings this version cannot read.
 pub async fn join_shared(state: &AppState, local: AppSettings) -> Result<AppSettings, String> {

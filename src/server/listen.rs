@@ -8,9 +8,9 @@
 //!   between requests, so it is also the idle timeout. A client that has not sent a complete
 //!   head by then is disconnected without an answer (a half-sent request, a "slowloris"
 //!   client, or an idle connection).
-//! * **Body read timeout** ([`ConnLimits::body_read_timeout`], default 30 s): tower-http's
-//!   `RequestBodyTimeoutLayer` (see [`super::router`]), the longest wait for the next chunk of a
-//!   body, as nginx's `client_body_timeout`. A body that stalls answers `408 request_timeout`
+//! * **Body read timeout** ([`ConnLimits::body_read_timeout`], default 30 s):
+//!   [`super::layers::BodyTimeoutLayer`] (see [`super::router`]), the longest wait for the
+//!   next chunk of a body, as nginx's `client_body_timeout`. A body that stalls answers `408 request_timeout`
 //!   and the connection is closed. With the body limit (1 MiB) and the connection bound, a
 //!   trickling client holds one slot for a bounded time.
 //! * **Connection bound** ([`ConnLimits::max_connections`], default 512): a connection is

@@ -12,7 +12,7 @@
 //!   conditional upsert, after the transaction has taken its keys' advisory locks in hash
 //!   order: batches of several processes claiming the same keys queue up instead of
 //!   deadlocking (a deadlock that happens anyway, e.g. over a run row, is retried). A batch's
-//!   claims take a few statements whatever their number ([`claim_batch`]: every claim in one
+//!   claims take a few statements whatever their number (`claim_batch`: every claim in one
 //!   upsert over `unnest` arrays, the runs of those that won in one more, the claims that beat
 //!   the rest in one read), not three round trips each: ~35% more deliveries per second, and
 //!   less than half this process's CPU per delivery (README, "Benchmarks").
