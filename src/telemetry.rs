@@ -95,25 +95,32 @@ fn describe() {
     );
 }
 
-/// A webhook delivery's outcome; `code` for a rejection.
-pub fn delivery(outcome: &'static str, code: Option<&'static str>) {
-    // The outcomes of good deliveries are looked up once: the registry lookup (a key built,
-    // hashed, found under a lock) was a measurable share of a duplicate's answer.
-    static ACCEPTED: OnceLock<metrics::Counter> = OnceLock::new();
-    static DUPLICATE: OnceLock<metrics::Counter> = OnceLock::new();
-    let counter = |outcome: &'static str, code: &'static str| {
-        handle();
-        metrics::counter!("fluxo_webhook_deliveries_total", "outcome" => outcome, "code" => code)
-    };
-    match (outcome, code) {
-        ("accepted", None) => ACCEPTED
-            .get_or_init(|| counter("accepted", ""))
-            .increment(1),
-        ("duplicate", None) => DUPLICATE
-            .get_or_init(|| counter("duplicate", ""))
-            .increment(1),
-        (outcome, code) => counter(outcome, code.unwrap_or("")).increment(1),
-    }
+/// A webhook delivery was accepted (`202`).
+pub fn delivery_accepted() {
+    // Looked up once: the registry lookup (a key built, hashed, found under a lock) was a
+    // measurable share of a delivery's answer.
+    static COUNTER: OnceLock<metrics::Counter> = OnceLock::new();
+    COUNTER
+        .get_or_init(|| deliveries("accepted", ""))
+        .increment(1);
+}
+
+/// A webhook delivery was a repeat of a live claim (`200 duplicate: true`).
+pub fn delivery_duplicate() {
+    static COUNTER: OnceLock<metrics::Counter> = OnceLock::new();
+    COUNTER
+        .get_or_init(|| deliveries("duplicate", ""))
+        .increment(1);
+}
+
+/// A webhook delivery was refused with the problem `code`.
+pub fn delivery_rejected(code: &'static str) {
+    deliveries("rejected", code).increment(1);
+}
+
+fn deliveries(outcome: &'static str, code: &'static str) -> metrics::Counter {
+    handle();
+    metrics::counter!("fluxo_webhook_deliveries_total", "outcome" => outcome, "code" => code)
 }
 
 /// A run ended.

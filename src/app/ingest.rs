@@ -22,7 +22,7 @@ pub enum Delivery {
 
 fn duplicate(workflow_id: &str, run_id: String) -> Delivery {
     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
-    crate::telemetry::delivery("duplicate", None);
+    crate::telemetry::delivery_duplicate();
     Delivery::Duplicate { run_id }
 }
 
@@ -272,7 +272,7 @@ pub async fn accept(
                     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "delivery accepted");
                     state.queue().push_run(run);
                     {
-                        crate::telemetry::delivery("accepted", None);
+                        crate::telemetry::delivery_accepted();
                         Ok(Delivery::Accepted { run_id })
                     }
                 }
@@ -293,7 +293,7 @@ pub async fn accept(
             })?;
             state.queue().push_run(run);
             {
-                crate::telemetry::delivery("accepted", None);
+                crate::telemetry::delivery_accepted();
                 Ok(Delivery::Accepted { run_id })
             }
         }

@@ -57,7 +57,7 @@ pub async fn webhook(
     let body = Bytes::from_request(req, &state).await;
     let answer = deliver(state, workflow_id, headers, body).await;
     if let Err(e) = &answer {
-        crate::telemetry::delivery("rejected", Some(e.code));
+        crate::telemetry::delivery_rejected(e.code);
     }
     answer
 }

@@ -110,13 +110,12 @@ where
         if let Some(id) = this.id.take() {
             res.headers_mut().insert(X_REQUEST_ID.clone(), id);
         }
+        let _in = this.inner.span().enter();
         if let Some(started) = this.started {
-            let _in = this.inner.span().enter();
             let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
             tracing::debug!(status = status.as_u16(), latency_ms, "answered");
         }
         if status.is_server_error() {
-            let _in = this.inner.span().enter();
             tracing::error!(status = status.as_u16(), "answered with a server error");
         }
         Poll::Ready(Ok(res))
