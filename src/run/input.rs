@@ -29,9 +29,12 @@ use serde_json::Value;
 /// in memory: a map). The values are the scalar **strings** of the run's input, then of each
 /// step's output in step order (depth first, document order), kept when they look like
 /// identifiers ([`is_search_value`]: [`SEARCH_VALUE_MIN_BYTES`]-[`SEARCH_VALUE_MAX_BYTES`]
-/// bytes long, no whitespace or control character, at least one ASCII digit or `@`: ids such
-/// as `cus_QXg1…`, `in_1Nv…`, `ORD-1042`, emails; not prose, nor words such as
-/// `invoice.paid`, `manual`, `eur`), distinct, the first 64. Numbers, booleans and keys are not
+/// bytes long, no whitespace or control character, and either at least one ASCII digit or
+/// `@`, or a token of ASCII letters, `_` and `-` with a capital past its first character and
+/// a small letter: ids such as `cus_QXg1…`, `in_1Nv…`, `ORD-1042`, emails, and random ids that
+/// happen to draw no digit, `cus_QXgbTfeWzA` (one Stripe id of 14 base-62 characters in 12
+/// draws none); not prose, nor words such as `invoice.paid`, `manual`, `eur`, `USD`,
+/// `Codertocat`), distinct, the first 64. Numbers, booleans and keys are not
 /// indexed. A search matches a value exactly or by prefix, case-sensitively, like ids and keys.
 /// The index follows the run: rewritten when its summary is, removed with it (retention,
 /// released claims).
@@ -50,8 +53,19 @@ pub const SEARCH_VALUE_MAX_BYTES: usize = 128;
 /// Whether the free search indexes this string ([`SEARCH_VALUES_MAX`] gives the rule and why).
 pub fn is_search_value(s: &str) -> bool {
     (SEARCH_VALUE_MIN_BYTES..=SEARCH_VALUE_MAX_BYTES).contains(&s.len())
-        && s.bytes().any(|b| b.is_ascii_digit() || b == b'@')
         && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+        && (s.bytes().any(|b| b.is_ascii_digit() || b == b'@') || is_mixed_case_token(s))
+}
+
+/// A token of ASCII letters, `_` and `-` holding a small letter and, past its first
+/// character, a capital: how a random id without a digit looks (`cus_QXgbTfeWzA`), unlike a
+/// word, a capitalised name or a constant (`paid`, `Codertocat`, `USD`).
+fn is_mixed_case_token(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter()
+        .all(|c| c.is_ascii_alphabetic() || *c == b'_' || *c == b'-')
+        && b.iter().any(u8::is_ascii_lowercase)
+        && b.iter().skip(1).any(u8::is_ascii_uppercase)
 }
 
 /// A run's input: a JSON value, possibly still as the text it arrived as.
@@ -398,12 +412,20 @@ mod tests {
     #[test]
     fn the_scan_finds_what_the_value_walk_finds() {
         let text = r#"{"id":"evt_1Q","type":"invoice.paid","list":["in_01","in_01",{"email":"ada@example.com"}],
-                      "note":"two words 12","short":"a1","currency":"eur","n":42,"k":{"cus_9":"not a value"}}"#;
+                      "note":"two words 12","short":"a1","currency":"eur","n":42,"k":{"cus_9":"not a value"},
+                      "customer":"cus_QXgbTfeWzA","repo":"Hello-World","login":"Codertocat","cur":"USD",
+                      "url":"https://github.com/Codertocat","state":"payment_failed"}"#;
         let input = raw(text);
         let parsed = RunInput::from(serde_json::from_str::<Value>(text).unwrap());
         assert_eq!(
             input.search_values(),
-            ["evt_1Q", "in_01", "ada@example.com"]
+            [
+                "evt_1Q",
+                "in_01",
+                "ada@example.com",
+                "cus_QXgbTfeWzA",
+                "Hello-World"
+            ]
         );
         assert_eq!(input.search_values(), parsed.search_values());
         let many = Value::Array((0..100).map(|i| json!(format!("v_{i:03}"))).collect());
