@@ -462,6 +462,54 @@ async fn postgres_acknowledged_writes_survive_a_server_crash() {
     );
 }
 
+/// The shared queue's takers in one process (one owner, as `fluxo serve`'s workers are) never
+/// take the same run: a run leased by one of them is not taken again by another while the
+/// lease lives, however their statements interleave (a taker whose snapshot predates another's
+/// lease still finds the row unlocked once that lease is committed). Each run is taken once,
+/// and all of them are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_takers_of_one_process_never_share_a_run() {
+    const RUNS: usize = 400;
+    const TAKERS: usize = 16;
+    let (store, _) = fresh_pg().await;
+    let runs: Vec<BatchWrite> = (0..RUNS)
+        .map(|i| {
+            BatchWrite::PutRun(run(
+                &format!("q-{i:04}"),
+                "w",
+                RunStatus::Queued,
+                T0 + i as i64,
+            ))
+        })
+        .collect();
+    assert!(store.write_batch(runs).await.iter().all(|(_, o)| o.is_ok()));
+    let store = Arc::new(store);
+    let start = Arc::new(Barrier::new(TAKERS));
+    let takers: Vec<_> = (0..TAKERS)
+        .map(|_| {
+            let (store, start) = (store.clone(), start.clone());
+            tokio::spawn(async move {
+                let sq = store.shared_queue().expect("PostgreSQL has a shared queue");
+                start.wait().await;
+                let mut taken = Vec::new();
+                while let Some(id) = sq.take_queued("process-a", 60_000, T0).await.unwrap() {
+                    taken.push(id);
+                }
+                taken
+            })
+        })
+        .collect();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for t in takers {
+        for id in t.await.unwrap() {
+            *seen.entry(id).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "runs taken more than once: {twice:?}");
+    assert_eq!(seen.len(), RUNS, "every queued run is taken");
+}
+
 /// A server that cannot be reached is a transient backend error; a malformed URL is not.
 #[tokio::test]
 async fn postgres_connection_errors_are_classified() {

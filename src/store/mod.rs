@@ -703,7 +703,9 @@ pub trait SharedSettings: Send + Sync {
 #[async_trait::async_trait]
 pub trait SharedQueue: Send + Sync {
     /// Take the oldest `queued` run that no live lease holds, leased to `owner` until
-    /// `now_ms + lease_ms`; `None` when there is none (or another taker won the race).
+    /// `now_ms + lease_ms`; `None` when there is none (or other takers kept winning the race
+    /// for it). A live lease held by `owner` itself counts: the workers of one process share
+    /// their owner, and each run is taken by one of them.
     async fn take_queued(
         &self,
         owner: &str,
