@@ -23,7 +23,8 @@
 # It reports req/s, p50/p99 latency, the ratio to the ceiling, end-to-end runs/s (runs created
 # by the new-keys load / (load duration + time until no run is queued or running)), the peak
 # RSS (VmHWM) of every fluxo process, and checks that every 202 has its run (runs counted
-# through /api/v1/runs/stats).
+# through /api/v1/runs/stats) and that each run was executed once (the processes'
+# `fluxo_runs_total` summed equals the runs stored).
 #
 # PostgreSQL: a throwaway server of its own (never a system service): initdb/pg_ctl from PATH,
 # else the newest /usr/lib/postgresql/*/bin; `initdb -A trust -U fluxo` in $tmp/pg, a free
@@ -217,12 +218,18 @@ import json, sys
 d = json.load(sys.stdin)
 print(sum(sum(b["counts"].values()) for b in d["buckets"]))'
 }
+# Runs this process executed to their end (its `fluxo_runs_total` counters summed): with every
+# process alive throughout, the runs in the store are each executed exactly once.
+executions() {
+  curl -fsS -H "Authorization: Bearer $TOKEN" "$1/metrics" |
+    awk '/^fluxo_runs_total[{ ]/ {s += $NF} END {printf "%d\n", s}'
+}
 
 # measure LABEL N [STORE_URL]: N `fluxo serve` processes (own data dir and port, shared
 # workflows, the same store), new keys then duplicates. Appends one line to $tmp/configs.txt:
-# label n drain_s cpu_new cpu_dup runs_total rss_kb,rss_kb,...
+# label n drain_s cpu_new cpu_dup runs_total executions rss_kb,rss_kb,...
 measure() {
-  local label=$1 n=$2 store=${3:-} i port d c0 cpu_new cpu_dup key rss="" total
+  local label=$1 n=$2 store=${3:-} i port d c0 cpu_new cpu_dup key rss="" total execs=0 u
   local urls=() spids=() args
   # The configuration before wrote hundreds of MB (its store, its journal): let the kernel
   # write them back now, not during this one's load, where they slowed every fsync (pg×1
@@ -261,9 +268,10 @@ measure() {
 
   for p in "${spids[@]}"; do rss="$rss${rss:+,}$(awk '/VmHWM/ {print $2}' "/proc/$p/status")"; done
   total=$(runs_total "${urls[0]}")
+  for u in "${urls[@]}"; do execs=$((execs + $(executions "$u"))); done
   for p in "${spids[@]}"; do kill "$p"; done
   for p in "${spids[@]}"; do wait "$p" 2>/dev/null || true; done
-  echo "$label $n $d $cpu_new $cpu_dup $total $rss" >>"$tmp/configs.txt"
+  echo "$label $n $d $cpu_new $cpu_dup $total $execs $rss" >>"$tmp/configs.txt"
 }
 
 # --- PostgreSQL: a throwaway server -------------------------------------------------------------
@@ -385,9 +393,10 @@ bare = read("bare")
 names = {"sled": "sled", "pg1": "pg×1", "pg3": "pg×3"}
 configs = []
 for line in open(f"{tmp}/configs.txt"):
-    label, n, drain, cpu_new, cpu_dup, total, rss = line.split()
+    label, n, drain, cpu_new, cpu_dup, total, execs, rss = line.split()
     configs.append(dict(label=label, name=names[label], n=int(n), drain=float(drain),
                         cpu_new=int(cpu_new), cpu_dup=int(cpu_dup), total=int(total),
+                        execs=int(execs),
                         rss=[int(x) / 1024 for x in rss.split(",")],
                         new=read(f"{label}-new"), dup=read(f"{label}-dup"),
                         warm_new=read(f"{label}-new-warm"), warm_dup=read(f"{label}-dup-warm")))
@@ -445,12 +454,15 @@ for c in configs:
     # wrk stops with requests in flight: the server may have accepted a few it never counted.
     in_flight = 2 * conns
     runs_ok = expected <= c["total"] <= expected + in_flight
-    ok = ok and runs_ok
+    # Each run executed once: the processes' `fluxo_runs_total` summed equals the runs stored.
+    once = c["execs"] == c["total"]
+    ok = ok and runs_ok and once
     per_s, secs = e2e(c)
     us = lambda ticks, r: ticks / hz * 1e6 / r["requests"]
     print(f"{c['name']}: {c['total']} runs in the store; 202s counted by wrk {expected} "
           f"({'every 202 has its run' if runs_ok else 'MISMATCH'}; up to {in_flight} more were in "
-          f"flight when wrk stopped); end to end {per_s:,.0f} runs/s ({c['new']['requests']:.0f} runs "
+          f"flight when wrk stopped); {c['execs']} runs executed "
+          f"({'each run once' if once else 'NOT each run once'}); end to end {per_s:,.0f} runs/s ({c['new']['requests']:.0f} runs "
           f"in {secs:.1f} s: the load, then the backlog drained in {c['drain']} s); fluxo CPU per "
           f"request: new keys {us(c['cpu_new'], c['new']):.0f} us (incl. executing the run), "
           f"duplicates {us(c['cpu_dup'], c['dup']):.0f} us")
