@@ -37,7 +37,13 @@
 #
 # Knobs: DURATION (10s), WARMUP (3s), CONNS (64), THREADS (2; with 3 wrk instances each gets
 # ceil(THREADS/3)), WORKERS (fluxo serve --workers, 8), CACHE_MB (fluxo serve --cache-mb, 16),
-# PG=0 (skip the PostgreSQL part), NODE_RED=0 (skip Node-RED), SKIP_BUILD=1.
+# PG=0 (skip the PostgreSQL part), PG_CEILING=0 (skip pgbench's ceiling below), NODE_RED=0
+# (skip Node-RED), SKIP_BUILD=1.
+#
+# PostgreSQL's ceiling: after pg×3, pgbench (4 clients, DURATION) runs transactions that do
+# what a batch of the claims lane does, 32 webhook claims, their queued runs (a record holding
+# the 6 KB body) and 5 search values each, on a migrated database of the same server, with no
+# fluxo, wrk or run executing beside it: what PostgreSQL alone takes on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +54,7 @@ THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-8}
 CACHE_MB=${CACHE_MB:-16}
 PG=${PG:-1}
+PG_CEILING=${PG_CEILING:-1}
 NODE_RED=${NODE_RED:-1}
 BODY=tests/fixtures/payloads/stripe/invoice.paid.json
 TOKEN=load-token
@@ -322,6 +329,38 @@ pg_createdb() {
   echo "postgres://fluxo@127.0.0.1:$pg_port/$1"
 }
 
+# pg_ceiling URL: pgbench's transactions of 32 claims + queued runs (see the header) on a
+# migrated database; writes their rate (transactions/s) to $tmp/ceiling.txt.
+pg_ceiling() {
+  local url=$1 secs=${DURATION%s} tps
+  "$FLUXO" db migrate --store "$url" --data-dir "$tmp/ceiling-data" >/dev/null
+  python3 - "$BODY" "$tmp/pg/ceiling.sql" <<'EOF'
+import json, sys
+body = json.load(open(sys.argv[1]))
+record = json.dumps({"id": "r", "workflow_id": "load", "status": "queued", "input": body,
+                     "steps": [], "snapshot": {"id": "load"}}).replace("'", "''")
+summary = json.dumps({"id": "r", "workflow_id": "load", "status": "queued"}).replace("'", "''")
+k = "'pb-' || :b || '-' || g || '-' || :client_id"
+r = "'r-' || :b || '-' || g || '-' || :client_id"
+open(sys.argv[2], "w").write(f"""\\set b random(1, 1000000000)
+BEGIN;
+INSERT INTO webhook_claims (workflow_id, key, run_id, claimed_at, expires_at)
+  SELECT 'load', {k}, {r}, 1, 9999999999999 FROM generate_series(1, 32) g;
+INSERT INTO runs (id, workflow_id, status, mode, trigger, idempotency_key, created_at, root_run_id, summary, record)
+  SELECT {r}, 'load', 'queued', 'live', 'webhook', {k}, 1767225600000 + g, {r}, '{summary}'::json, '{record}'::json FROM generate_series(1, 32) g;
+INSERT INTO run_values (value, created_at, run_id)
+  SELECT 'v' || v || '-' || {r}, 1767225600000, {r} FROM generate_series(1, 32) g, generate_series(1, 5) v;
+COMMIT;
+""")
+EOF
+  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$tmp/pg/ceiling.sql"; fi
+  tps=$(cd "$tmp/pg" && pg_cmd "$pg_bin/pgbench" -h 127.0.0.1 -p "$pg_port" -U fluxo -n \
+    -f "$tmp/pg/ceiling.sql" -c 4 -j 2 -T "$secs" "${url##*/}" 2>&1 | awk '/^tps/ {print $3}')
+  printf '%-16s' "pg alone"
+  python3 -c "import sys; t = float(sys.argv[1]); print(f'pgbench: {t:,.0f} transactions/s of 32 claims + queued runs = {t * 32:,.0f} claims/s')" "$tps"
+  echo "$tps" >"$tmp/ceiling.txt"
+}
+
 echo "load: $(date -u '+%F %T UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "load: $(nproc) cores; wrk -t$THREADS -c$CONNS -d$DURATION (warm-up $WARMUP); body $(wc -c <"$BODY") bytes"
 
@@ -378,6 +417,7 @@ if [ "$PG" != "0" ]; then
   echo "load: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port ($tmp/pg)"
   measure pg1 1 "$(pg_createdb load_pg1)"
   measure pg3 3 "$(pg_createdb load_pg3)"
+  [ "$PG_CEILING" != "0" ] && pg_ceiling "$(pg_createdb load_ceiling)"
   pg_stop
 fi
 
@@ -443,6 +483,17 @@ if sled:
               f"new keys {r:,.0f} req/s -> {'ok' if r >= 2 * NODE_RED_HI else 'MISSED'}")
     r2 = sled["dup"]["req_s"] / bare["req_s"]
     print(f"target: duplicates on sled >= 90% of bare axum: {r2:.0%} -> {'ok' if r2 >= 0.9 else 'MISSED'}")
+ceiling = float(open(f"{tmp}/ceiling.txt").read()) * 32 if os.path.exists(f"{tmp}/ceiling.txt") else None
+for c in configs:
+    if c["label"] == "sled":
+        continue
+    r = c["new"]["req_s"]
+    bar = 2 * (node_red["req_s"] if node_red else 4200)
+    print(f"target: durable new keys on {c['name']} >= {bar:,.0f} req/s (2x Node-RED): {r:,.0f} req/s -> "
+          f"{'ok' if r >= bar else 'MISSED'}"
+          + (f" (PostgreSQL alone, pgbench: {ceiling:,.0f} claims + queued runs/s)" if ceiling else ""))
+    r2 = c["dup"]["req_s"] / bare["req_s"]
+    print(f"target: duplicates on {c['name']} >= 90% of bare axum: {r2:.0%} -> {'ok' if r2 >= 0.9 else 'MISSED'}")
 for c in configs:
     worst = max(c["rss"])
     print(f"target: peak RSS of every fluxo serve ({c['name']}) < 150 MB: {rss(c)} -> "
