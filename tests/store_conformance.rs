@@ -1736,6 +1736,18 @@ mod cases {
         r.steps[0].output = Some(json!({"charge": "ch_progress1"}));
         store.put_run(&r).await.unwrap();
         assert_eq!(hits(find("ch_progress1")).await, ["run-r"]);
+        // A random id that drew no digit (one Stripe id in 12) is found too; a capitalised
+        // name, a constant and a word beside it are not.
+        let mut d = run("run-d", "billing", RunStatus::Failed, T0 + 5_000);
+        d.input = json!({"customer": "cus_NfrbTfeWzA", "login": "Codertocat",
+                         "currency": "USD", "state": "payment_failed"})
+        .into();
+        store.put_run(&d).await.unwrap();
+        assert_eq!(hits(find("cus_NfrbTfeWzA")).await, ["run-d"]);
+        assert_eq!(hits(find("cus_Nfrb")).await, ["run-d"], "by prefix");
+        for none in ["Codertocat", "USD", "payment_failed"] {
+            assert!(hits(find(none)).await.is_empty(), "{none} is not indexed");
+        }
     }
 
     /// A value shared by more runs than the free search reads as candidates (600) is still
