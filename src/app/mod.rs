@@ -14,7 +14,7 @@
 //! * [`Background`]: what runs without any adapter: crash recovery, the worker pool,
 //!   retention and sweeping ([`worker`]), schedules ([`scheduler`]).
 //! * [`ingest`]: webhook deliveries: the claim and its queued run in one group-committed
-//!   transaction, the pending and recent claim caches, duplicates confirmed after a flush,
+//!   transaction, the recent claims cache, duplicates confirmed after a flush,
 //!   the undo of a claim that could not be made durable.
 //! * [`runs`]: start, queue, list, stats, replay and resume runs.
 //! * [`events`]: the live run events, resumable after the last id a client saw.
@@ -188,7 +188,6 @@ struct Inner {
     /// Identifies this process as the owner of in-progress idempotency records.
     instance_id: String,
     /// Webhook claims written but not yet durable.
-    pending_claims: ingest::PendingClaims,
     /// Durable webhook claims seen lately (answers repeats without a store read).
     recent_claims: ingest::RecentClaims,
     /// Webhook triggers' configs, parsed once per definition.
@@ -314,10 +313,6 @@ impl AppState {
     pub fn instance_id(&self) -> &str {
         &self.0.instance_id
     }
-    /// Webhook claims written but not yet durable.
-    pub fn pending_claims(&self) -> &ingest::PendingClaims {
-        &self.0.pending_claims
-    }
     /// Durable webhook claims seen lately.
     pub fn recent_claims(&self) -> &ingest::RecentClaims {
         &self.0.recent_claims
@@ -371,7 +366,6 @@ impl AppState {
             options: options.clone(),
             settings: RwLock::new(crate::settings::AppSettings::default()),
             instance_id: uuid::Uuid::new_v4().to_string(),
-            pending_claims: ingest::PendingClaims::default(),
             recent_claims: ingest::RecentClaims::default(),
             trigger_configs: ingest::TriggerConfigs::default(),
             hosts: RwLock::new(hosts),

@@ -111,14 +111,15 @@ async fn deliver(
         verify_signature(&headers, &body, &secret, now / 1000)?;
     }
 
-    // A key from a header is known before the body is read: a repeat of a live claim is
-    // answered at once (a plain read: no body parsing, no transaction, no run built). A signed
+    // A key from a header is known before the body is read: a repeat this process has seen
+    // durable is answered at once, from memory (no body parsing, no transaction, no run
+    // built); any other repeat is answered by its claim. A signed
     // delivery's key comes from its signed body only: the signature does not cover headers,
     // so a captured delivery replayed with another key header must not claim that key.
     let signed = config.signing_secret.is_some();
     let header_key = if signed { None } else { header_key(&headers)? };
     if let Some(k) = &header_key {
-        if let Some(d) = ingest::known_duplicate(&state, &workflow_id, k, now).await? {
+        if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now) {
             return Ok(delivery_answer(d));
         }
     }
@@ -132,7 +133,7 @@ async fn deliver(
         None => {
             let k = template_key(config, &input, &state.engine().env())?;
             if let Some(k) = &k {
-                if let Some(d) = ingest::known_duplicate(&state, &workflow_id, k, now).await? {
+                if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now) {
                     return Ok(delivery_answer(d));
                 }
             }
