@@ -54,6 +54,7 @@ pub async fn execute_now(
     })
     .await
     .map_err(|_| AppError::new(ErrorKind::Internal, "internal", "the run task failed"))?
+    .and_then(|done| done)
     .map_err(AppError::store)
 }
 

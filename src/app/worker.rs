@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch, Mutex, Notify};
 use super::AppState;
 use crate::run::{ErrorInfo, RunRecord, RunStatus, Timestamp};
 use crate::runtime::Recovery;
-use crate::store::{BatchWrite, StoreResult};
+use crate::store::{BatchWrite, StoreError, StoreResult};
 
 /// How often idle workers of a shared queue look for runs other processes queued.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -150,23 +150,29 @@ pub fn run_runtime(nice: i32) -> std::io::Result<Option<tokio::runtime::Handle>>
     Ok(Some(rt.handle().clone()))
 }
 
-/// Execute `f` holding a lease on `run_id` when the queue is shared (a run executed at once
-/// by the API, or taken from the queue): the heartbeat renews it, and it is released after.
-/// Without a shared queue `f` just runs.
+/// Execute `f` holding a lease on `run_id` when the queue is shared (a run the API executes
+/// at once): the heartbeat renews it, and it is released after. Without a shared queue `f`
+/// just runs.
+///
+/// Errors: the lease could not be written, or another process holds it; `f` has not run then
+/// (a run executing without its lease looks orphaned to the other processes, which would
+/// recover it while it runs).
 pub async fn with_lease<T>(
     state: &AppState,
     run_id: &str,
     f: impl std::future::Future<Output = T>,
-) -> T {
+) -> StoreResult<T> {
     let Some(sq) = state.store().shared_queue() else {
-        return f.await;
+        return Ok(f.await);
     };
     let owner = state.instance_id();
-    if let Err(e) = sq
+    if !sq
         .lease(run_id, owner, lease_ms(state), state.clock().now_ms())
-        .await
+        .await?
     {
-        tracing::warn!(run_id, error = %e, "could not lease the run; executing anyway");
+        return Err(StoreError::Backend(format!(
+            "run {run_id} is leased by another process"
+        )));
     }
     state.queue().hold(run_id);
     let out = f.await;
@@ -174,7 +180,7 @@ pub async fn with_lease<T>(
     if let Err(e) = sq.release_leases(owner, &[run_id.to_string()]).await {
         tracing::warn!(run_id, error = %e, "could not release the run's lease");
     }
-    out
+    Ok(out)
 }
 
 /// Crash recovery (SPEC §4): each `running` run (its process died) is resumed when its
@@ -218,7 +224,7 @@ async fn write_all(store: &dyn crate::store::Store, runs: Vec<RunRecord>) -> Sto
     let writes: Vec<_> = runs.into_iter().map(BatchWrite::PutRun).collect();
     let out = store.write_batch(writes).await;
     if out.len() != n {
-        return Err(crate::store::StoreError::Backend(
+        return Err(StoreError::Backend(
             "batch lost its outcomes".into(),
         ));
     }
