@@ -224,9 +224,7 @@ async fn write_all(store: &dyn crate::store::Store, runs: Vec<RunRecord>) -> Sto
     let writes: Vec<_> = runs.into_iter().map(BatchWrite::PutRun).collect();
     let out = store.write_batch(writes).await;
     if out.len() != n {
-        return Err(StoreError::Backend(
-            "batch lost its outcomes".into(),
-        ));
+        return Err(StoreError::Backend("batch lost its outcomes".into()));
     }
     out.into_iter().try_for_each(|(_, r)| r.map(|_| ()))
 }
