@@ -187,7 +187,6 @@ struct Inner {
     settings: RwLock<crate::settings::AppSettings>,
     /// Identifies this process as the owner of in-progress idempotency records.
     instance_id: String,
-    /// Webhook claims written but not yet durable.
     /// Durable webhook claims seen lately (answers repeats without a store read).
     recent_claims: ingest::RecentClaims,
     /// Webhook triggers' configs, parsed once per definition.

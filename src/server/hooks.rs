@@ -113,9 +113,9 @@ async fn deliver(
 
     // A key from a header is known before the body is read: a repeat this process has seen
     // durable is answered at once, from memory (no body parsing, no transaction, no run
-    // built); any other repeat is answered by its claim. A signed
-    // delivery's key comes from its signed body only: the signature does not cover headers,
-    // so a captured delivery replayed with another key header must not claim that key.
+    // built); any other repeat is answered by its claim. A signed delivery's key comes from
+    // its signed body only: the signature does not cover headers, so a captured delivery
+    // replayed with another key header must not claim that key.
     let signed = config.signing_secret.is_some();
     let header_key = if signed { None } else { header_key(&headers)? };
     if let Some(k) = &header_key {
