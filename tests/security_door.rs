@@ -8,7 +8,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::server::{hook_workflow, Answer, Setup, TestServer, TOKEN};
+use common::server::{
+    hook_workflow, slow_api_workflow, Answer, GatedMock, Setup, TestServer, TOKEN,
+};
 use fluxo::clock::Clock;
 use fluxo::server::hooks::sign;
 use reqwest::Method;
@@ -337,6 +339,81 @@ async fn half_sent_headers_are_dropped() {
         "not before the timeout"
     );
     assert!(s.runs_of("wf1").await.is_empty());
+}
+
+/// One answer read off a raw connection: its head and its `Content-Length` body.
+async fn read_answer(c: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return text;
+            }
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut chunk))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        assert!(n > 0, "the connection closed before a whole answer: {text}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The header read timeout counts only the time a connection waits for a request head: a
+/// request in progress for longer than it (a run the API waits for) is answered, and a
+/// kept-alive connection whose requests keep coming outlives it; once the connection is idle,
+/// it is closed after the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_timeout_spares_requests_in_progress_and_busy_connections() {
+    let mock = GatedMock::start().await;
+    let s = Setup::new()
+        .workflow(slow_api_workflow("slow", &format!("{}/deals", mock.url)))
+        .options(short_timeouts)
+        .start()
+        .await;
+    let host = s.running().addr.to_string();
+    let body = r#"{"input":{"invoice_id":"INV-1"}}"#;
+    let run = format!(
+        "POST /api/v1/workflows/slow/runs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut c = connect_and_send(&s, run.as_bytes()).await;
+    mock.wait_arrival().await;
+    // Three header timeouts with the run in progress (the destination holds it).
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    mock.release(1);
+    let answer = read_answer(&mut c).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"succeeded\""), "{answer}");
+
+    // Requests 100 ms apart for twice the timeout, on the same connection.
+    let health = format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.write_all(health.as_bytes()).await.unwrap();
+        let answer = read_answer(&mut c).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    // Then idle: closed after the timeout, not before.
+    let idle = Instant::now();
+    let rest = read_until_closed(&mut c, Duration::from_secs(10)).await;
+    assert!(rest.is_empty(), "nothing more was sent: {rest}");
+    assert!(
+        idle.elapsed() >= Duration::from_millis(250),
+        "closed {:?} after the last answer, before the timeout",
+        idle.elapsed()
+    );
 }
 
 /// A body that stops arriving is answered `408 request_timeout` with `Connection: close`, the
