@@ -43,6 +43,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower_layer::Layer as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -90,24 +91,30 @@ pub fn router(state: AppState) -> Router {
     let (public, _) = public_routes().split_for_parts();
     let mut app = public
         .nest("/api/v1", api)
-        .layer(DefaultBodyLimit::max(limit))
-        // A body that stalls longer than this between two chunks ends its request (408, see
-        // `body::body_bytes`); the header timeout and the connection bound are in `listen`.
-        .layer(layers::BodyTimeoutLayer::new(
-            state.options().limits.body_read_timeout,
-        ))
-        // The client's `X-Request-Id` or a new one, the request's span, the id on the answer.
-        .layer(layers::RequestIdLayer);
+        .layer(DefaultBodyLimit::max(limit));
     if let Some(dir) = &state.options().ui_dir {
         app = app.fallback_service(
             tower_http::services::ServeDir::new(dir)
                 .fallback(tower_http::services::ServeFile::new(dir.join("index.html"))),
         );
     }
-    // Outermost, after the fallback: every request (API, webhooks, the UI, unknown paths)
-    // shows a Host this server answers to (a DNS-rebinding defence, see `door`).
-    app.layer(door::HostCheckLayer::new(state.clone()))
-        .with_state(state)
+    let app = app.with_state(state.clone());
+    // The layers every request passes (API, webhooks, the UI, unknown paths), around the whole
+    // router once: `Router::layer` wraps each route on its own, and axum clones a route's
+    // boxed service, one per layer, for every request (`cargo bench --bench door`, a
+    // duplicate delivery, best of two: 3.39 → 3.27 µs).
+    //
+    // Outermost: a Host this server answers to (a DNS-rebinding defence, see `door`).
+    let checked = door::HostCheckLayer::new(state.clone()).layer(
+        // The client's `X-Request-Id` or a new one, the request's span, the id on the answer.
+        layers::RequestIdLayer.layer(
+            // A body that stalls longer than this between two chunks ends its request (408,
+            // see `body::body_bytes`); the header timeout and the connection bound are in
+            // `listen`.
+            layers::BodyTimeoutLayer::new(state.options().limits.body_read_timeout).layer(app),
+        ),
+    );
+    Router::new().fallback_service(checked)
 }
 
 /// A started server.
