@@ -68,8 +68,14 @@ async function listValues(page: Page, card: string): Promise<string[]> {
   return inputs.evaluateAll((els) => els.map((e) => (e as HTMLInputElement).value));
 }
 
+/** Save, and wait for the server's answer: the button is disabled while the save is in flight
+ * too, so a disabled button alone does not mean the settings are stored. */
 async function save(page: Page): Promise<void> {
+  const stored = page.waitForResponse(
+    (r) => r.request().method() === 'PUT' && new URL(r.url()).pathname === '/api/v1/settings',
+  );
   await page.getByTestId('settings-save').click();
+  expect((await stored).ok()).toBe(true);
   await expect(page.getByTestId('settings-save')).toBeDisabled();
   await expect(page.getByTestId('settings-error')).toHaveCount(0);
 }
