@@ -408,6 +408,14 @@ async fn postgres_migrate_concurrently_and_repeatedly() {
     .await
     .expect("the record column's compression");
     assert_eq!(method, if lz4 { "l" } else { "" }, "lz4 on: {lz4}");
+    // Migration 0006: leases are found by their primary key only.
+    let lease_indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT indexname::text FROM pg_indexes WHERE tablename = 'run_leases' ORDER BY 1",
+    )
+    .fetch_all(s.pool())
+    .await
+    .expect("the leases' indexes");
+    assert_eq!(lease_indexes, ["run_leases_pkey"]);
 }
 
 /// What a call answered is durable: after the server crashes (no checkpoint, recovery from
