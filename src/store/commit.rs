@@ -29,7 +29,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 
 use super::{BatchOutcome, BatchWrite, ClaimOutcome, Store, StoreError, StoreResult, WebhookClaim};
 use crate::run::RunRecord;
@@ -91,19 +91,9 @@ impl GroupCommit {
 
     fn lane(store: &Arc<dyn Store>, lane: Lane) -> mpsc::UnboundedSender<(Option<Write>, Answer)> {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Option<Write>, Answer)>();
-        let n = store.concurrent_batches().max(1);
         let store = Arc::downgrade(store);
-        let in_flight = Arc::new(Semaphore::new(n));
         tokio::spawn(async move {
-            loop {
-                // A batch starts when one of the lane's `n` commits is free; what arrives
-                // meanwhile waits, and goes in the next batch.
-                let Ok(slot) = in_flight.clone().acquire_owned().await else {
-                    break;
-                };
-                let Some(first) = rx.recv().await else {
-                    break;
-                };
+            while let Some(first) = rx.recv().await {
                 let mut jobs = vec![first];
                 let mut writes = usize::from(jobs[0].0.is_some());
                 while writes < MAX_BATCH {
@@ -115,15 +105,6 @@ impl GroupCommit {
                         Err(_) => break,
                     }
                 }
-                // A caller waiting for durability waits for the batches still in flight too.
-                let rest = match n > 1 && jobs.iter().any(|(write, _)| write.is_none()) {
-                    true => in_flight
-                        .clone()
-                        .acquire_many_owned(n as u32 - 1)
-                        .await
-                        .ok(),
-                    false => None,
-                };
                 let Some(store) = store.upgrade() else {
                     for (write, answer) in jobs {
                         let closed = StoreError::Backend("the store is closed".into());
@@ -131,14 +112,8 @@ impl GroupCommit {
                     }
                     continue;
                 };
-                let batch = async move {
-                    commit(&*store, jobs, lane).await;
-                    drop((slot, rest));
-                };
-                match n {
-                    1 => batch.await,
-                    _ => drop(tokio::spawn(batch)),
-                }
+                commit(&*store, jobs, lane).await;
+                drop(store);
             }
         });
         tx

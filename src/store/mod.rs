@@ -759,16 +759,6 @@ pub trait Store: MemoryStore + RunStore + IdempotencyStore {
         None
     }
 
-    /// How many batches one lane of the group commit ([`GroupCommit`]) may commit at once
-    /// (at least 1). The default, 1, commits a lane's batches one after another: sled
-    /// serialises its transactions anyway, and one flush of its journal covers every batch
-    /// before it. A backend where each batch is its own transaction on its own connection
-    /// (PostgreSQL) commits several at once, so the database works on one while another
-    /// waits for its WAL flush or its round trips.
-    fn concurrent_batches(&self) -> usize {
-        1
-    }
-
     /// Make every write so far durable. sled syncs its log on the blocking pool (never
     /// `flush_async`: it deadlocks under concurrent callers, spacejam/sled#1308); a backend
     /// whose transactions commit durably (PostgreSQL) answers at once.

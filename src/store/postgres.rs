@@ -65,12 +65,6 @@ const CLAIM_ATTEMPTS: usize = 16;
 /// serialisation failure.
 const TX_ATTEMPTS: usize = 3;
 
-/// Batches one lane of the group commit commits at once ([`super::Store::concurrent_batches`]):
-/// each is a transaction on a connection of its own; batches of one process that claim the
-/// same keys queue on the keys' advisory locks ([`lock_claim_keys`]), as batches of several
-/// processes do.
-const CONCURRENT_BATCHES: usize = 4;
-
 /// Connection settings of a [`PgStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgConfig {
@@ -998,11 +992,6 @@ impl IdempotencyStore for PgStore {
 
 #[async_trait::async_trait]
 impl Store for PgStore {
-    /// [`super::Store::concurrent_batches`]: [`CONCURRENT_BATCHES`].
-    fn concurrent_batches(&self) -> usize {
-        CONCURRENT_BATCHES
-    }
-
     fn shared_queue(&self) -> Option<&dyn SharedQueue> {
         Some(self)
     }

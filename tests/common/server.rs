@@ -112,8 +112,6 @@ pub struct FaultStore {
     pub hold_flushes: AtomicBool,
     /// How many `flush` calls are waiting on `hold_flushes`.
     pub held: AtomicUsize,
-    /// What `concurrent_batches` answers (1, sled's own, unless a test sets it).
-    pub concurrent_batches: AtomicUsize,
 }
 
 impl FaultStore {
@@ -127,7 +125,6 @@ impl FaultStore {
             get_claim_calls: AtomicUsize::new(0),
             hold_flushes: AtomicBool::new(false),
             held: AtomicUsize::new(0),
-            concurrent_batches: AtomicUsize::new(1),
         }
     }
 
@@ -266,9 +263,6 @@ impl IdempotencyStore for FaultStore {
 
 #[async_trait::async_trait]
 impl Store for FaultStore {
-    fn concurrent_batches(&self) -> usize {
-        self.concurrent_batches.load(Ordering::SeqCst)
-    }
     async fn flush(&self) -> StoreResult<()> {
         if self.hold_flushes.load(Ordering::SeqCst) {
             self.held.fetch_add(1, Ordering::SeqCst);
