@@ -1737,15 +1737,15 @@ const TAKE_CHOSEN: &str = "l AS (INSERT INTO run_leases (run_id, owner, lease_un
 const LIVE_LEASE_FREE: &str =
     "COALESCE((SELECT l.lease_until FROM run_leases l WHERE l.run_id = r.id), 0) <= $3";
 
-/// Whether the take statements are prepared once and kept (`persistent`): no, they are planned
-/// anew on every call (an unnamed statement, a custom plan), never from a cached generic plan. A prepared statement's generic
-/// plan is fixed after its fifth use, with the sizes the tables had then: on a fresh database
-/// that is an empty `runs_queued` index, for which a bitmap scan of every queued run and a
-/// sort looked cheapest. That plan was kept as the backlog grew, so each take read and sorted
-/// the whole backlog: 18 ms a take and 1,300–1,500 new keys/s under the pg×1 load, against
-/// 0.12 ms and 1,800–3,100 planned anew, which walks the index from its oldest entry (the
-/// autovacuum's ANALYZE, which would invalidate the cached plan, had not run: it comes a
-/// minute or more after the load starts). Planning takes well under 0.1 ms of the take.
+/// Whether the take statements are prepared once and kept (`persistent`): no. They are
+/// planned anew on every call (an unnamed statement, a custom plan), never from a cached
+/// generic plan. PostgreSQL fixes a prepared statement's generic plan after its fifth use,
+/// with the sizes the tables had then: on a fresh database that is an empty `runs_queued`
+/// index, for which a bitmap scan of every queued run and a sort looked cheapest. That plan was
+/// kept as the backlog grew (autovacuum's ANALYZE, which would invalidate it, comes a minute or
+/// more after a load starts), so each take read and sorted the whole backlog: 18 ms a take
+/// under the pg×1 load, against 0.12–0.35 ms planned anew, which walks the index from its
+/// oldest entry (README, "Webhook ingest").
 const TAKE_PREPARED: bool = false;
 
 /// How often [`SharedQueue::take_queued`] tries again after losing every run it chose to
