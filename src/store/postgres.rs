@@ -1748,6 +1748,35 @@ const LIVE_LEASE_FREE: &str =
 /// oldest entry (README, "Webhook ingest").
 const TAKE_PREPARED: bool = false;
 
+/// The take of the oldest queued run whose lease is free ([`SharedQueue::take_queued`]): `$1`
+/// the owner, `$2` the new lease's end, `$3` now (both Unix ms).
+fn take_queued_sql() -> String {
+    format!(
+        "WITH c AS (SELECT r.id FROM runs r WHERE r.status = 'queued' \
+           AND {LIVE_LEASE_FREE} \
+           ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT 1), {TAKE_CHOSEN}"
+    )
+}
+
+impl PgStore {
+    /// PostgreSQL's plan for a take of the oldest queued run at `now_ms` (Unix ms), one line
+    /// per row of `EXPLAIN` (text format). It is made the way each take's is, anew for these
+    /// values (takes are not prepared statements: a cached generic plan made on an empty table
+    /// read and sorted the whole backlog), and nothing is executed or locked. What to look at
+    /// when takes slow down: a take should walk the `runs_queued` index from its oldest entry.
+    /// Errors: the database's.
+    pub async fn explain_take(&self, now_ms: i64) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar(&format!("EXPLAIN {}", take_queued_sql()))
+            .persistent(TAKE_PREPARED)
+            .bind("explain")
+            .bind(now_ms)
+            .bind(now_ms)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)
+    }
+}
+
 /// How often [`SharedQueue::take_queued`] tries again after losing every run it chose to
 /// another taker (a fresh statement's snapshot sees the winner's lease and skips the run).
 const TAKE_RETRIES: usize = 8;
@@ -1809,11 +1838,7 @@ impl SharedQueue for PgStore {
         lease_ms: i64,
         now_ms: i64,
     ) -> StoreResult<Option<String>> {
-        let sql = format!(
-            "WITH c AS (SELECT r.id FROM runs r WHERE r.status = 'queued' \
-               AND {LIVE_LEASE_FREE} \
-               ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT 1), {TAKE_CHOSEN}"
-        );
+        let sql = take_queued_sql();
         for _ in 0..TAKE_RETRIES {
             let (found, taken) = take_rows(
                 sqlx::query(&sql)
