@@ -1762,9 +1762,9 @@ impl PgStore {
     /// PostgreSQL's plan for a take of the oldest queued run at `now_ms` (Unix ms), one line
     /// per row of `EXPLAIN` (text format). It is made the way each take's is, anew for these
     /// values (takes are not prepared statements: a cached generic plan made on an empty table
-    /// read and sorted the whole backlog), and nothing is executed or locked. What to look at
-    /// when takes slow down: a take should walk the `runs_queued` index from its oldest entry.
-    /// Errors: the database's.
+    /// read and sorted the whole backlog), and nothing is executed or locked. For tests and
+    /// diagnostics: a take should walk the `runs_queued` index from its oldest entry (or
+    /// `runs_status`), never read and sort the backlog. Errors: the database's.
     pub async fn explain_take(&self, now_ms: i64) -> StoreResult<Vec<String>> {
         sqlx::query_scalar(&format!("EXPLAIN {}", take_queued_sql()))
             .persistent(TAKE_PREPARED)
