@@ -83,13 +83,18 @@ struct Cluster {
 
 impl Cluster {
     fn spawn(&self, i: usize) -> Proc {
+        self.spawn_with(i, &self.dir.join("workflows"), 4)
+    }
+
+    /// Process `i` over its own data dir, reading `workflows`, with `workers` workers.
+    fn spawn_with(&self, i: usize, workflows: &Path, workers: usize) -> Proc {
         let port = free_port();
         let data = self.dir.join(format!("data-{i}"));
         let log = self.dir.join(format!("serve-{i}.log"));
-        let child = serve_command(port, &self.dir.join("workflows"), &data, TOKEN, &log)
+        let child = serve_command(port, workflows, &data, TOKEN, &log)
             .args(["--store", &self.store])
             .args(["--lease-s", &LEASE_S.to_string()])
-            .args(["--workers", "4"])
+            .args(["--workers", &workers.to_string()])
             .args(["--retention-runs", "100000000"])
             .env("FLUXO_ENV_CRM", &self.crm)
             .env("FLUXO_LOG", "warn")
@@ -529,4 +534,150 @@ async fn schedule_ticks_fire_once_across_three_processes() {
         "ticks that fired more than once: {twice:?}"
     );
     assert!(by_tick.len() >= 4);
+}
+
+/// A run executes the definition that accepted it, whichever process executes it. Process 0
+/// (version 2 of the workflow in its folder, its one worker held by a run waiting on a gated
+/// destination) accepts; process 1 (version 1 in its own folder) takes it from the shared
+/// queue and executes it. Before, process 1 ran its own version 1 and recorded it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_executes_the_version_that_accepted_it_on_any_process() {
+    let pg = TestPg::shared();
+    let store_url = pg.fresh_db().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // The gate: answers once released; counts the requests it holds.
+    let (release, released) = tokio::sync::watch::channel(false);
+    let held = Arc::new(AtomicUsize::new(0));
+    let h = held.clone();
+    let gate = axum::Router::new().route(
+        "/hold",
+        axum::routing::post(move || {
+            let (h, mut released) = (h.clone(), released.clone());
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                let _ = released.wait_for(|r| *r).await;
+                "{}"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gate_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, gate).await });
+
+    let version = |v: u64, says: &str| {
+        json!({
+            "id": "versioned", "name": "versioned", "version": v,
+            "steps": [
+                {"id": "hook", "kind": "webhook_trigger", "config": {}},
+                {"id": "shape", "kind": "transform", "config": {"fields": {"says": says}}}
+            ],
+            "edges": [{"from": "hook", "to": "shape"}]
+        })
+    };
+    let hold = json!({
+        "id": "hold", "name": "hold", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "call", "kind": "http_request",
+             "config": {"method": "POST", "url": "{{ env.CRM }}/hold",
+                        "headers": {"Idempotency-Key": "hold-{{ run.id }}"},
+                        "retries": 0, "timeout_s": 60}}
+        ],
+        "edges": [{"from": "hook", "to": "call"}]
+    });
+    let folders = [tmp.path().join("wf-v2"), tmp.path().join("wf-v1")];
+    for (dir, wf) in folders.iter().zip([version(2, "two"), version(1, "one")]) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("versioned.json"), wf.to_string()).unwrap();
+    }
+    std::fs::write(folders[0].join("hold.json"), hold.to_string()).unwrap();
+    let mut cluster = Cluster {
+        dir: tmp.path().to_path_buf(),
+        store: store_url.clone(),
+        crm: gate_url,
+        procs: Vec::new(),
+    };
+    let probe = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let deliver = |url: String, workflow: &'static str, key: &'static str| {
+        let probe = probe.clone();
+        async move {
+            let res = probe
+                .post(format!("{url}/hooks/{workflow}"))
+                .header("content-type", "application/json")
+                .header("idempotency-key", key)
+                .body(r#"{"id": "evt"}"#)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 202, "delivery {key}");
+            let body: Value = res.json().await.unwrap();
+            body["run_id"].as_str().unwrap().to_string()
+        }
+    };
+    // Process 0 alone first, its one worker held by `hold` before process 1 exists (so
+    // process 1 never takes that run, whose workflow its folder lacks).
+    let p = cluster.spawn_with(0, &folders[0], 1);
+    cluster.procs.push(p);
+    cluster.ready(0, &probe).await;
+    deliver(cluster.procs[0].url.clone(), "hold", "hold").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while held.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the held run never reached the gate"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let p = cluster.spawn_with(1, &folders[1], 2);
+    cluster.procs.push(p);
+    cluster.ready(1, &probe).await;
+    let accepted = [
+        deliver(cluster.procs[0].url.clone(), "versioned", "to-v2").await,
+        deliver(cluster.procs[1].url.clone(), "versioned", "to-v1").await,
+    ];
+    // Process 0's worker is held: process 1 executes both. Bounded wait.
+    let store = PgStore::connect(&store_url).await.unwrap();
+    let mut done = Vec::new();
+    for id in &accepted {
+        loop {
+            let run = store.get_run(id).await.unwrap().expect("the accepted run");
+            if run.status == RunStatus::Succeeded {
+                done.push(run);
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "run {id} did not succeed: {:?}",
+                run.status
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert_eq!(
+        held.load(Ordering::SeqCst),
+        1,
+        "process 0's worker was held throughout"
+    );
+    let said = |r: &RunRecord| {
+        r.steps
+            .iter()
+            .find(|s| s.step_id == "shape")
+            .and_then(|s| s.output.clone())
+    };
+    assert_eq!(
+        done[0].workflow_version, 2,
+        "accepted by the process on version 2"
+    );
+    assert_eq!(said(&done[0]), Some(json!({"says": "two"})));
+    assert_eq!(done[0].snapshot["version"], 2);
+    assert_eq!(
+        done[1].workflow_version, 1,
+        "accepted by the process on version 1"
+    );
+    assert_eq!(said(&done[1]), Some(json!({"says": "one"})));
+    let _ = release.send(true);
 }

@@ -420,8 +420,18 @@ pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
     Ok(n)
 }
 
-/// Execute one queued run: a resume with the snapshot it resumes, any other run with the
-/// workflow's current definition.
+/// Execute one queued run with the definition it was accepted with: a resume with the
+/// snapshot it resumes; any other run with the workflow's published definition when that is
+/// still the one the run recorded (its `definition_hash`), else with the run's snapshot.
+///
+/// Why the snapshot: SPEC §1 has webhooks, schedules and the run API use the published
+/// version, at the moment they accept the run. With several processes on one database a run
+/// accepted by one is executed by any; a process that has not loaded a publish yet must not
+/// run an older definition than the one that accepted it (nor a newer one: runs queued before a
+/// publish finish on the version that accepted them, as n8n's queued executions and Temporal's
+/// pinned workflows do). A run whose workflow was removed, or no longer validates, fails
+/// (`workflow_unavailable`); one whose snapshot does not compile here (another Fluxo version
+/// wrote it) runs the published definition, with a warning.
 pub async fn execute_queued(state: &AppState, run_id: &str) {
     let store = state.store();
     let stored = match state.queue().take_handoff(run_id) {
@@ -447,7 +457,7 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
         .workflows()
         .get(&run.workflow_id)
         .and_then(|e| e.compiled.clone());
-    let Some(wf) = compiled else {
+    let Some(current) = compiled else {
         fail_unrunnable(
             state,
             run,
@@ -456,11 +466,24 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
         .await;
         return;
     };
-    let mut run = run;
-    run.workflow_version = wf.workflow.version;
-    run.definition_hash = wf.hash.clone();
-    run.snapshot = serde_json::to_value(&wf.workflow).unwrap_or_default();
-    execute_in_span(state, &wf, run).await;
+    if current.hash == run.definition_hash {
+        return execute_in_span(state, &current, run).await;
+    }
+    match state.engine().compile_snapshot(&run) {
+        Ok(accepted) => execute_in_span(state, &accepted, run).await,
+        Err(e) => {
+            tracing::warn!(
+                run_id,
+                error = %e,
+                "the run's recorded definition does not compile here; it runs the published one"
+            );
+            let mut run = run;
+            run.workflow_version = current.workflow.version;
+            run.definition_hash = current.hash.clone();
+            run.snapshot = current.snapshot.clone();
+            execute_in_span(state, &current, run).await;
+        }
+    }
 }
 
 /// Execute `run` inside its `run` span (run and workflow ids on every log line of it), with
