@@ -352,8 +352,15 @@ impl Engine {
                 );
             }
         };
+        // Which step was in flight is known when it was recorded `running`; else only that
+        // the resume starts at the first step with no record of its end (the one in flight may
+        // be that one or a later safe step whose start is not recorded).
+        let marked = marked.map(|r| r.step_id);
+        let at_step = match &marked {
+            Some(step) => format!(" (step {step} in flight)"),
+            None => String::new(),
+        };
         let in_flight = marked
-            .map(|r| r.step_id)
             .or_else(|| {
                 preview
                     .run
@@ -365,16 +372,17 @@ impl Engine {
             .unwrap_or_default();
         match self.resume_run(&orig, None).await {
             Ok((wf, resume, mut orig)) => {
+                let from = if in_flight.is_empty() || !at_step.is_empty() {
+                    String::new()
+                } else {
+                    format!(" from step {in_flight}")
+                };
                 orig.error = Some(ErrorInfo {
                     code: "interrupted".into(),
                     message: format!(
-                        "the process stopped while this run was running{}; it was resumed \
-                         automatically as run {} (repeating that step is safe)",
-                        if in_flight.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (step {in_flight} in flight)")
-                        },
+                        "the process stopped while this run was running{at_step}; it was \
+                         resumed automatically{from} as run {} (the steps it repeats are safe to \
+                         repeat)",
                         resume.id
                     ),
                     step: in_flight,
