@@ -1294,10 +1294,17 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
             false
         }
         auth::TokenSource::Generated => {
-            println!(
-                "  API token: generated, saved in {} (mode 0600); shown this once",
-                token_file.display()
-            );
+            match &ui_dir {
+                Some(_) => println!(
+                    "  API token: generated, saved in {} (mode 0600); shown this once, in the \
+                     browser UI's address below",
+                    token_file.display()
+                ),
+                None => println!(
+                    "  API token: generated, saved in {} (mode 0600); shown this once: {token}",
+                    token_file.display()
+                ),
+            }
             true
         }
         auth::TokenSource::File => {

@@ -364,20 +364,30 @@ fn serve_banner(data: &Path, extra: &[&str]) -> String {
 
 /// [`serve_banner`] on another address; the workflows are in `<data>/../wf`.
 fn serve_banner_on(data: &Path, addr: &str, extra: &[&str]) -> String {
+    serve_banner_with(data, addr, true, extra)
+}
+
+/// [`serve_banner_on`], with a built browser UI in `<data>/../ui` or none (`ui` false). It runs
+/// in `<data>/..`, so a `ui/dist` built in the checkout is not picked up.
+fn serve_banner_with(data: &Path, addr: &str, ui: bool, extra: &[&str]) -> String {
     use std::io::BufRead;
     let root = data.parent().unwrap();
     let workflows = root.join("wf");
-    let ui = root.join("ui");
     std::fs::create_dir_all(&workflows).unwrap();
-    std::fs::create_dir_all(&ui).unwrap();
-    std::fs::write(ui.join("index.html"), "<!doctype html>").unwrap();
+    let mut ui_args: Vec<std::ffi::OsString> = Vec::new();
+    if ui {
+        let dir = root.join("ui");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("index.html"), "<!doctype html>").unwrap();
+        ui_args.extend(["--ui".into(), dir.into_os_string()]);
+    }
     let mut child = Command::new(BIN)
+        .current_dir(root)
         .arg("--data-dir")
         .arg(data)
         .args(["serve", "--addr", addr, "--workflows"])
         .arg(&workflows)
-        .arg("--ui")
-        .arg(&ui)
+        .args(&ui_args)
         .args(extra)
         .env_remove("FLUXO_TOKEN")
         .stdin(std::process::Stdio::null())
@@ -440,6 +450,29 @@ fn serve_prints_the_token_only_when_it_generated_it() {
     assert!(!given.contains("given-secret-token-123"), "{given}");
     assert!(!given.contains(&token), "{given}");
     assert!(given.contains("as given"), "{given}");
+}
+
+/// Without a browser UI the generated token is printed on its own line, once: the UI's
+/// address is where it is shown otherwise.
+#[test]
+fn serve_without_a_ui_prints_the_generated_token_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let first = serve_banner_with(&data, "127.0.0.1:0", false, &[]);
+    let token = std::fs::read_to_string(data.join("token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(first.contains("browser UI: not built"), "{first}");
+    assert!(
+        first.contains(&format!("shown this once: {token}")),
+        "{first}"
+    );
+    let again = serve_banner_with(&data, "127.0.0.1:0", false, &[]);
+    assert!(
+        !again.contains(&token),
+        "the file's token was printed:\n{again}"
+    );
 }
 
 /// Listening beyond loopback, `fluxo serve` names the webhooks that take unsigned deliveries
