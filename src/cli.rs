@@ -1187,6 +1187,27 @@ async fn open_pg(url: &str) -> Result<crate::store::PgStore, CliError> {
     Ok(pg)
 }
 
+/// The banner's store line: where runs, claims and Memory live, and whether this process
+/// shares them. A PostgreSQL URL is shown as host, port and database only (never its user or
+/// password).
+fn store_line(url: Option<&str>, data_dir: &Path, lease_s: u64) -> String {
+    match url {
+        None => format!(
+            "sled in {} (this process only; --store postgres://… to share one database)",
+            data_dir.join("store").display()
+        ),
+        Some(url) => match url.parse::<sqlx::postgres::PgConnectOptions>() {
+            Ok(o) => format!(
+                "PostgreSQL {}:{}/{} (shared with every process on it; leases of {lease_s} s)",
+                o.get_host(),
+                o.get_port(),
+                o.get_database().unwrap_or("(the user's default database)")
+            ),
+            Err(_) => "PostgreSQL".to_string(),
+        },
+    }
+}
+
 async fn cmd_db_migrate(url: &str) -> CliResult {
     open_pg(url).await?;
     println!("the database schema is up to date");
@@ -1271,6 +1292,10 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         }
     }
     println!("  data dir:  {}", dir.display());
+    println!(
+        "  store:     {}",
+        store_line(a.store.as_deref(), &dir, a.lease_s)
+    );
     let token_file = dir.join("token");
     // The token is shown once, when this start generated it (as Jupyter and n8n show a new
     // token's URL): a token read from the file or given by --token/FLUXO_TOKEN is never
@@ -1518,6 +1543,30 @@ pub fn print_check(report: &crate::check::CheckReport) {
         println!(
             "{failed} of {total} checks failed: {} is not safe to re-run",
             report.workflow_id
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_line_names_the_database_never_its_credentials() {
+        let pg = store_line(
+            Some("postgres://fluxo:s3cret-pw@db.internal:6543/runs?sslmode=require"),
+            Path::new("/var/lib/fluxo"),
+            30,
+        );
+        assert_eq!(
+            pg,
+            "PostgreSQL db.internal:6543/runs (shared with every process on it; leases of 30 s)"
+        );
+        assert!(!pg.contains("s3cret") && !pg.contains("fluxo:"), "{pg}");
+        let sled = store_line(None, Path::new("/var/lib/fluxo"), 30);
+        assert!(
+            sled.starts_with("sled in /var/lib/fluxo/store (this process only"),
+            "{sled}"
         );
     }
 }

@@ -434,6 +434,13 @@ fn serve_prints_the_token_only_when_it_generated_it() {
     assert_eq!(token.len(), 64);
     assert!(first.contains(&format!("/#token={token}")), "{first}");
     assert!(first.contains("shown this once"), "{first}");
+    assert!(
+        first.contains(&format!(
+            "store:     sled in {}",
+            data.join("store").display()
+        )),
+        "{first}"
+    );
 
     let again = serve_banner(&data, &[]);
     assert!(
