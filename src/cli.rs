@@ -1172,19 +1172,23 @@ async fn cmd_sandbox(a: SandboxArgs) -> CliResult {
 /// Connect to a shared PostgreSQL store and migrate its schema. The URL (it may hold a
 /// password) is never printed.
 async fn open_pg(url: &str) -> Result<crate::store::PgStore, CliError> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(CliError::bad_input(
-            "--store: expected a postgres:// URL (without --store, the embedded sled store in \
-             the data dir is used)",
-        ));
-    }
-    let pg = crate::store::PgStore::connect(url)
-        .await
-        .map_err(|e| CliError::bad_input(format!("--store: cannot connect: {e}")))?;
+    let pg = connect_pg(url).await?;
     pg.migrate()
         .await
         .map_err(|e| CliError::bad_input(format!("--store: {e}")))?;
     Ok(pg)
+}
+
+/// Connect to a PostgreSQL store (no migration).
+async fn connect_pg(url: &str) -> Result<crate::store::PgStore, CliError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(CliError::bad_input(
+            "--store: expected a postgres:// or postgresql:// URL",
+        ));
+    }
+    crate::store::PgStore::connect(url)
+        .await
+        .map_err(|e| CliError::bad_input(format!("--store: cannot connect: {e}")))
 }
 
 /// The banner's store line: where runs, claims and Memory live, and whether this process
@@ -1208,9 +1212,31 @@ fn store_line(url: Option<&str>, data_dir: &Path, lease_s: u64) -> String {
     }
 }
 
+/// `fluxo db migrate`: applies the migrations the database lacks and says which.
 async fn cmd_db_migrate(url: &str) -> CliResult {
-    open_pg(url).await?;
-    println!("the database schema is up to date");
+    let pg = connect_pg(url).await?;
+    let failed = |e: crate::store::StoreError| CliError::bad_input(format!("--store: {e}"));
+    let before = pg.applied_migrations().await.map_err(failed)?;
+    pg.migrate().await.map_err(failed)?;
+    let after = pg.applied_migrations().await.map_err(failed)?;
+    let new: Vec<String> = after
+        .iter()
+        .filter(|v| !before.contains(v))
+        .map(|v| format!("{v:04}"))
+        .collect();
+    let latest = after
+        .last()
+        .map_or("none".to_string(), |v| format!("{v:04}"));
+    if new.is_empty() {
+        println!("the database schema is up to date (latest migration {latest})");
+    } else {
+        println!(
+            "applied migration{} {}; the database schema is up to date (latest migration \
+             {latest})",
+            if new.len() == 1 { "" } else { "s" },
+            new.join(", ")
+        );
+    }
     Ok(EXIT_OK)
 }
 

@@ -392,6 +392,10 @@ async fn postgres_migrate_concurrently_and_repeatedly() {
         })
         .count();
     assert_eq!(n, files as i64, "each migration applied once");
+    assert_eq!(
+        s.applied_migrations().await.expect("applied migrations"),
+        (1..=files as i64).collect::<Vec<_>>()
+    );
     // Migration 0005: run records are compressed with lz4 where the server has it (Debian's
     // has), else they stay with pglz and the migration still applied.
     let lz4: bool = sqlx::query_scalar(
@@ -586,11 +590,16 @@ async fn postgres_connection_errors_are_classified() {
         acquire_timeout_ms: 2_000,
         ..PgConfig::default()
     };
-    let e = PgStore::connect_with(&format!("postgres://fluxo@127.0.0.1:{port}/x"), &cfg)
+    let e = PgStore::connect_with(&format!("postgres://fluxo:pw-123@127.0.0.1:{port}/x"), &cfg)
         .await
         .expect_err("nothing listens there");
     assert!(matches!(e, StoreError::Backend(_)), "{e:?}");
     assert!(e.is_transient());
+    // Why, and where, not just the pool's timeout; never the password.
+    let text = e.to_string();
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+    assert!(!text.contains("pw-123"), "{text}");
     let e = PgStore::connect("not a url").await.expect_err("malformed");
     assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
     assert!(!e.is_transient());

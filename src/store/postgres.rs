@@ -137,10 +137,33 @@ impl PgStore {
                     Ok(conn.ping().await.is_ok())
                 })
             })
-            .connect_with(options)
-            .await
-            .map_err(db)?;
-        Ok(PgStore { pool })
+            .connect_with(options.clone())
+            .await;
+        match pool {
+            Ok(pool) => Ok(PgStore { pool }),
+            // The pool retries a refused or unreachable server until its acquire timeout and
+            // then reports only the timeout: one direct attempt (bounded by the same timeout)
+            // says why. Host and port only: the URL may hold a password.
+            Err(sqlx::Error::PoolTimedOut) => {
+                use sqlx::Connection as _;
+                let limit = Duration::from_millis(config.acquire_timeout_ms);
+                let why =
+                    match tokio::time::timeout(limit, sqlx::PgConnection::connect_with(&options))
+                        .await
+                    {
+                        Ok(Err(e)) => e.to_string(),
+                        Ok(Ok(_)) => "it answered only after the pool had given up".to_string(),
+                        Err(_) => "no answer".to_string(),
+                    };
+                Err(StoreError::Backend(format!(
+                    "PostgreSQL at {}:{}: {why} (no connection within {} ms)",
+                    options.get_host(),
+                    options.get_port(),
+                    config.acquire_timeout_ms
+                )))
+            }
+            Err(e) => Err(db(e)),
+        }
     }
 
     /// A store over an existing pool (which sets its own limits).
@@ -151,6 +174,22 @@ impl PgStore {
     /// The connection pool (tools, tests).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The versions of the migrations this database has applied (`_sqlx_migrations`), in
+    /// order; empty before the first [`PgStore::migrate`]. Errors: the database's.
+    pub async fn applied_migrations(&self) -> StoreResult<Vec<i64>> {
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+        if !exists {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)
     }
 
     /// Create or upgrade the schema with the migrations embedded from `migrations/`.
