@@ -1216,25 +1216,23 @@ fn store_line(url: Option<&str>, data_dir: &Path, lease_s: u64) -> String {
 async fn cmd_db_migrate(url: &str) -> CliResult {
     let pg = connect_pg(url).await?;
     let failed = |e: crate::store::StoreError| CliError::bad_input(format!("--store: {e}"));
-    let before = pg.applied_migrations().await.map_err(failed)?;
-    pg.migrate().await.map_err(failed)?;
-    let after = pg.applied_migrations().await.map_err(failed)?;
-    let new: Vec<String> = after
-        .iter()
-        .filter(|v| !before.contains(v))
-        .map(|v| format!("{v:04}"))
-        .collect();
-    let latest = after
+    let applied = pg.migrate().await.map_err(failed)?;
+    let latest = pg
+        .applied_migrations()
+        .await
+        .map_err(failed)?
         .last()
-        .map_or("none".to_string(), |v| format!("{v:04}"));
-    if new.is_empty() {
+        .copied();
+    let latest = latest.map_or("none".to_string(), |v| format!("{v:04}"));
+    if applied.is_empty() {
         println!("the database schema is up to date (latest migration {latest})");
     } else {
+        let list: Vec<String> = applied.iter().map(|v| format!("{v:04}")).collect();
         println!(
             "applied migration{} {}; the database schema is up to date (latest migration \
              {latest})",
-            if new.len() == 1 { "" } else { "s" },
-            new.join(", ")
+            if list.len() == 1 { "" } else { "s" },
+            list.join(", ")
         );
     }
     Ok(EXIT_OK)

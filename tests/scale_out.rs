@@ -81,7 +81,26 @@ struct Cluster {
     procs: Vec<Proc>,
 }
 
+/// The tests' HTTP client (no proxy, 5 s per request).
+fn probe() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
 impl Cluster {
+    /// No process yet, in `dir`, on database `store`, with `FLUXO_ENV_CRM` = `crm`.
+    fn new(dir: &Path, store: &str, crm: impl Into<String>) -> Cluster {
+        Cluster {
+            dir: dir.to_path_buf(),
+            store: store.to_string(),
+            crm: crm.into(),
+            procs: Vec::new(),
+        }
+    }
+
     fn spawn(&self, i: usize) -> Proc {
         self.spawn_with(i, &self.dir.join("workflows"), 4)
     }
@@ -124,18 +143,32 @@ impl Drop for Cluster {
 
 fn workflow(dir: &Path) {
     std::fs::create_dir_all(dir.join("workflows")).unwrap();
-    let wf = json!({
-        "id": "storm", "name": "storm", "version": 1,
+    let wf = webhook_then_post("storm", "create", "/deals", "deal-{{ input.id }}", 2, 10);
+    std::fs::write(dir.join("workflows/storm.json"), wf.to_string()).unwrap();
+}
+
+/// Workflow `id`: `webhook_trigger` → `http_request` step `step` POSTing `{"event": input.id}`
+/// to `{{ env.CRM }}{path}` with `Idempotency-Key: key` (a template).
+fn webhook_then_post(
+    id: &str,
+    step: &str,
+    path: &str,
+    key: &str,
+    retries: u32,
+    timeout_s: u64,
+) -> Value {
+    json!({
+        "id": id, "name": id, "version": 1,
         "steps": [
             {"id": "hook", "kind": "webhook_trigger", "config": {}},
-            {"id": "create", "kind": "http_request",
-             "config": {"method": "POST", "url": "{{ env.CRM }}/deals",
-                        "headers": {"Idempotency-Key": "deal-{{ input.id }}"},
-                        "body": {"event": "{{ input.id }}"}, "retries": 2, "timeout_s": 10}}
+            {"id": step, "kind": "http_request",
+             "config": {"method": "POST", "url": format!("{{{{ env.CRM }}}}{path}"),
+                        "headers": {"Idempotency-Key": key},
+                        "body": {"event": "{{ input.id }}"},
+                        "retries": retries, "timeout_s": timeout_s}}
         ],
-        "edges": [{"from": "hook", "to": "create"}]
-    });
-    std::fs::write(dir.join("workflows/storm.json"), wf.to_string()).unwrap();
+        "edges": [{"from": "hook", "to": step}]
+    })
 }
 
 #[derive(Default)]
@@ -157,11 +190,7 @@ async fn client_loop(
     next_key: Arc<AtomicUsize>,
     ledger: Arc<Mutex<Ledger>>,
 ) {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let client = probe();
     let mut rng = StdRng::seed_from_u64(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9));
     while !stop.load(Ordering::SeqCst) {
         let key = format!("evt-{}", next_key.fetch_add(1, Ordering::SeqCst));
@@ -263,17 +292,8 @@ async fn three_processes_one_database_sigkill_storm_keeps_every_promise() {
     let tmp = tempfile::tempdir().unwrap();
     workflow(tmp.path());
     let (crm, effects) = destination().await;
-    let mut cluster = Cluster {
-        dir: tmp.path().to_path_buf(),
-        store: store_url.clone(),
-        crm,
-        procs: Vec::new(),
-    };
-    let probe = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let mut cluster = Cluster::new(tmp.path(), &store_url, crm);
+    let probe = probe();
     for i in 0..PROCESSES {
         let p = cluster.spawn(i);
         cluster.procs.push(p);
@@ -490,17 +510,8 @@ async fn schedule_ticks_fire_once_across_three_processes() {
         "edges": [{"from": "every", "to": "shape"}]
     });
     std::fs::write(tmp.path().join("workflows/tick.json"), wf.to_string()).unwrap();
-    let mut cluster = Cluster {
-        dir: tmp.path().to_path_buf(),
-        store: store_url.clone(),
-        crm: "http://127.0.0.1:9".into(),
-        procs: Vec::new(),
-    };
-    let probe = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let mut cluster = Cluster::new(tmp.path(), &store_url, "http://127.0.0.1:9");
+    let probe = probe();
     for i in 0..PROCESSES {
         let p = cluster.spawn(i);
         cluster.procs.push(p);
@@ -574,34 +585,15 @@ async fn a_run_executes_the_version_that_accepted_it_on_any_process() {
             "edges": [{"from": "hook", "to": "shape"}]
         })
     };
-    let hold = json!({
-        "id": "hold", "name": "hold", "version": 1,
-        "steps": [
-            {"id": "hook", "kind": "webhook_trigger", "config": {}},
-            {"id": "call", "kind": "http_request",
-             "config": {"method": "POST", "url": "{{ env.CRM }}/hold",
-                        "headers": {"Idempotency-Key": "hold-{{ run.id }}"},
-                        "retries": 0, "timeout_s": 60}}
-        ],
-        "edges": [{"from": "hook", "to": "call"}]
-    });
+    let hold = webhook_then_post("hold", "call", "/hold", "hold-{{ run.id }}", 0, 60);
     let folders = [tmp.path().join("wf-v2"), tmp.path().join("wf-v1")];
     for (dir, wf) in folders.iter().zip([version(2, "two"), version(1, "one")]) {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("versioned.json"), wf.to_string()).unwrap();
     }
     std::fs::write(folders[0].join("hold.json"), hold.to_string()).unwrap();
-    let mut cluster = Cluster {
-        dir: tmp.path().to_path_buf(),
-        store: store_url.clone(),
-        crm: gate_url,
-        procs: Vec::new(),
-    };
-    let probe = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let mut cluster = Cluster::new(tmp.path(), &store_url, gate_url);
+    let probe = probe();
     let deliver = |url: String, workflow: &'static str, key: &'static str| {
         let probe = probe.clone();
         async move {

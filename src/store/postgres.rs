@@ -192,17 +192,22 @@ impl PgStore {
             .map_err(db)
     }
 
-    /// Create or upgrade the schema with the migrations embedded from `migrations/`.
-    /// Idempotent; safe to call from several processes at once (sqlx holds a Postgres advisory
-    /// lock while it migrates, and records what it applied in `_sqlx_migrations`).
+    /// Create or upgrade the schema with the migrations embedded from `migrations/`; returns
+    /// the versions applied while it ran (empty when the schema was up to date). Idempotent;
+    /// safe to call from several processes at once (sqlx holds a Postgres advisory lock while
+    /// it migrates, and records what it applied in `_sqlx_migrations`).
     ///
     /// Errors: [`StoreError::Backend`] when the database fails or holds a migration this
     /// binary does not know or whose text changed since it was applied.
-    pub async fn migrate(&self) -> StoreResult<()> {
+    pub async fn migrate(&self) -> StoreResult<Vec<i64>> {
+        let before = self.applied_migrations().await?;
         MIGRATOR
             .run(&self.pool)
             .await
-            .map_err(|e| StoreError::Backend(format!("migration failed: {e}")))
+            .map_err(|e| StoreError::Backend(format!("migration failed: {e}")))?;
+        let mut after = self.applied_migrations().await?;
+        after.retain(|v| !before.contains(v));
+        Ok(after)
     }
 
     /// Runs a bounded `DELETE` (`$1` = now, `$2` = batch) until it removes fewer than asked or
@@ -1788,14 +1793,14 @@ const LIVE_LEASE_FREE: &str =
 const TAKE_PREPARED: bool = false;
 
 /// The take of the oldest queued run whose lease is free ([`SharedQueue::take_queued`]): `$1`
-/// the owner, `$2` the new lease's end, `$3` now (both Unix ms).
-fn take_queued_sql() -> String {
+/// the owner, `$2` the new lease's end, `$3` now (both Unix ms). Built once.
+static TAKE_QUEUED_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH c AS (SELECT r.id FROM runs r WHERE r.status = 'queued' \
            AND {LIVE_LEASE_FREE} \
            ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT 1), {TAKE_CHOSEN}"
     )
-}
+});
 
 impl PgStore {
     /// PostgreSQL's plan for a take of the oldest queued run at `now_ms` (Unix ms), one line
@@ -1805,7 +1810,7 @@ impl PgStore {
     /// diagnostics: a take should walk the `runs_queued` index from its oldest entry (or
     /// `runs_status`), never read and sort the backlog. Errors: the database's.
     pub async fn explain_take(&self, now_ms: i64) -> StoreResult<Vec<String>> {
-        sqlx::query_scalar(&format!("EXPLAIN {}", take_queued_sql()))
+        sqlx::query_scalar(&format!("EXPLAIN {}", *TAKE_QUEUED_SQL))
             .persistent(TAKE_PREPARED)
             .bind("explain")
             .bind(now_ms)
@@ -1877,10 +1882,9 @@ impl SharedQueue for PgStore {
         lease_ms: i64,
         now_ms: i64,
     ) -> StoreResult<Option<String>> {
-        let sql = take_queued_sql();
         for _ in 0..TAKE_RETRIES {
             let (found, taken) = take_rows(
-                sqlx::query(&sql)
+                sqlx::query(TAKE_QUEUED_SQL.as_str())
                     .persistent(TAKE_PREPARED)
                     .bind(owner)
                     .bind(now_ms.saturating_add(lease_ms))
