@@ -605,6 +605,93 @@ async fn postgres_connection_errors_are_classified() {
     assert!(!e.is_transient());
 }
 
+/// On PostgreSQL the group commit applies batches at once (`Store::concurrent_batches`): a
+/// claim held up in its batch (its key's advisory lock taken by another session) does not
+/// hold up a later claim of another key, and a caller of `durable` is answered only after the
+/// held-up batch has committed.
+#[tokio::test]
+async fn postgres_group_commit_applies_batches_at_once_and_durable_waits_for_all() {
+    use std::time::Duration;
+    let (store, url) = fresh_pg().await;
+    assert!(store.concurrent_batches() > 1);
+    // The group commit holds the store weakly: keep it.
+    let store: Arc<dyn Store> = Arc::new(store);
+    let commit = GroupCommit::start(store.clone());
+    // Another session takes the advisory lock a claim of `w`/`held` takes (the store's
+    // CLAIM_LOCK_CLASS and key hash), so that claim's batch waits inside its transaction.
+    let mut blocker = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("connect");
+    const HASH: &str = "hashtext(length('w')::text || ':' || 'w' || 'held')";
+    sqlx::query(&format!(
+        "SELECT pg_advisory_lock(x'464C5843'::int, {HASH})"
+    ))
+    .execute(&mut blocker)
+    .await
+    .expect("lock");
+    let held = {
+        let commit = commit.clone();
+        tokio::spawn(async move {
+            commit
+                .claim_and_enqueue(
+                    claim("w", "held", "run-held", T0, DAY),
+                    run("run-held", "w", RunStatus::Queued, T0),
+                )
+                .await
+        })
+    };
+    // Until the held batch waits on the lock (bounded: the server shows it within seconds).
+    let mut waiting = false;
+    for _ in 0..500 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        )
+        .fetch_one(&mut blocker)
+        .await
+        .expect("pg_locks");
+        if n > 0 {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        waiting,
+        "the claim of the held key never waited on its lock"
+    );
+    // Another key's claim is applied and answered while the first batch is held.
+    let free = tokio::time::timeout(
+        Duration::from_secs(30),
+        commit.claim_and_enqueue(
+            claim("w", "free", "run-free", T0, DAY),
+            run("run-free", "w", RunStatus::Queued, T0),
+        ),
+    )
+    .await
+    .expect("a claim of another key waits for a held batch")
+    .expect("claim");
+    assert_eq!(free, ClaimOutcome::Claimed);
+    assert!(!held.is_finished());
+    // `durable` covers the held claim, handed in before it: no answer while it is held.
+    let durable = {
+        let commit = commit.clone();
+        tokio::spawn(async move { commit.durable().await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !durable.is_finished(),
+        "durable answered before an earlier batch committed"
+    );
+    sqlx::query(&format!(
+        "SELECT pg_advisory_unlock(x'464C5843'::int, {HASH})"
+    ))
+    .execute(&mut blocker)
+    .await
+    .expect("unlock");
+    assert_eq!(held.await.unwrap().expect("claim"), ClaimOutcome::Claimed);
+    durable.await.unwrap().expect("durable");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------

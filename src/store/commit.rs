@@ -14,6 +14,11 @@
 //! * **Runs** (the executor's `running` and final states; [`GroupCommit::durable`] waits on both
 //!   lanes): [`Store::flush`] (sled's **blocking** `flush()`).
 //!
+//! A lane applies one batch at a time on an embedded store; on a store whose batches are
+//! transactions of their own ([`Store::concurrent_batches`], PostgreSQL) it collects the next
+//! batch while earlier ones are still being applied, up to that many at once. A caller of
+//! [`GroupCommit::durable`] is answered only after every batch handed in before it ended.
+//!
 //! The lanes commit concurrently: a delivery does not wait behind run writes (on sled a run
 //! write is a transaction over the run's index rows, tens of µs each; with them in one lane
 //! the door measured ~6,200 deliveries/s here against ~7,600–8,000 with two; README).
@@ -29,13 +34,21 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use super::{BatchOutcome, BatchWrite, ClaimOutcome, Store, StoreError, StoreResult, WebhookClaim};
 use crate::run::RunRecord;
 
 /// Most writes applied in one transaction; more waiting callers go in the next batch.
 pub const MAX_BATCH: usize = 512;
+
+/// Most batches of one lane applied at once, whatever the store asks for
+/// ([`Store::concurrent_batches`]).
+pub const MAX_CONCURRENT_BATCHES: usize = 16;
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
 
 /// A write handed to the committer; the batch hands it back with its outcome.
 type Write = BatchWrite;
@@ -91,9 +104,20 @@ impl GroupCommit {
 
     fn lane(store: &Arc<dyn Store>, lane: Lane) -> mpsc::UnboundedSender<(Option<Write>, Answer)> {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Option<Write>, Answer)>();
+        let limit = store.concurrent_batches().clamp(1, MAX_CONCURRENT_BATCHES);
         let store = Arc::downgrade(store);
+        // One permit per batch being applied: the next batch is collected once a permit is
+        // free, so with one permit (sled) a batch holds everything that arrived while the one
+        // before it was committed.
+        let slots = Arc::new(Semaphore::new(limit));
         tokio::spawn(async move {
-            while let Some(first) = rx.recv().await {
+            loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let Some(first) = rx.recv().await else {
+                    return;
+                };
                 let mut jobs = vec![first];
                 let mut writes = usize::from(jobs[0].0.is_some());
                 while writes < MAX_BATCH {
@@ -112,8 +136,21 @@ impl GroupCommit {
                     }
                     continue;
                 };
-                commit(&*store, jobs, lane).await;
-                drop(store);
+                // A caller waiting for durability ([`GroupCommit::durable`]) is answered only
+                // after every batch handed in before it: with batches applied at once, its
+                // batch first waits for all the others to end.
+                let mut held = vec![slot];
+                if jobs.iter().any(|(write, _)| write.is_none()) && limit > 1 {
+                    match slots.clone().acquire_many_owned(to_u32(limit - 1)).await {
+                        Ok(rest) => held.push(rest),
+                        Err(_) => return,
+                    }
+                }
+                tokio::spawn(async move {
+                    commit(&*store, jobs, lane).await;
+                    drop(store);
+                    drop(held);
+                });
             }
         });
         tx

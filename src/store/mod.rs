@@ -759,6 +759,15 @@ pub trait Store: MemoryStore + RunStore + IdempotencyStore {
         None
     }
 
+    /// How many group-commit batches of one lane may be applied at once ([`GroupCommit`]).
+    /// The default, 1, is what an embedded store needs (sled serialises its transactions, and
+    /// its ingest journal is synced as a whole). A backend whose batches are independent
+    /// transactions that make themselves durable (PostgreSQL) answers more: one batch then
+    /// need not wait for the round trips and the commit of the one before it.
+    fn concurrent_batches(&self) -> usize {
+        1
+    }
+
     /// Make every write so far durable. sled syncs its log on the blocking pool (never
     /// `flush_async`: it deadlocks under concurrent callers, spacejam/sled#1308); a backend
     /// whose transactions commit durably (PostgreSQL) answers at once.
