@@ -504,8 +504,10 @@ async fn postgres_takers_of_one_process_never_share_a_run() {
                 let sq = store.shared_queue().expect("PostgreSQL has a shared queue");
                 start.wait().await;
                 let mut taken = Vec::new();
-                while let Some(id) = sq.take_queued("process-a", 60_000, T0).await.unwrap() {
-                    taken.push(id);
+                while let Some(run) = sq.take_queued("process-a", 60_000, T0).await.unwrap() {
+                    // Answered as stored: the queued run itself.
+                    assert_eq!(run.status, RunStatus::Queued);
+                    taken.push(run.id);
                 }
                 taken
             })
@@ -567,16 +569,22 @@ async fn postgres_take_walks_the_queued_index_over_a_backlog() {
         !plan.contains("Sort") && !plan.contains("Seq Scan on runs"),
         "the take neither sorts nor scans the runs:\n{plan}"
     );
-    // And the plan takes the oldest queued run.
+    // And the plan takes the oldest queued run, answered with its record (the rows above hold
+    // `{}`: the oldest gets a real one).
+    let oldest = format!("r{:08}", FINISHED + 1);
+    let record = run(&oldest, "load", RunStatus::Queued, T0 + FINISHED + 1);
+    sqlx::query("UPDATE runs SET record = $1::json WHERE id = $2")
+        .bind(serde_json::to_string(&record).unwrap())
+        .bind(&oldest)
+        .execute(store.pool())
+        .await
+        .expect("a real record");
     let sq = store.shared_queue().expect("PostgreSQL has a shared queue");
     let first = sq
         .take_queued("process-a", 60_000, T0 + DAY)
         .await
         .expect("take");
-    assert_eq!(
-        first.as_deref(),
-        Some(format!("r{:08}", FINISHED + 1).as_str())
-    );
+    assert_eq!(first, Some(record));
 }
 
 /// A server that cannot be reached is a transient backend error; a malformed URL is not.

@@ -282,9 +282,10 @@ async fn shared_worker(state: AppState, mut shutdown: watch::Receiver<bool>) {
             .take_queued(&owner, lease_ms(&state), state.clock().now_ms())
             .await
         {
-            Ok(Some(id)) => {
+            Ok(Some(run)) => {
+                let id = run.id.clone();
                 state.queue().hold(&id);
-                execute_queued(&state, &id).await;
+                execute_taken(&state, run).await;
                 state.queue().unhold(&id);
                 if let Err(e) = sq.release_leases(&owner, std::slice::from_ref(&id)).await {
                     tracing::warn!(run_id = %id, error = %e, "could not release the run's lease");
@@ -438,14 +439,17 @@ pub async fn execute_queued(state: &AppState, run_id: &str) {
         Some(run) => Ok(Some(run)),
         None => store.get_run(run_id).await,
     };
-    let run = match stored {
-        Ok(Some(r)) if r.status == RunStatus::Queued => r,
-        Ok(_) => return,
-        Err(e) => {
-            tracing::error!(run_id, error = %e, "cannot load queued run");
-            return;
-        }
-    };
+    match stored {
+        Ok(Some(r)) if r.status == RunStatus::Queued => execute_taken(state, r).await,
+        Ok(_) => {}
+        Err(e) => tracing::error!(run_id, error = %e, "cannot load queued run"),
+    }
+}
+
+/// Execute `run`, a `queued` run this process holds (read from the store, or handed over by
+/// its writer), with the definition that accepted it (see [`execute_queued`]).
+async fn execute_taken(state: &AppState, run: RunRecord) {
+    let run_id = run.id.as_str();
     if run.resume_of.is_some() {
         let wf = match state.engine().compile_snapshot(&run) {
             Ok(wf) => wf,

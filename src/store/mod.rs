@@ -703,15 +703,16 @@ pub trait SharedSettings: Send + Sync {
 #[async_trait::async_trait]
 pub trait SharedQueue: Send + Sync {
     /// Take the oldest `queued` run that no live lease holds, leased to `owner` until
-    /// `now_ms + lease_ms`; `None` when there is none (or other takers kept winning the race
-    /// for it). A live lease held by `owner` itself counts: the workers of one process share
-    /// their owner, and each run is taken by one of them.
+    /// `now_ms + lease_ms`, and answer it as stored when taken (read in the same statement);
+    /// `None` when there is none (or other takers kept winning the race for it). A live lease
+    /// held by `owner` itself counts: the workers of one process share their owner, and each
+    /// run is taken by one of them.
     async fn take_queued(
         &self,
         owner: &str,
         lease_ms: i64,
         now_ms: i64,
-    ) -> StoreResult<Option<String>>;
+    ) -> StoreResult<Option<RunRecord>>;
     /// Lease `run_id` to `owner` (a run executed at once, before or after its row exists):
     /// `true` when `owner` holds it now, `false` when another live lease does.
     async fn lease(

@@ -250,6 +250,22 @@ impl PgStore {
         &self,
         prepared: &[StoreResult<Prepared>],
     ) -> StoreResult<Vec<Option<BatchOutcome>>> {
+        // Only run writes (the group commit's runs lane): one statement, a transaction by
+        // itself; no BEGIN and COMMIT round trips (two of the six a run's execution cost the
+        // database, each a wake-up of its backend).
+        if let Some(puts) = prepared
+            .iter()
+            .map(|p| match p {
+                Ok(Prepared::Put(r)) => Some(r),
+                _ => None,
+            })
+            .collect::<Option<Vec<&PreparedRun>>>()
+        {
+            if !puts.is_empty() {
+                upsert_runs(&puts).execute(&self.pool).await.map_err(db)?;
+            }
+            return Ok(vec![Some(BatchOutcome::Put); puts.len()]);
+        }
         let mut tx = self.pool.begin().await.map_err(db)?;
         let keys: Vec<&PreparedClaim> = prepared
             .iter()
@@ -1828,6 +1844,18 @@ const LEASE_CHOSEN: &str = "INSERT INTO run_leases (run_id, owner, lease_until) 
      WHERE run_leases.lease_until <= $3 OR run_leases.owner = EXCLUDED.owner \
      RETURNING run_id";
 
+/// The lease CTE `l` of [`TAKE_CHOSEN`] and [`TAKE_CHOSEN_WITH_RECORD`].
+macro_rules! take_lease {
+    () => {
+        "l AS (INSERT INTO run_leases (run_id, owner, lease_until) \
+           SELECT id, $1, $2 FROM c \
+           ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, \
+             lease_until = EXCLUDED.lease_until \
+           WHERE run_leases.lease_until <= $3 \
+           RETURNING run_id)"
+    };
+}
+
 /// Take the rows chosen by the CTE `c` (one `id` column) under a lease to `$1` until `$2`,
 /// only where no live lease (`lease_until > $3`) holds them, whoever its owner. Unlike
 /// [`LEASE_CHOSEN`], a live lease of `$1` itself is not taken again: the workers of one
@@ -1837,13 +1865,19 @@ const LEASE_CHOSEN: &str = "INSERT INTO run_leases (run_id, owner, lease_until) 
 /// twice when it was). Answers `found` (the rows `c` chose) and `run_id` (one row per run
 /// taken, `NULL` when `c` chose none or lost them all), so a taker that lost a race can tell
 /// it from an empty queue.
-const TAKE_CHOSEN: &str = "l AS (INSERT INTO run_leases (run_id, owner, lease_until) \
-       SELECT id, $1, $2 FROM c \
-       ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until \
-       WHERE run_leases.lease_until <= $3 \
-       RETURNING run_id) \
-     SELECT (SELECT count(*) FROM c) AS found, l.run_id FROM (SELECT 1) AS one \
-     LEFT JOIN l ON TRUE";
+const TAKE_CHOSEN: &str = concat!(
+    take_lease!(),
+    " SELECT (SELECT count(*) FROM c) AS found, l.run_id FROM (SELECT 1) AS one \
+     LEFT JOIN l ON TRUE"
+);
+
+/// [`TAKE_CHOSEN`] that also answers the taken run's `record` (as text; `NULL` with no run),
+/// as it stood when taken: the worker needs no second statement to read it.
+const TAKE_CHOSEN_WITH_RECORD: &str = concat!(
+    take_lease!(),
+    " SELECT (SELECT count(*) FROM c) AS found, l.run_id, t.record::text AS record \
+     FROM (SELECT 1) AS one LEFT JOIN l ON TRUE LEFT JOIN runs t ON t.id = l.run_id"
+);
 
 /// The take statements' test that run `r` has no live lease (`$3` is now in ms). A correlated
 /// scalar subquery, looked up per candidate (by the primary key unless the table's statistics
@@ -1871,7 +1905,8 @@ static TAKE_QUEUED_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|
     format!(
         "WITH c AS (SELECT r.id FROM runs r WHERE r.status = 'queued' \
            AND {LIVE_LEASE_FREE} \
-           ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT 1), {TAKE_CHOSEN}"
+           ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT 1), \
+         {TAKE_CHOSEN_WITH_RECORD}"
     )
 });
 
@@ -1954,22 +1989,26 @@ impl SharedQueue for PgStore {
         owner: &str,
         lease_ms: i64,
         now_ms: i64,
-    ) -> StoreResult<Option<String>> {
+    ) -> StoreResult<Option<RunRecord>> {
         for _ in 0..TAKE_RETRIES {
-            let (found, taken) = take_rows(
-                sqlx::query(TAKE_QUEUED_SQL.as_str())
-                    .persistent(TAKE_PREPARED)
-                    .bind(owner)
-                    .bind(now_ms.saturating_add(lease_ms))
-                    .bind(now_ms)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(db)?,
-            )?;
-            if let Some(id) = taken.into_iter().next() {
-                return Ok(Some(id));
+            let rows = sqlx::query(TAKE_QUEUED_SQL.as_str())
+                .persistent(TAKE_PREPARED)
+                .bind(owner)
+                .bind(now_ms.saturating_add(lease_ms))
+                .bind(now_ms)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db)?;
+            let taken = rows
+                .first()
+                .map(|r| r.try_get::<Option<String>, _>("record"))
+                .transpose()
+                .map_err(db)?
+                .flatten();
+            if let Some(text) = taken {
+                return from_json("run record", &text).map(Some);
             }
-            if found == 0 {
+            if take_rows(rows)?.0 == 0 {
                 return Ok(None);
             }
         }
