@@ -89,9 +89,10 @@ fn stopped() -> StoreError {
 }
 
 impl GroupCommit {
-    /// Start the committer over `store`: one task that collects what arrived while the
-    /// previous batch was being committed, applies it with [`Store::write_batch`] and calls
-    /// [`Store::flush`] once. It ends when the last handle is dropped. It holds the store
+    /// Start the committer over `store`: per lane, one task that collects what arrived while
+    /// the previous batch was being committed (while up to [`Store::concurrent_batches`] were),
+    /// applies it with [`Store::write_batch`] and calls [`Store::flush`] once. It ends when the
+    /// last handle is dropped. It holds the store
     /// weakly: the store closes (and releases its file lock) when its owners drop it, not
     /// whenever this task gets to run; writes handed in after that are answered "store
     /// closed". Call from inside a tokio runtime.

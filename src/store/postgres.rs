@@ -1069,11 +1069,11 @@ impl Store for PgStore {
 
     /// [`super::Store::concurrent_batches`]: two. Each batch is a transaction of its own,
     /// durable at its commit, and claims of one key in two batches queue up on the key's
-    /// advisory lock ([`lock_claim_keys`]), so the second sees the first. With one batch at a
-    /// time the door waited for each batch's round trips and commit (the machine ~80% busy);
-    /// pg×1 under the load script's new keys with 8 workers measured 1,600 and 1,898 req/s
-    /// with one, 2,103 and 2,326 with two, 2,042 and 2,143 with four (README, "Webhook
-    /// ingest").
+    /// advisory lock (`lock_claim_keys`), so the second sees the first. With one batch at a
+    /// time the door waited for each batch's round trips and commit. pg×1 under 10 s of new
+    /// keys (64 connections, 8 workers, a fresh database each), four alternated pairs: one at
+    /// a time 1,655–1,974 req/s (mean 1,771), two 1,885–2,025 (mean 1,938); four were no
+    /// better than two (README, "Webhook ingest").
     fn concurrent_batches(&self) -> usize {
         2
     }
