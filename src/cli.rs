@@ -1300,7 +1300,17 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     let running = server::start(listener, engine, workflows, token.clone(), options)
         .await
         .map_err(|e| CliError::bad_input(format!("cannot start: {e}")))?;
-    println!("fluxo serve listening on {}", running.url());
+    if a.addr.ip().is_unspecified() {
+        // Every interface: the URLs below are this machine's own (loopback); other machines
+        // use its name or address.
+        println!(
+            "fluxo serve listening on {} (every interface; on this machine {})",
+            running.addr,
+            running.url()
+        );
+    } else {
+        println!("fluxo serve listening on {}", running.url());
+    }
     println!(
         "  workflows: {} in {}",
         entries.len(),

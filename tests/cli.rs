@@ -483,7 +483,8 @@ fn serve_without_a_ui_prints_the_generated_token_once() {
 }
 
 /// Listening beyond loopback, `fluxo serve` names the webhooks that take unsigned deliveries
-/// and how to require a signature; on loopback it does not.
+/// and how to require a signature; on loopback it does not. On every interface the URLs it
+/// prints are loopback ones.
 #[test]
 fn serve_warns_of_unsigned_webhooks_beyond_loopback() {
     let dir = tempfile::tempdir().unwrap();
@@ -500,6 +501,14 @@ fn serve_warns_of_unsigned_webhooks_beyond_loopback() {
         "{open}"
     );
     assert!(open.contains("signing_secret"), "{open}");
+    // Bound to every interface, it says so, and the URLs it prints are ones a browser or a
+    // sender on this machine can open (loopback), never `http://0.0.0.0:…`.
+    assert!(
+        open.contains("(every interface; on this machine http://127.0.0.1:"),
+        "{open}"
+    );
+    assert!(open.contains("webhooks:  POST http://127.0.0.1:"), "{open}");
+    assert!(!open.contains("http://0.0.0.0"), "{open}");
     let local = serve_banner(&data, &[]);
     assert!(!local.contains("no signing secret"), "{local}");
 }

@@ -126,9 +126,19 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// The base URL (`http://127.0.0.1:port`).
+    /// The base URL a client on this machine uses (`http://127.0.0.1:port`). A server bound
+    /// to every interface (`0.0.0.0`, `::`) answers on loopback too, and an unspecified
+    /// address is not one a browser or a sender can open, so its URL names the loopback
+    /// address of the same family (`http://127.0.0.1:port`, `http://[::1]:port`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr.ip() {
+                std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        format!("http://{addr}")
     }
     /// Stop accepting, let running runs finish (up to their deadline), flush the store.
     pub async fn shutdown(self) {
