@@ -1188,7 +1188,10 @@ async fn connect_pg(url: &str) -> Result<crate::store::PgStore, CliError> {
     }
     crate::store::PgStore::connect(url)
         .await
-        .map_err(|e| CliError::bad_input(format!("--store: cannot connect: {e}")))
+        .map_err(|e| match e {
+            crate::store::StoreError::Invalid(_) => CliError::bad_input(format!("--store: {e}")),
+            _ => CliError::bad_input(format!("--store: cannot connect: {e}")),
+        })
 }
 
 /// The banner's store line: where runs, claims and Memory live, and whether this process

@@ -611,6 +611,19 @@ async fn postgres_connection_errors_are_classified() {
     let e = PgStore::connect("not a url").await.expect_err("malformed");
     assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
     assert!(!e.is_transient());
+    // A bad option is named once, with its value.
+    let e = PgStore::connect(&format!(
+        "postgres://fluxo@127.0.0.1:{port}/x?sslmode=bogus"
+    ))
+    .await
+    .expect_err("bad sslmode");
+    assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("\"bogus\"") && text.contains("ssl_mode"),
+        "{text}"
+    );
+    assert_eq!(text.matches("configuration").count(), 0, "{text}");
 }
 
 /// On PostgreSQL the group commit applies batches at once (`Store::concurrent_batches`): a

@@ -1787,7 +1787,13 @@ fn db(e: sqlx::Error) -> StoreError {
             Some(code) => StoreError::Backend(format!("PostgreSQL error {code}: {}", d.message())),
             None => StoreError::Backend(format!("PostgreSQL: {e}")),
         },
-        sqlx::Error::Configuration(_) => StoreError::Invalid(format!("PostgreSQL: {e}")),
+        // sqlx's own configuration errors carry its "error with configuration: " prefix
+        // inside as well as outside: said once.
+        sqlx::Error::Configuration(inner) => {
+            let why = inner.to_string();
+            let why = why.trim_start_matches("error with configuration: ");
+            StoreError::Invalid(format!("PostgreSQL connection settings: {why}"))
+        }
         sqlx::Error::ColumnDecode { .. }
         | sqlx::Error::Decode(_)
         | sqlx::Error::ColumnNotFound(_)
