@@ -665,7 +665,8 @@ async fn postgres_group_commit_applies_batches_at_once_and_durable_waits_for_all
     let mut waiting = false;
     for _ in 0..500 {
         let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         )
         .fetch_one(&mut blocker)
         .await
