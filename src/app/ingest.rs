@@ -220,8 +220,16 @@ pub async fn accept(
                     }
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "claim not made durable; undoing");
-                    undo_claim(&state, &workflow_id, &key, &run_id).await;
+                    // Undone before the answer: the sender's retry must not find it. A store
+                    // whose failed batch left nothing behind (or all of it, durable) needs
+                    // none; during a database outage that saves a second wait for a
+                    // connection before the `503`.
+                    if state.store().failed_writes_linger() {
+                        tracing::error!(error = %e, "claim not made durable; undoing");
+                        undo_claim(&state, &workflow_id, &key, &run_id).await;
+                    } else {
+                        tracing::error!(error = %e, "claim not written");
+                    }
                     Err(AppError::unavailable(
                         "the delivery could not be made durable; retry",
                         1,

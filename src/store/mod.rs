@@ -769,6 +769,17 @@ pub trait Store: MemoryStore + RunStore + IdempotencyStore {
         1
     }
 
+    /// Whether a write [`Store::write_batch`] or [`GroupCommit`] answered with an error may
+    /// still be seen by later writes until it is undone (the default, `true`: sled decides a
+    /// batch's claims in memory and journals them; when the journal's sync fails they stay
+    /// until [`IdempotencyStore::release_claim`] removes them). `false` for a store whose
+    /// batch is one transaction (PostgreSQL): it rolled back, or, its commit's answer lost, it
+    /// committed whole, claim and queued run together, durable either way; then a failed
+    /// claim needs no undo, and the webhook ingest answers its `503` without one.
+    fn failed_writes_linger(&self) -> bool {
+        true
+    }
+
     /// Make every write so far durable. sled syncs its log on the blocking pool (never
     /// `flush_async`: it deadlocks under concurrent callers, spacejam/sled#1308); a backend
     /// whose transactions commit durably (PostgreSQL) answers at once.

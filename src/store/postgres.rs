@@ -1067,6 +1067,11 @@ impl Store for PgStore {
         Ok(())
     }
 
+    /// [`super::Store::failed_writes_linger`]: no (a batch is one transaction).
+    fn failed_writes_linger(&self) -> bool {
+        false
+    }
+
     /// [`super::Store::concurrent_batches`]: two. Each batch is a transaction of its own,
     /// durable at its commit, and claims of one key in two batches queue up on the key's
     /// advisory lock (`lock_claim_keys`), so the second sees the first. With one batch at a

@@ -173,12 +173,18 @@ impl TestPg {
     /// as PostgreSQL is concerned) and start it again on the same port, so it recovers from
     /// its WAL. Open connections are lost.
     pub fn crash_and_restart(&self) {
-        let data = self.root.join("data");
+        self.stop("immediate");
+        self.start_again();
+    }
+
+    /// Stop the server (`pg_ctl stop -m <mode>`: `fast` rolls back open transactions and
+    /// closes every connection, `immediate` is a crash). [`TestPg::start_again`] restarts it.
+    pub fn stop(&self, mode: &str) {
         let out = self
             .command("pg_ctl")
             .arg("-D")
-            .arg(&data)
-            .args(["stop", "-m", "immediate", "-w"])
+            .arg(self.root.join("data"))
+            .args(["stop", "-m", mode, "-w"])
             .stdin(Stdio::null())
             .output()
             .expect("run pg_ctl stop");
@@ -187,6 +193,11 @@ impl TestPg {
             "pg_ctl stop failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Start a stopped server again on its port (recovering from its WAL if it crashed).
+    pub fn start_again(&self) {
+        let data = self.root.join("data");
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
             self.port,
