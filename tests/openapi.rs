@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 const SPEC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/{workflow_id}"),
     ("GET", "/healthz"),
+    ("GET", "/readyz"),
     ("GET", "/metrics"),
     ("GET", "/api/v1/openapi.json"),
     ("GET", "/api/v1/workflows"),
@@ -70,6 +71,7 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
 const PUBLIC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/{workflow_id}"),
     ("GET", "/healthz"),
+    ("GET", "/readyz"),
     ("GET", "/metrics"),
     ("GET", "/api/v1/openapi.json"),
 ];
@@ -616,6 +618,9 @@ async fn real_answers_match_the_documented_schemas() {
         "/healthz",
         &s.send(Method::GET, "/healthz", &[], None).await,
     );
+    let ready = s.send(Method::GET, "/readyz", &[], None).await;
+    assert_eq!(ready.status.as_u16(), 200, "{}", ready.text);
+    conforms(&doc, "GET", "/readyz", &ready);
 
     // Webhook: first delivery, repeat, and a refused one.
     let first = s.hook("hooked", Some("evt-1"), br#"{"id":"evt-1"}"#).await;

@@ -675,8 +675,9 @@ async fn a_run_executes_the_version_that_accepted_it_on_any_process() {
 }
 
 /// A database outage: a delivery is answered `503` with `Retry-After` (on PostgreSQL a failed
-/// batch left nothing to undo), and the sender's retries after the outage get the delivery
-/// accepted once: one run for the key, executed, its effect delivered once.
+/// batch left nothing to undo), `/readyz` says `503` while `/healthz` says the process is
+/// alive, and the sender's retries after the outage get the delivery accepted once: one run
+/// for the key, executed, its effect delivered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_during_a_database_outage_is_refused_and_its_retry_runs_once() {
     let pg = TestPg::start();
@@ -705,6 +706,19 @@ async fn a_delivery_during_a_database_outage_is_refused_and_its_retry_runs_once(
             .send()
     };
     assert_eq!(deliver("before").await.unwrap().status(), 202);
+    let ready = |url: String| {
+        let sender = sender.clone();
+        async move {
+            let res = sender.get(format!("{url}/readyz")).send().await.unwrap();
+            res.status().as_u16()
+        }
+    };
+    let base = cluster.procs[0].url.clone();
+    assert_eq!(
+        ready(base.clone()).await,
+        200,
+        "ready while the database answers"
+    );
 
     pg.stop("fast");
     let t0 = Instant::now();
@@ -724,6 +738,14 @@ async fn a_delivery_during_a_database_outage_is_refused_and_its_retry_runs_once(
     assert_eq!(
         refused.headers()["content-type"],
         "application/problem+json"
+    );
+    // Alive, not ready.
+    let alive = sender.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(alive.status(), 200);
+    assert_eq!(
+        ready(base.clone()).await,
+        503,
+        "not ready while the database is down"
     );
     pg.start_again();
 
@@ -770,4 +792,5 @@ async fn a_delivery_during_a_database_outage_is_refused_and_its_retry_runs_once(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(seen.lock().unwrap().get("deal-during"), Some(&1));
+    assert_eq!(ready(base).await, 200, "ready again after the outage");
 }

@@ -29,6 +29,7 @@
 //! * [`memory`]: the Memory browser (namespaces, a page of keys, one key, delete by hand).
 //! * [`catalog`]: step kinds, workflow templates, sample payloads.
 //! * [`settings`]: the settings view (secrets masked) and save, the API token and its file.
+//! * [`health`]: readiness (the store answers).
 //! * [`hosts`]: the names this server answers to.
 //! * [`error`]: [`AppError`], which the HTTP adapter maps to problem+json and IPC to
 //!   `{code, message}`.
@@ -44,6 +45,7 @@ pub mod drafts;
 pub mod error;
 pub mod events;
 pub mod export;
+pub mod health;
 pub mod hosts;
 pub mod ingest;
 pub mod memory;

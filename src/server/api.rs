@@ -55,6 +55,29 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
 
+/// `GET /readyz`: readiness, no auth.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "meta",
+    summary = "Readiness (no token)",
+    description = "Whether this process can take deliveries now: its store answers (on \
+        PostgreSQL a `SELECT 1` within 2 s; the embedded store always does). `/healthz` says \
+        only that the process answers: point load balancers at this, liveness probes at that.",
+    responses(
+        (status = 200, description = "Ready.", body = doc::Health,
+            example = json!({"status": "ready", "version": "0.1.0"})),
+        (status = 503, description = "`unavailable`: the store does not answer (with \
+            `Retry-After`).", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
+pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    crate::app::health::ready(&state).await?;
+    Ok(Json(
+        json!({"status": "ready", "version": env!("CARGO_PKG_VERSION")}),
+    ))
+}
+
 /// `GET /api/v1/openapi.json`.
 #[utoipa::path(
     get,

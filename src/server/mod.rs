@@ -65,11 +65,12 @@ pub fn public_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(openapi::webhook))
         .routes(routes!(api::healthz))
+        .routes(routes!(api::readyz))
         .routes(routes!(metrics::metrics))
         .routes(routes!(api::openapi))
 }
 
-/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, the UI at `/`, all
+/// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, `/readyz`, the UI at `/`, all
 /// behind the `Host` check ([`door`]). Every
 /// route comes from [`public_routes`] and [`api_routes`], the source of the OpenAPI document
 /// too ([`openapi`]).

@@ -306,10 +306,10 @@ mod webhook_doc {
 // Shapes of the bodies the handlers build with `json!` (documentation only)
 // ---------------------------------------------------------------------------------------------
 
-/// `GET /healthz`.
+/// `GET /healthz` and `GET /readyz`.
 #[derive(ToSchema)]
 pub struct Health {
-    /// Always `ok` when the server answers.
+    /// `ok` (`/healthz`: the server answers) or `ready` (`/readyz`: its store answers too).
     pub status: String,
     /// The server's version.
     pub version: String,

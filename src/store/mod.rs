@@ -769,6 +769,14 @@ pub trait Store: MemoryStore + RunStore + IdempotencyStore {
         1
     }
 
+    /// Whether the store answers now (readiness, `GET /readyz`). The default (an embedded
+    /// store, open in this process) always does; PostgreSQL runs `SELECT 1` on a pooled
+    /// connection, bounded by `timeout`. Errors: [`StoreError::Backend`] naming why.
+    async fn ping(&self, timeout: std::time::Duration) -> StoreResult<()> {
+        let _ = timeout;
+        Ok(())
+    }
+
     /// Whether a write [`Store::write_batch`] or [`GroupCommit`] answered with an error may
     /// still be seen by later writes until it is undone (the default, `true`: sled decides a
     /// batch's claims in memory and journals them; when the journal's sync fails they stay

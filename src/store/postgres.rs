@@ -1067,6 +1067,17 @@ impl Store for PgStore {
         Ok(())
     }
 
+    /// [`super::Store::ping`]: `SELECT 1` on a pooled connection within `timeout`.
+    async fn ping(&self, timeout: Duration) -> StoreResult<()> {
+        match tokio::time::timeout(timeout, sqlx::query("SELECT 1").execute(&self.pool)).await {
+            Ok(done) => done.map(|_| ()).map_err(db),
+            Err(_) => Err(StoreError::Backend(format!(
+                "PostgreSQL did not answer within {} ms",
+                timeout.as_millis()
+            ))),
+        }
+    }
+
     /// [`super::Store::failed_writes_linger`]: no (a batch is one transaction).
     fn failed_writes_linger(&self) -> bool {
         false
