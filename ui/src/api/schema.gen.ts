@@ -43,6 +43,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness (no token)
+         * @description Whether this process can take deliveries now: its store answers (on PostgreSQL a `SELECT 1` within 2 s; the embedded store always does). `/healthz` says only that the process answers: point load balancers at this, liveness probes at that.
+         */
+        get: operations["readyz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -1028,9 +1048,9 @@ export interface components {
             path: string;
             message: string;
         };
-        /** @description `GET /healthz`. */
+        /** @description `GET /healthz` and `GET /readyz`. */
         Health: {
-            /** @description Always `ok` when the server answers. */
+            /** @description `ok` (`/healthz`: the server answers) or `ready` (`/readyz`: its store answers too). */
             status: string;
             /** @description The server's version. */
             version: string;
@@ -1880,6 +1900,50 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    readyz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ready",
+                     *       "version": "0.1.0"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the store does not answer (with `Retry-After`). */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
