@@ -1439,29 +1439,24 @@ fn run_of<'a, T>(
 /// The CTEs `ri` (one row per run, its columns) and `rv` (one row per search value:
 /// `run_id`, `value`) over the 15 arrays [`bind_runs`] binds, from parameter `$first` on.
 fn runs_ctes(first: usize) -> String {
-    let p: Vec<String> = (first..first + 15).map(|n| format!("${n}")).collect();
+    // The element types of the 15 arrays, in [`bind_runs`]' order: 13 run columns, then the
+    // search values' run ids and values.
+    const TYPES: [&str; 15] = [
+        "text", "text", "text", "text", "text", "text", "int8", "int8", "int8", "text", "text",
+        "text", "text", "text", "text",
+    ];
+    let arrays: Vec<String> = TYPES
+        .iter()
+        .enumerate()
+        .map(|(k, t)| format!("${}::{t}[]", first + k))
+        .collect();
     format!(
-        "ri AS (SELECT * FROM unnest({}::text[], {}::text[], {}::text[], {}::text[], \
-           {}::text[], {}::text[], {}::int8[], {}::int8[], {}::int8[], {}::text[], {}::text[], \
-           {}::text[], {}::text[]) AS t(id, workflow_id, status, mode, trigger, \
+        "ri AS (SELECT * FROM unnest({}) AS t(id, workflow_id, status, mode, trigger, \
            idempotency_key, created_at, finished_at, retain_at, root_run_id, parent_run, summary, \
            record)), \
-         rv AS (SELECT * FROM unnest({}::text[], {}::text[]) AS t(run_id, value))",
-        p[0],
-        p[1],
-        p[2],
-        p[3],
-        p[4],
-        p[5],
-        p[6],
-        p[7],
-        p[8],
-        p[9],
-        p[10],
-        p[11],
-        p[12],
-        p[13],
-        p[14]
+         rv AS (SELECT * FROM unnest({}) AS t(run_id, value))",
+        arrays[..13].join(", "),
+        arrays[13..].join(", ")
     )
 }
 
