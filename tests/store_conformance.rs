@@ -524,10 +524,11 @@ async fn postgres_takers_of_one_process_never_share_a_run() {
     assert_eq!(seen.len(), RUNS, "every queued run is taken");
 }
 
-/// The take's plan walks `runs_queued` from its oldest entry, also when the statistics were
-/// gathered while the table was empty and a backlog came after (a fresh database under its
-/// first load, before autovacuum's ANALYZE): no read and sort of the whole backlog, which a
-/// cached generic plan did (18 ms a take under load; `TAKE_PREPARED` in the store).
+/// The take's generic plan (prepared once per connection, `QUEUE_SETTINGS` in the store)
+/// walks `runs_queued` from its oldest entry: when made with the statistics of an empty table,
+/// the plan a fresh database's first takes fix and keep as a backlog grows, and over a backlog.
+/// Never a read and sort of the whole backlog, which a cached generic plan made on an empty
+/// table once did (18 ms a take under load).
 #[tokio::test]
 async fn postgres_take_walks_the_queued_index_over_a_backlog() {
     const QUEUED: i64 = 20_000;
@@ -537,6 +538,21 @@ async fn postgres_take_walks_the_queued_index_over_a_backlog() {
         .execute(store.pool())
         .await
         .expect("analyze the empty table");
+    let walks_the_index = |plan: Vec<String>, when: &str| {
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("Index Scan using runs_queued on runs r"),
+            "{when}: the take walks runs_queued:\n{plan}"
+        );
+        assert!(
+            !plan.contains("Sort") && !plan.contains("Seq Scan on runs"),
+            "{when}: the take neither sorts nor scans the runs:\n{plan}"
+        );
+    };
+    walks_the_index(
+        store.explain_take(T0).await.expect("explain"),
+        "an empty table",
+    );
     // Finished runs first, then the backlog (ids and times in the order they were created).
     let insert = "INSERT INTO runs (id, workflow_id, status, mode, trigger, created_at, \
          root_run_id, summary, record) \
@@ -556,18 +572,13 @@ async fn postgres_take_walks_the_queued_index_over_a_backlog() {
             .await
             .expect("insert runs");
     }
-    let plan = store
-        .explain_take(T0 + DAY)
+    sqlx::query("ANALYZE runs")
+        .execute(store.pool())
         .await
-        .expect("explain")
-        .join("\n");
-    assert!(
-        plan.contains("Index Scan using runs_queued on runs r"),
-        "the take walks runs_queued:\n{plan}"
-    );
-    assert!(
-        !plan.contains("Sort") && !plan.contains("Seq Scan on runs"),
-        "the take neither sorts nor scans the runs:\n{plan}"
+        .expect("analyze the backlog");
+    walks_the_index(
+        store.explain_take(T0 + DAY).await.expect("explain"),
+        "a backlog",
     );
     // And the plan takes the oldest queued run, answered with its record (the rows above hold
     // `{}`: the oldest gets a real one).
@@ -585,6 +596,142 @@ async fn postgres_take_walks_the_queued_index_over_a_backlog() {
         .await
         .expect("take");
     assert_eq!(first, Some(record));
+}
+
+/// `run_values` has no foreign key (migration 0007): the statements that delete runs take
+/// their search values themselves. Retention and a released claim leave no value row behind,
+/// and the values of the runs kept are untouched.
+#[tokio::test]
+async fn postgres_deleting_runs_deletes_their_search_values() {
+    let (store, _) = fresh_pg().await;
+    let value_rows = |ids: &[&str]| {
+        let ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM run_values WHERE run_id = ANY($1)")
+                .bind(ids)
+                .fetch_one(&pool)
+                .await
+                .expect("count value rows")
+        }
+    };
+    let fks: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_constraint WHERE conrelid = 'run_values'::regclass \
+         AND contype = 'f'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("the constraints");
+    assert_eq!(fks, 0, "run_values has no foreign key");
+    let writes: Vec<BatchWrite> = (0..3i64)
+        .map(|i| {
+            let mut r = run(&format!("run-{i}"), "wf", RunStatus::Succeeded, T0 + i);
+            r.input = json!({"customer": format!("cus_{i}"), "invoice": format!("in_{i}")}).into();
+            BatchWrite::PutRun(r)
+        })
+        .collect();
+    for o in batch(&store, writes).await {
+        assert_eq!(o.unwrap(), BatchOutcome::Put);
+    }
+    assert_eq!(value_rows(&["run-0", "run-1", "run-2"]).await, 6);
+    let policy = Retention {
+        max_runs_per_workflow: Some(1),
+        max_age_ms: None,
+    };
+    assert_eq!(store.prune_runs(&policy, T0 + DAY).await.unwrap(), 2);
+    assert_eq!(
+        value_rows(&["run-0", "run-1"]).await,
+        0,
+        "pruned runs' values"
+    );
+    assert_eq!(value_rows(&["run-2"]).await, 2, "the kept run's values");
+    let mut queued = run("run-q", "wf", RunStatus::Queued, T0 + 10);
+    queued.input = json!({"customer": "cus_q1"}).into();
+    let c = claim("wf", "evt_q", "run-q", T0 + 10, DAY);
+    assert_eq!(
+        store.claim_and_enqueue(&c, &queued, T0 + 10).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(value_rows(&["run-q"]).await, 1);
+    assert!(store.release_claim("wf", "evt_q", "run-q").await.unwrap());
+    assert_eq!(
+        value_rows(&["run-q"]).await,
+        0,
+        "a released claim's run's values"
+    );
+    assert_eq!(value_rows(&["run-2"]).await, 2);
+}
+
+/// Retention deleting a run while a write of that run adds a search value: the write commits
+/// while the delete waits on the run's row, so the delete's statement cannot see the new
+/// value row; retention still leaves no value row of the deleted run behind.
+#[tokio::test]
+async fn postgres_retention_racing_a_write_of_the_run_leaves_no_value_rows() {
+    use std::time::Duration;
+    let (store, url) = fresh_pg().await;
+    let store = Arc::new(store);
+    for (id, at) in [("run-old", T0), ("run-new", T0 + 1)] {
+        let w = BatchWrite::PutRun(run(id, "wf", RunStatus::Succeeded, at));
+        assert_eq!(
+            batch(&*store, vec![w]).await[0].clone().unwrap(),
+            BatchOutcome::Put
+        );
+    }
+    // Another session writes run-old (its row locked) and adds a value row, not yet committed.
+    let mut writer = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("connect");
+    for sql in [
+        "BEGIN",
+        "UPDATE runs SET summary = summary WHERE id = 'run-old'",
+        "INSERT INTO run_values (value, created_at, run_id) \
+         SELECT 'cus_late1', created_at, id FROM runs WHERE id = 'run-old'",
+    ] {
+        sqlx::query(sql).execute(&mut writer).await.expect(sql);
+    }
+    let prune = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let policy = Retention {
+                max_runs_per_workflow: Some(1),
+                max_age_ms: None,
+            };
+            store.prune_runs(&policy, T0 + DAY).await
+        })
+    };
+    // Until retention's delete waits on run-old's row (bounded: the server shows it at once).
+    // Asked on the store's pool: the writer's open transaction would see one snapshot of the
+    // server's activity throughout.
+    let mut waiting = false;
+    for _ in 0..500 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND datname = current_database()",
+        )
+        .fetch_one(store.pool())
+        .await
+        .expect("pg_stat_activity");
+        if n > 0 {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(waiting, "retention's delete never waited on the run's row");
+    sqlx::query("COMMIT")
+        .execute(&mut writer)
+        .await
+        .expect("commit");
+    assert_eq!(prune.await.expect("task").expect("prune"), 1);
+    let left: Vec<String> =
+        sqlx::query_scalar("SELECT run_id || ' ' || value FROM run_values ORDER BY 1")
+            .fetch_all(store.pool())
+            .await
+            .expect("value rows");
+    assert!(
+        left.iter().all(|r| r.starts_with("run-new ")),
+        "value rows of the deleted run are left: {left:?}"
+    );
 }
 
 /// A server that cannot be reached is a transient backend error; a malformed URL is not.

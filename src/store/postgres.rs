@@ -68,9 +68,10 @@ const TX_ATTEMPTS: usize = 3;
 /// Connection settings of a [`PgStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgConfig {
-    /// Most connections the pool opens (default 10). Each concurrent store call holds one for
-    /// its duration; the server's own limit is `max_connections` (100 by default), shared by
-    /// every Fluxo process.
+    /// Most connections the pool opens (default 10), and half as many again (rounded up) for
+    /// the shared queue's statements (`QUEUE_SETTINGS`). Each concurrent store call holds
+    /// one for its duration; the server's own limit is `max_connections` (100 by default),
+    /// shared by every Fluxo process.
     pub max_connections: u32,
     /// Connections kept open while idle (default 0).
     pub min_connections: u32,
@@ -95,11 +96,64 @@ impl Default for PgConfig {
 }
 
 /// A store in a PostgreSQL database (13 or later; tested on 15). Cheap to clone: clones share
-/// one connection pool.
+/// its two connection pools.
 #[derive(Debug, Clone)]
 pub struct PgStore {
+    /// Every statement but the shared queue's: up to [`PgConfig::max_connections`].
     pool: PgPool,
+    /// The shared queue's statements (the take, releasing leases) and the runs lane's batches
+    /// of run writes: connections with [`QUEUE_SETTINGS`], up to half as many as `pool`
+    /// (opened when first used).
+    queue: PgPool,
 }
+
+/// The pool settings of [`PgConfig`] with at most `max` connections (at least one).
+fn pool_options(config: &PgConfig, max: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max.max(1))
+        .min_connections(config.min_connections.min(max.max(1)))
+        .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
+        // sqlx pings every connection it hands out (a round trip before each statement: 13% of
+        // this process's CPU under the webhook load); only a connection idle for longer than
+        // CHECK_IDLE_AFTER is pinged, as PgBouncer's `server_check_delay` does.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < CHECK_IDLE_AFTER {
+                    return Ok(true);
+                }
+                use sqlx::Connection as _;
+                // A connection that does not answer is closed; the pool opens another.
+                Ok(conn.ping().await.is_ok())
+            })
+        })
+}
+
+/// The server settings of the shared queue's connections ([`PgStore`]'s `queue` pool), which
+/// run only the take ([`TAKE_QUEUED_SQL`]), lease releases, taking over orphans, the runs
+/// lane's batches of run writes ([`UPSERT_RUNS_SQL`] alone) and [`PgStore::explain_take`].
+///
+/// The take is prepared once per connection and runs a generic plan: no planning per take,
+/// where planning it anew cost 0.29–0.35 ms of PostgreSQL CPU a take, nearly as much as
+/// running it (`pg_stat_statements` under the pg×1 load; README, "Scale-out"). A generic plan
+/// is fixed with the statistics of the moment it is made: on a fresh database an empty queue,
+/// for which reading and sorting every queued run looked cheapest, and that plan, kept as the
+/// backlog grew, cost 18 ms a take. With sequential scans, bitmap scans and sorts ruled out
+/// (`enable_* = off`: the planner takes them only when nothing else can answer), the plan
+/// fixed on an empty table is the one the take needs: walk `runs_queued` from its oldest
+/// entry and stop at the first free run. `postgres_take_walks_the_queued_index_over_a_backlog`
+/// checks the plan on an empty, analysed table and over a backlog.
+///
+/// The runs lane's upsert gains the same way: on the main pool PostgreSQL planned it anew on
+/// every call while a backlog drained (batches of one or two runs, whose custom plans look
+/// cheaper than the generic one), 0.29–0.35 ms a call; its generic plan here runs in the same
+/// 0.5–0.6 ms (`pg_stat_statements`, three alternated pairs; README, "Scale-out").
+const QUEUE_SETTINGS: [(&str, &str); 4] = [
+    ("plan_cache_mode", "force_generic_plan"),
+    ("enable_seqscan", "off"),
+    ("enable_bitmapscan", "off"),
+    ("enable_sort", "off"),
+];
 
 impl PgStore {
     /// Connect to `url` (`postgres://user:password@host:port/database`, libpq's other options
@@ -119,28 +173,15 @@ impl PgStore {
             options =
                 options.options([("statement_timeout", config.statement_timeout_ms.to_string())]);
         }
-        let pool = PgPoolOptions::new()
-            .max_connections(config.max_connections.max(1))
-            .min_connections(config.min_connections)
-            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms))
-            // sqlx pings every connection it hands out (a round trip before each statement:
-            // 13% of this process's CPU under the webhook load); only a connection idle for
-            // longer than CHECK_IDLE_AFTER is pinged, as PgBouncer's `server_check_delay` does.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for < CHECK_IDLE_AFTER {
-                        return Ok(true);
-                    }
-                    use sqlx::Connection as _;
-                    // A connection that does not answer is closed; the pool opens another.
-                    Ok(conn.ping().await.is_ok())
-                })
-            })
+        let pool = pool_options(config, config.max_connections)
             .connect_with(options.clone())
             .await;
         match pool {
-            Ok(pool) => Ok(PgStore { pool }),
+            Ok(pool) => {
+                let queue = pool_options(config, config.max_connections.div_ceil(2))
+                    .connect_lazy_with(options.clone().options(QUEUE_SETTINGS));
+                Ok(PgStore { pool, queue })
+            }
             // The pool retries a refused or unreachable server until its acquire timeout and
             // then reports only the timeout: one direct attempt (bounded by the same timeout)
             // says why. Host and port only: the URL may hold a password.
@@ -166,12 +207,7 @@ impl PgStore {
         }
     }
 
-    /// A store over an existing pool (which sets its own limits).
-    pub fn from_pool(pool: PgPool) -> PgStore {
-        PgStore { pool }
-    }
-
-    /// The connection pool (tools, tests).
+    /// The main connection pool, every statement's but the shared queue's (tools, tests).
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -252,7 +288,8 @@ impl PgStore {
     ) -> StoreResult<Vec<Option<BatchOutcome>>> {
         // Only run writes (the group commit's runs lane): one statement, a transaction by
         // itself; no BEGIN and COMMIT round trips (two of the six a run's execution cost the
-        // database, each a wake-up of its backend).
+        // database, each a wake-up of its backend). On the queue's connections: its generic
+        // plan, never planned per call (QUEUE_SETTINGS).
         if let Some(puts) = prepared
             .iter()
             .map(|p| match p {
@@ -262,7 +299,7 @@ impl PgStore {
             .collect::<Option<Vec<&PreparedRun>>>()
         {
             if !puts.is_empty() {
-                upsert_runs(&puts).execute(&self.pool).await.map_err(db)?;
+                upsert_runs(&puts).execute(&self.queue).await.map_err(db)?;
             }
             return Ok(vec![Some(BatchOutcome::Put); puts.len()]);
         }
@@ -795,15 +832,29 @@ impl RunStore for PgStore {
             if doomed.is_empty() {
                 return Ok(removed);
             }
-            let n = sqlx::query(
-                "DELETE FROM runs WHERE id = ANY($1) AND retain_at IS NOT NULL \
-                 AND status NOT IN ('queued', 'running')",
+            // The runs and their search values in one statement (`run_values` has no foreign
+            // key: migration 0007).
+            let n: i64 = sqlx::query_scalar(
+                "WITH d AS (DELETE FROM runs WHERE id = ANY($1) AND retain_at IS NOT NULL \
+                   AND status NOT IN ('queued', 'running') RETURNING id), \
+                 v AS (DELETE FROM run_values WHERE run_id IN (SELECT id FROM d)) \
+                 SELECT count(*) FROM d",
+            )
+            .bind(&doomed)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+            // Value rows the statement's snapshot could not see: written by a write of one of
+            // these runs that committed while it was being deleted (the delete then removed
+            // the rewritten row; a run written again after the delete keeps its values).
+            sqlx::query(
+                "DELETE FROM run_values v WHERE v.run_id = ANY($1) \
+                 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = v.run_id)",
             )
             .bind(&doomed)
             .execute(&self.pool)
             .await
-            .map_err(db)?
-            .rows_affected();
+            .map_err(db)?;
             removed += usize::try_from(n).unwrap_or(usize::MAX);
             if to_i64(doomed.len()) < BATCH || n == 0 {
                 return Ok(removed);
@@ -1009,11 +1060,15 @@ impl IdempotencyStore for PgStore {
         .rows_affected()
             > 0;
         if released {
-            sqlx::query("DELETE FROM runs WHERE id = $1 AND status = 'queued'")
-                .bind(run_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
+            // The queued run and its search values (`run_values` has no foreign key).
+            sqlx::query(
+                "WITH d AS (DELETE FROM runs WHERE id = $1 AND status = 'queued' RETURNING id) \
+                 DELETE FROM run_values WHERE run_id IN (SELECT id FROM d)",
+            )
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
         }
         tx.commit().await.map_err(db)?;
         Ok(released)
@@ -1067,9 +1122,14 @@ impl Store for PgStore {
         Ok(())
     }
 
-    /// [`super::Store::ping`]: `SELECT 1` on a pooled connection within `timeout`.
+    /// [`super::Store::ping`]: `SELECT 1` within `timeout` on a connection of each pool, the
+    /// main one and the queue's (whose server settings a connection pooler could refuse).
     async fn ping(&self, timeout: Duration) -> StoreResult<()> {
-        match tokio::time::timeout(timeout, sqlx::query("SELECT 1").execute(&self.pool)).await {
+        let both = async {
+            sqlx::query("SELECT 1").execute(&self.pool).await?;
+            sqlx::query("SELECT 1").execute(&self.queue).await
+        };
+        match tokio::time::timeout(timeout, both).await {
             Ok(done) => done.map(|_| ()).map_err(db),
             Err(_) => Err(StoreError::Backend(format!(
                 "PostgreSQL did not answer within {} ms",
@@ -1401,7 +1461,7 @@ async fn claim_batch(
 ///
 /// A claim's run is new (its id made for this delivery), so it is inserted, not upserted: a
 /// run id already stored fails the statement (a unique violation) rather than overwriting a
-/// run. The runs' foreign keys are checked at the end of the statement.
+/// run.
 static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH ci AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], \
@@ -1500,8 +1560,7 @@ fn bind_runs<'q>(
 }
 
 /// [`upsert_runs`]' statement: each run's row, then its value rows brought in step (rows of
-/// values it no longer has go, new ones are added; the runs' foreign keys are checked at the
-/// end of the statement, after the upsert).
+/// values it no longer has go, new ones are added).
 static UPSERT_RUNS_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH {ctes}, \
@@ -1897,24 +1956,13 @@ const TAKE_CHOSEN_WITH_RECORD: &str = concat!(
 );
 
 /// The take statements' test that run `r` has no live lease (`$3` is now in ms). A correlated
-/// scalar subquery, looked up per candidate (by the primary key unless the table's statistics
-/// say it is a page or two): as an anti-join, its cached plan materialised a sequential scan
+/// scalar subquery, looked up per candidate (by the primary key; on the queue's connections,
+/// `QUEUE_SETTINGS`, always): as an anti-join, its cached plan materialised a sequential scan
 /// of all of `run_leases` for every take, the dead rows of ended leases included, which pile
 /// up between autovacuums. pg×1 under an 8 s load: 1,200–1,400 new keys/s before, 1,580–1,785
 /// after (README, "Webhook ingest").
 const LIVE_LEASE_FREE: &str =
     "COALESCE((SELECT l.lease_until FROM run_leases l WHERE l.run_id = r.id), 0) <= $3";
-
-/// Whether the take statements are prepared once and kept (`persistent`): no. They are
-/// planned anew on every call (an unnamed statement, a custom plan), never from a cached
-/// generic plan. PostgreSQL fixes a prepared statement's generic plan after its fifth use,
-/// with the sizes the tables had then: on a fresh database that is an empty `runs_queued`
-/// index, for which a bitmap scan of every queued run and a sort looked cheapest. That plan was
-/// kept as the backlog grew (autovacuum's ANALYZE, which would invalidate it, comes a minute or
-/// more after a load starts), so each take read and sorted the whole backlog: 18 ms a take
-/// under the pg×1 load, against 0.12–0.35 ms planned anew, which walks the index from its
-/// oldest entry (README, "Webhook ingest").
-const TAKE_PREPARED: bool = false;
 
 /// The take of the oldest queued run whose lease is free ([`SharedQueue::take_queued`]): `$1`
 /// the owner, `$2` the new lease's end, `$3` now (both Unix ms). Built once.
@@ -1929,20 +1977,34 @@ static TAKE_QUEUED_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|
 
 impl PgStore {
     /// PostgreSQL's plan for a take of the oldest queued run at `now_ms` (Unix ms), one line
-    /// per row of `EXPLAIN` (text format). It is made the way each take's is, anew for these
-    /// values (takes are not prepared statements: a cached generic plan made on an empty table
-    /// read and sorted the whole backlog), and nothing is executed or locked. For tests and
-    /// diagnostics: a take should walk the `runs_queued` index from its oldest entry (or
-    /// `runs_status`), never read and sort the backlog. Errors: the database's.
+    /// per row of `EXPLAIN` (text format): the generic plan a take's prepared statement gets
+    /// on the queue's connections (`QUEUE_SETTINGS`) with the table's statistics as they are
+    /// now, made on one of them taken out of the pool and closed after (`PREPARE`, `EXPLAIN
+    /// EXECUTE`: no statement of it outlives the call, even one dropped half-way); nothing is
+    /// executed or locked. For tests and diagnostics: a take should walk the `runs_queued`
+    /// index from its oldest entry (or `runs_status`), never read and sort the backlog, even
+    /// with the statistics of an empty table. Errors: the database's.
     pub async fn explain_take(&self, now_ms: i64) -> StoreResult<Vec<String>> {
-        sqlx::query_scalar(&format!("EXPLAIN {}", *TAKE_QUEUED_SQL))
-            .persistent(TAKE_PREPARED)
-            .bind("explain")
-            .bind(now_ms)
-            .bind(now_ms)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)
+        // Detached: its slot goes back to the pool, and it closes when dropped.
+        let mut conn = self.queue.acquire().await.map_err(db)?.detach();
+        sqlx::raw_sql(&format!(
+            "PREPARE fluxo_explain_take(text, bigint, bigint) AS {}",
+            *TAKE_QUEUED_SQL
+        ))
+        .execute(&mut conn)
+        .await
+        .map_err(db)?;
+        let plan = sqlx::query_scalar(&format!(
+            "EXPLAIN EXECUTE fluxo_explain_take('explain', {now_ms}, {now_ms})"
+        ))
+        .persistent(false)
+        .fetch_all(&mut conn)
+        .await
+        .map_err(db);
+        use sqlx::Connection as _;
+        // Closing is tidiness only: the plan is the answer either way.
+        let _ = conn.close().await;
+        plan
     }
 }
 
@@ -2009,11 +2071,10 @@ impl SharedQueue for PgStore {
     ) -> StoreResult<Option<RunRecord>> {
         for _ in 0..TAKE_RETRIES {
             let rows = sqlx::query(TAKE_QUEUED_SQL.as_str())
-                .persistent(TAKE_PREPARED)
                 .bind(owner)
                 .bind(now_ms.saturating_add(lease_ms))
                 .bind(now_ms)
-                .fetch_all(&self.pool)
+                .fetch_all(&self.queue)
                 .await
                 .map_err(db)?;
             let taken = rows
@@ -2080,7 +2141,7 @@ impl SharedQueue for PgStore {
         sqlx::query("DELETE FROM run_leases WHERE owner = $1 AND run_id = ANY($2)")
             .bind(owner)
             .bind(run_ids)
-            .execute(&self.pool)
+            .execute(&self.queue)
             .await
             .map_err(db)?;
         Ok(())
@@ -2099,12 +2160,11 @@ impl SharedQueue for PgStore {
                ORDER BY r.created_at, r.id FOR UPDATE OF r SKIP LOCKED LIMIT $4), {TAKE_CHOSEN}"
         );
         let rows = sqlx::query(&sql)
-            .persistent(TAKE_PREPARED)
             .bind(owner)
             .bind(now_ms.saturating_add(lease_ms))
             .bind(now_ms)
             .bind(max.min(i64::MAX as usize) as i64)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.queue)
             .await
             .map_err(db)?;
         Ok(take_rows(rows)?.1)
