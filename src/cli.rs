@@ -215,10 +215,12 @@ pub struct ServeArgs {
     /// Runs executed at once.
     #[arg(long, default_value_t = 8, env = "FLUXO_WORKERS")]
     pub workers: usize,
-    /// CPU priority of executing runs against taking deliveries: the workers' threads run at
-    /// this nice value (0 = the same priority as the HTTP server, 19 = the lowest). With 10,
-    /// a burst of webhooks is accepted (durably) first and executed from the queue as the CPU
-    /// allows; an idle server executes at full speed either way. Linux only.
+    /// Priority of executing runs against taking deliveries: the workers' threads run at this
+    /// nice value (0 = the same priority as the HTTP server, 19 = the lowest; Linux only).
+    /// Above 0, executions also yield to a burst: while 16 or more deliveries wait at the door
+    /// at once, one worker takes new runs and the others wait (which also spares a shared
+    /// database). With 10, a burst of webhooks is accepted (durably) first and executed from
+    /// the queue; an idle or lightly loaded server executes at full speed either way.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=19), env = "FLUXO_RUN_NICE")]
     pub run_nice: i32,
     /// The store: the embedded sled store in the data dir (default), or a shared PostgreSQL
@@ -1267,6 +1269,11 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     let options = ServerOptions {
         body_limit_bytes: a.body_limit,
         workers: a.workers,
+        door_busy_at: if a.run_nice > 0 {
+            crate::app::door_first::DOOR_BUSY_AT
+        } else {
+            0
+        },
         run_on: match crate::app::worker::run_runtime(a.run_nice) {
             Ok(handle) => handle,
             Err(e) => {

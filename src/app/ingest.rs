@@ -191,6 +191,8 @@ pub async fn accept(
     window_ms: i64,
 ) -> AppResult<Delivery> {
     let run_id = run.id.clone();
+    // Counted while it waits for its claim: a burst makes the workers yield (door_first).
+    let _in_door = state.door().enter();
     match key {
         Some(key) => {
             let claim = WebhookClaim {

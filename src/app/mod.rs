@@ -13,6 +13,7 @@
 //!   wired to the queue).
 //! * [`Background`]: what runs without any adapter: crash recovery, the worker pool,
 //!   retention and sweeping ([`worker`]), schedules ([`scheduler`]).
+//! * [`door_first`]: while a burst of deliveries is at the door, executions yield to it.
 //! * [`ingest`]: webhook deliveries: the claim and its queued run in one group-committed
 //!   transaction, the recent claims cache, duplicates confirmed after a flush,
 //!   the undo of a claim that could not be made durable.
@@ -41,6 +42,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod catalog;
+pub mod door_first;
 pub mod drafts;
 pub mod error;
 pub mod events;
@@ -126,6 +128,9 @@ pub struct ServerOptions {
     pub body_limit_bytes: usize,
     /// Runs executed at once (default 8).
     pub workers: usize,
+    /// Deliveries in the door at once from which only one worker takes new runs
+    /// ([`door_first`]; default [`door_first::DOOR_BUSY_AT`], 16; 0: executions never yield).
+    pub door_busy_at: usize,
     /// The runtime the workers execute runs on (`None`, the default: the caller's). `fluxo
     /// serve` gives one whose threads run at a lower CPU priority ([`worker::run_runtime`]).
     pub run_on: Option<tokio::runtime::Handle>,
@@ -157,6 +162,7 @@ impl Default for ServerOptions {
         ServerOptions {
             body_limit_bytes: DEFAULT_BODY_LIMIT,
             workers: 8,
+            door_busy_at: door_first::DOOR_BUSY_AT,
             run_on: None,
             lease: Duration::from_secs(30),
             metrics_auth: MetricsAuth::default(),
@@ -185,6 +191,8 @@ struct Inner {
     token: RwLock<String>,
     commit: crate::store::GroupCommit,
     queue: worker::Queue,
+    /// Deliveries in the door, which executions yield to ([`door_first`]).
+    door: door_first::DoorFirst,
     options: ServerOptions,
     settings: RwLock<crate::settings::AppSettings>,
     /// Identifies this process as the owner of in-progress idempotency records.
@@ -240,6 +248,10 @@ impl AppState {
     /// The run queue.
     pub fn queue(&self) -> &worker::Queue {
         &self.0.queue
+    }
+    /// The deliveries in the door, which executions yield to ([`door_first`]).
+    pub fn door(&self) -> &door_first::DoorFirst {
+        &self.0.door
     }
     /// Server options.
     pub fn options(&self) -> &ServerOptions {
@@ -364,6 +376,7 @@ impl AppState {
             token: RwLock::new(token),
             commit,
             queue,
+            door: door_first::DoorFirst::new(options.door_busy_at),
             options: options.clone(),
             settings: RwLock::new(crate::settings::AppSettings::default()),
             instance_id: uuid::Uuid::new_v4().to_string(),

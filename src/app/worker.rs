@@ -230,7 +230,7 @@ async fn write_all(store: &dyn crate::store::Store, runs: Vec<RunRecord>) -> Sto
 }
 
 /// Start `n` workers; each stops taking runs when `shutdown` turns true and finishes the run
-/// it has.
+/// it has. While the door is busy only the first takes runs ([`super::door_first`]).
 pub fn spawn_workers(
     state: AppState,
     rx: QueueReceiver,
@@ -243,15 +243,19 @@ pub fn spawn_workers(
         .clone()
         .unwrap_or_else(tokio::runtime::Handle::current);
     (0..n)
-        .map(|_| {
+        .map(|i| {
             let state = state.clone();
             let rx = rx.clone();
             let mut shutdown = shutdown.clone();
             on.spawn(async move {
                 if state.store().shared_queue().is_some() {
-                    return shared_worker(state, shutdown).await;
+                    return shared_worker(state, i, shutdown).await;
                 }
                 loop {
+                    tokio::select! {
+                        _ = state.door().turn(i) => {}
+                        _ = shutdown.wait_for(|s| *s) => break,
+                    }
                     let next = {
                         let mut guard = rx.lock().await;
                         tokio::select! {
@@ -267,11 +271,16 @@ pub fn spawn_workers(
         .collect()
 }
 
-/// A worker of a shared queue: takes the oldest free `queued` run under a lease, executes it,
-/// releases the lease; idle, waits for a local enqueue or [`POLL`].
-async fn shared_worker(state: AppState, mut shutdown: watch::Receiver<bool>) {
+/// Worker `index` of a shared queue: takes the oldest free `queued` run under a lease,
+/// executes it, releases the lease; idle, waits for a local enqueue or [`POLL`]; while the
+/// door is busy, only worker 0 takes runs ([`super::door_first`]).
+async fn shared_worker(state: AppState, index: usize, mut shutdown: watch::Receiver<bool>) {
     let owner = state.instance_id().to_string();
     loop {
+        tokio::select! {
+            _ = state.door().turn(index) => {}
+            _ = shutdown.wait_for(|s| *s) => break,
+        }
         if *shutdown.borrow() {
             break;
         }
