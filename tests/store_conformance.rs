@@ -652,6 +652,15 @@ async fn postgres_deleting_runs_deletes_their_search_values() {
         store.claim_and_enqueue(&c, &queued, T0 + 10).await.unwrap(),
         ClaimOutcome::Claimed
     );
+    // Moved from the ingest inbox into `runs` with its value by a listing.
+    let listed = store
+        .list_runs(&RunQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(ids(&listed.runs).contains(&"run-q".to_string()));
     assert_eq!(value_rows(&["run-q"]).await, 1);
     assert!(store.release_claim("wf", "evt_q", "run-q").await.unwrap());
     assert_eq!(
@@ -660,6 +669,189 @@ async fn postgres_deleting_runs_deletes_their_search_values() {
         "a released claim's run's values"
     );
     assert_eq!(value_rows(&["run-2"]).await, 2);
+}
+
+/// Rows of `table` (the ingest inbox, `run_inbox`, or `runs`).
+async fn rows_in(store: &PgStore, table: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+        .fetch_one(store.pool())
+        .await
+        .expect("count rows")
+}
+
+/// A claimed run waits in the ingest inbox (migration 0008) until it is moved into `runs`:
+/// read from there meanwhile, moved by a take that finds no queued run in `runs` (the oldest
+/// first, several at once), and by any listing or count, with its search values; a released
+/// claim takes its run from the inbox too.
+#[tokio::test]
+async fn postgres_claimed_runs_wait_in_the_inbox_until_moved() {
+    let (store, _) = fresh_pg().await;
+    let queue = store.shared_queue().expect("a shared queue");
+    let claim_run = |i: i64| {
+        let id = format!("run-{i}");
+        let mut r = run(&id, "wf", RunStatus::Queued, T0 + i);
+        r.input = json!({"customer": format!("cus_inbox{i}")}).into();
+        (claim("wf", &format!("evt_{i}"), &id, T0 + i, DAY), r)
+    };
+    for i in 0..3 {
+        let (c, r) = claim_run(i);
+        assert_eq!(
+            store.claim_and_enqueue(&c, &r, T0 + i).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+    }
+    assert_eq!(rows_in(&store, "run_inbox").await, 3);
+    assert_eq!(rows_in(&store, "runs").await, 0, "nothing in runs yet");
+    let got = store.get_run("run-1").await.unwrap().expect("read from the inbox");
+    assert_eq!(got.id, "run-1");
+    assert_eq!(got.status, RunStatus::Queued);
+    assert_eq!(got.input["customer"], "cus_inbox1");
+
+    // A take finds `runs` empty, moves the inbox (all three: fewer than a move takes) and
+    // takes the oldest.
+    let taken = queue
+        .take_queued("me", 30_000, T0 + 10)
+        .await
+        .unwrap()
+        .expect("a run is taken");
+    assert_eq!(taken.id, "run-0");
+    assert_eq!(rows_in(&store, "run_inbox").await, 0);
+    assert_eq!(rows_in(&store, "runs").await, 3);
+
+    // Two more, then a listing and a count see all five, and the values are searchable.
+    for i in 3..5 {
+        let (c, r) = claim_run(i);
+        store.claim_and_enqueue(&c, &r, T0 + i).await.unwrap();
+    }
+    let counts = store
+        .count_runs(&CountQuery {
+            since: T0,
+            until: T0 + DAY,
+            bucket_ms: DAY,
+            filter: CountFilter::default(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(counts.total(), 5, "the count moved the inbox first");
+    assert_eq!(rows_in(&store, "run_inbox").await, 0);
+    let found = store
+        .list_runs(&RunQuery {
+            q: Some("cus_inbox4".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&found.runs), ["run-4"]);
+
+    // A released claim's run leaves the inbox with it.
+    let (c, r) = claim_run(5);
+    store.claim_and_enqueue(&c, &r, T0 + 5).await.unwrap();
+    assert_eq!(rows_in(&store, "run_inbox").await, 1);
+    assert!(store.release_claim("wf", "evt_5", "run-5").await.unwrap());
+    assert_eq!(rows_in(&store, "run_inbox").await, 0);
+    assert_eq!(store.get_run("run-5").await.unwrap(), None);
+}
+
+/// A move from the ingest inbox finds its rows by the inbox's primary key (the oldest first,
+/// an array of ids), with the statistics of an empty inbox and of a backlog: never a walk of
+/// the whole inbox per move, which `id IN (subquery)` planned (15 ms a move over 60,000
+/// waiting runs).
+#[tokio::test]
+async fn postgres_inbox_moves_find_their_rows_by_key() {
+    let (store, _) = fresh_pg().await;
+    let by_key = |plan: Vec<String>, when: &str| {
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("Index Cond: (id = ANY ($1))") && !plan.contains("Semi Join"),
+            "{when}: the move deletes its rows by key:\n{plan}"
+        );
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{when}: the move reads no table whole:\n{plan}"
+        );
+    };
+    sqlx::query("ANALYZE run_inbox")
+        .execute(store.pool())
+        .await
+        .expect("analyze");
+    by_key(store.explain_move_inbox().await.expect("explain"), "an empty inbox");
+    sqlx::query(
+        "INSERT INTO run_inbox SELECT 'run-' || lpad(g::text, 6, '0'), 'wf', 'queued', 'live', \
+           'webhook', 'k' || g, g, NULL, NULL, 'run-' || g, NULL, '{}', '{}', '{}' \
+         FROM generate_series(1, 20000) g",
+    )
+    .execute(store.pool())
+    .await
+    .expect("a backlog");
+    sqlx::query("ANALYZE run_inbox")
+        .execute(store.pool())
+        .await
+        .expect("analyze");
+    by_key(store.explain_move_inbox().await.expect("explain"), "a backlog");
+}
+
+/// A run being moved from the inbox is never missing: readers of single runs, while other
+/// sessions move the inbox in small steps, find every claimed run every time (one statement
+/// reads both tables, so one snapshot has the run in exactly one of them), and when the
+/// moves end every run is in `runs` once.
+#[tokio::test]
+async fn postgres_runs_moving_from_the_inbox_are_always_found() {
+    const RUNS: i64 = 300;
+    let (store, _) = fresh_pg().await;
+    let store = Arc::new(store);
+    let writes: Vec<BatchWrite> = (0..RUNS)
+        .map(|i| {
+            let id = format!("run-{i:04}");
+            BatchWrite::ClaimAndEnqueue {
+                claim: claim("wf", &format!("evt_{i}"), &id, T0 + i, DAY),
+                run: run(&id, "wf", RunStatus::Queued, T0 + i),
+            }
+        })
+        .collect();
+    for o in batch(&*store, writes).await {
+        assert!(matches!(o.unwrap(), BatchOutcome::Claim(ClaimOutcome::Claimed)));
+    }
+    assert_eq!(rows_in(&store, "run_inbox").await, RUNS);
+    let movers: Vec<_> = (0..3)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                while store.move_inbox(3, false).await.expect("move") > 0 {}
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..4)
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut reads = 0;
+                for round in 0..4 {
+                    for i in (r..RUNS).step_by(4) {
+                        let id = format!("run-{i:04}");
+                        let got = store.get_run(&id).await.expect("read");
+                        assert_eq!(
+                            got.map(|g| g.id),
+                            Some(id.clone()),
+                            "round {round}: {id} missing"
+                        );
+                        reads += 1;
+                    }
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut reads = 0;
+    for r in readers {
+        reads += r.await.expect("reader");
+    }
+    for m in movers {
+        m.await.expect("mover");
+    }
+    assert_eq!(reads, 4 * RUNS);
+    assert_eq!(rows_in(&store, "run_inbox").await, 0);
+    assert_eq!(rows_in(&store, "runs").await, RUNS, "each run moved once");
 }
 
 /// Retention deleting a run while a write of that run adds a search value: the write commits
