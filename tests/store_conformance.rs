@@ -965,10 +965,74 @@ async fn postgres_connection_errors_are_classified() {
     assert_eq!(text.matches("configuration").count(), 0, "{text}");
 }
 
+/// Batches of claims of the same keys in different orders, at once, outside transactions
+/// (one statement each): every claim is decided, each key is won once with its queued run,
+/// and the server saw no deadlock (the statement writes its claims in key order).
+#[tokio::test]
+async fn postgres_claim_batches_in_any_order_never_deadlock() {
+    const KEYS: usize = 200;
+    const TASKS: usize = 8;
+    const BATCHES: usize = 20;
+    let (store, url) = fresh_pg().await;
+    let store = Arc::new(store);
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut won = 0;
+                for b in 0..BATCHES {
+                    // A different order of the same keys for every batch.
+                    let mut keys: Vec<usize> = (0..KEYS).collect();
+                    keys.rotate_left((t * 7 + b * 13) % KEYS);
+                    if (t + b) % 2 == 1 {
+                        keys.reverse();
+                    }
+                    let writes = keys
+                        .iter()
+                        .map(|k| {
+                            let id = format!("run-{t}-{b}-{k}");
+                            BatchWrite::ClaimAndEnqueue {
+                                claim: claim("wf", &format!("evt_{k}"), &id, T0, DAY),
+                                run: run(&id, "wf", RunStatus::Queued, T0),
+                            }
+                        })
+                        .collect();
+                    for o in batch(&*store, writes).await {
+                        match o.expect("every claim is decided") {
+                            BatchOutcome::Claim(ClaimOutcome::Claimed) => won += 1,
+                            BatchOutcome::Claim(ClaimOutcome::Duplicate { .. }) => {}
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                }
+                won
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for t in tasks {
+        won += t.await.expect("task");
+    }
+    assert_eq!(won, KEYS, "each key won once");
+    assert_eq!(rows_in(&store, "run_inbox").await, KEYS as i64);
+    // Backends report their statistics when they end: close the store's connections first.
+    store.pool().close().await;
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("connect");
+    let deadlocks: i64 = sqlx::query_scalar(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("pg_stat_database");
+    assert_eq!(deadlocks, 0, "the server detected deadlocks");
+}
+
 /// On PostgreSQL the group commit applies batches at once (`Store::concurrent_batches`): a
-/// claim held up in its batch (its key's advisory lock taken by another session) does not
-/// hold up a later claim of another key, and a caller of `durable` is answered only after the
-/// held-up batch has committed.
+/// claim held up in its batch (another session's uncommitted claim of the same key, which its
+/// statement waits for) does not hold up a later claim of another key, and a caller of
+/// `durable` is answered only after the held-up batch has committed.
 #[tokio::test]
 async fn postgres_group_commit_applies_batches_at_once_and_durable_waits_for_all() {
     use std::time::Duration;
@@ -977,18 +1041,24 @@ async fn postgres_group_commit_applies_batches_at_once_and_durable_waits_for_all
     // The group commit holds the store weakly: keep it.
     let store: Arc<dyn Store> = Arc::new(store);
     let commit = GroupCommit::start(store.clone());
-    // Another session takes the advisory lock a claim of `w`/`held` takes (the store's
-    // CLAIM_LOCK_CLASS and key hash), so that claim's batch waits inside its transaction.
+    // Another session claims `w`/`held` in a transaction it keeps open, so the batch
+    // claiming that key waits for it.
     let mut blocker = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
         .await
         .expect("connect");
-    const HASH: &str = "hashtext(length('w')::text || ':' || 'w' || 'held')";
-    sqlx::query(&format!(
-        "SELECT pg_advisory_lock(x'464C5843'::int, {HASH})"
-    ))
-    .execute(&mut blocker)
-    .await
-    .expect("lock");
+    let mut observer = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("connect");
+    for sql in [
+        "BEGIN".to_string(),
+        format!(
+            "INSERT INTO webhook_claims (workflow_id, key, run_id, claimed_at, expires_at) \
+             VALUES ('w', 'held', 'run-other', {T0}, {})",
+            T0 + DAY
+        ),
+    ] {
+        sqlx::query(&sql).execute(&mut blocker).await.expect(&sql);
+    }
     let held = {
         let commit = commit.clone();
         tokio::spawn(async move {
@@ -1004,12 +1074,12 @@ async fn postgres_group_commit_applies_batches_at_once_and_durable_waits_for_all
     let mut waiting = false;
     for _ in 0..500 {
         let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND datname = current_database()",
         )
-        .fetch_one(&mut blocker)
+        .fetch_one(&mut observer)
         .await
-        .expect("pg_locks");
+        .expect("pg_stat_activity");
         if n > 0 {
             waiting = true;
             break;
@@ -1018,7 +1088,7 @@ async fn postgres_group_commit_applies_batches_at_once_and_durable_waits_for_all
     }
     assert!(
         waiting,
-        "the claim of the held key never waited on its lock"
+        "the claim of the held key never waited for the other session's"
     );
     // Another key's claim is applied and answered while the first batch is held.
     let free = tokio::time::timeout(
@@ -1043,12 +1113,11 @@ async fn postgres_group_commit_applies_batches_at_once_and_durable_waits_for_all
         !durable.is_finished(),
         "durable answered before an earlier batch committed"
     );
-    sqlx::query(&format!(
-        "SELECT pg_advisory_unlock(x'464C5843'::int, {HASH})"
-    ))
-    .execute(&mut blocker)
-    .await
-    .expect("unlock");
+    // The other session gives up its claim: the held one wins.
+    sqlx::query("ROLLBACK")
+        .execute(&mut blocker)
+        .await
+        .expect("rollback");
     assert_eq!(held.await.unwrap().expect("claim"), ClaimOutcome::Claimed);
     durable.await.unwrap().expect("durable");
 }

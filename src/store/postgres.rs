@@ -356,7 +356,6 @@ impl PgStore {
             }
             return Ok(vec![Some(BatchOutcome::Put); puts.len()]);
         }
-        let mut tx = self.pool.begin().await.map_err(db)?;
         let keys: Vec<&PreparedClaim> = prepared
             .iter()
             .filter_map(|p| match p {
@@ -364,6 +363,25 @@ impl PgStore {
                 _ => None,
             })
             .collect();
+        // Only claims, each key once (the group commit's claims lane, unless two copies of
+        // a delivery arrived together): one statement, a transaction by itself (no BEGIN,
+        // advisory locks or COMMIT: three of the four round trips a batch cost). It writes
+        // its claims in key order, as every claiming statement does, so two of them never
+        // wait for each other's rows in a cycle.
+        let valid = prepared.iter().filter(|p| p.is_ok()).count();
+        if keys.len() == valid && !keys.is_empty() && distinct_keys(&keys) {
+            let mut conn = self.pool.acquire().await.map_err(db)?;
+            let now: Vec<i64> = keys.iter().map(|c| c.claimed_at).collect();
+            let mut outcomes = claim_batch(&mut conn, &keys, &now).await?.into_iter();
+            return Ok(prepared
+                .iter()
+                .map(|p| match p {
+                    Ok(_) => outcomes.next().flatten().map(BatchOutcome::Claim),
+                    Err(_) => None,
+                })
+                .collect());
+        }
+        let mut tx = self.pool.begin().await.map_err(db)?;
         lock_claim_keys(&mut tx, &keys).await?;
         // Consecutive writes of one kind go in one statement per step (a batch holds one kind
         // in practice: the group commit's lanes split them); their order is kept.
@@ -1408,6 +1426,15 @@ impl PreparedClaim {
     }
 }
 
+/// Whether no `(workflow_id, key)` appears twice among `claims` (then [`claim_batch`] decides
+/// them in one round, one statement).
+fn distinct_keys(claims: &[&PreparedClaim]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(claims.len());
+    claims
+        .iter()
+        .all(|c| seen.insert((c.workflow_id.as_str(), c.key.as_str())))
+}
+
 /// Advisory lock class of webhook claim keys (`pg_advisory_xact_lock(class, hash)`; the
 /// two-key form never overlaps the one-key locks sqlx's migrator takes).
 const CLAIM_LOCK_CLASS: i32 = 0x464C_5843; // "FLXC"
@@ -1436,10 +1463,14 @@ async fn lock_claim_keys(conn: &mut PgConnection, claims: &[&PreparedClaim]) -> 
     Ok(())
 }
 
-/// Inside a transaction holding the claims' key locks ([`lock_claim_keys`]), claim `i` decided
-/// at `now_ms[i]`: a live claim of its key (`expires_at > now`) answers `Duplicate` and writes
-/// nothing; else the claim (replacing an expired one) and its queued run are written. `None`:
-/// the claim that beat it vanished before it could be read (retry in a new transaction).
+/// Claim `i` decided at `now_ms[i]`: a live claim of its key (`expires_at > now`) answers
+/// `Duplicate` and writes nothing; else the claim (replacing an expired one) and its queued
+/// run are written. `None`: the claim that beat it vanished before it could be read (retry in
+/// a new transaction). On `conn` inside a transaction holding the claims' key locks
+/// ([`lock_claim_keys`]), or, for claims of distinct keys, outside one: the statement is then
+/// a transaction by itself, and a claim that beat one of them was committed before the
+/// statement ended (it waited for it), so the read after it finds it unless it expired or was
+/// released meanwhile.
 ///
 /// The claims are decided in order, as one by one, in a statement or two whatever their
 /// number ([`CLAIM_SQL`]: the claims and the runs of those that won; then the claims that beat
@@ -1496,8 +1527,9 @@ async fn claim_batch(
         if lost.is_empty() {
             continue;
         }
-        // The live claims that beat these are locked by the upsert above until the
-        // transaction ends; a claim whose row is gone or expired stays `None`.
+        // The live claims that beat these: locked by the upsert above until the transaction
+        // ends, or (outside one) committed; a claim whose row is gone or expired stays
+        // `None`.
         let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
             "SELECT c.workflow_id, c.key, c.run_id, c.expires_at FROM webhook_claims c \
              JOIN unnest($1::text[], $2::text[]) AS t(workflow_id, key) \
@@ -1524,6 +1556,10 @@ async fn claim_batch(
 /// inbox, each with its search values as an array. Answers the claims that won
 /// (`workflow_id`, `key`).
 ///
+/// The claims are written in `(workflow_id, key)` order: statements of several processes
+/// claiming overlapping keys outside a transaction ([`claim_batch`]) then wait for each other
+/// in one direction only, never in a cycle.
+///
 /// A claim's run is new (its id made for this delivery), so it is inserted, not upserted: a
 /// run id already in the inbox fails the statement (a unique violation) rather than
 /// overwriting a run.
@@ -1533,6 +1569,7 @@ static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
            $5::int8[], $6::int8[]) AS t(workflow_id, key, run_id, claimed_at, expires_at, now_ms)), \
          won AS (INSERT INTO webhook_claims AS c (workflow_id, key, run_id, claimed_at, expires_at) \
            SELECT workflow_id, key, run_id, claimed_at, expires_at FROM ci \
+           ORDER BY workflow_id, key \
            ON CONFLICT (workflow_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, \
              claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at \
            WHERE c.expires_at <= (SELECT ci.now_ms FROM ci \
