@@ -7,6 +7,9 @@
 //!   body and answering 202 (the same ceiling as `examples/bare_axum.rs`).
 //! * `door/duplicate`: `fluxo`'s router on sled, a repeat of a delivered `Idempotency-Key`
 //!   (the duplicate answer the load script measures).
+//! * `door/input`: a new delivery's body taken in as its run input
+//!   (`RunInput::from_json_bytes`: checked to be JSON, kept as its text, its search values
+//!   found), the largest cost of a new key in the door's own code.
 
 use std::sync::Arc;
 
@@ -79,6 +82,9 @@ fn door(c: &mut Criterion) {
         .layer(axum::extract::DefaultBodyLimit::max(
             server::DEFAULT_BODY_LIMIT,
         ));
+    group.bench_function("input", |b| {
+        b.iter(|| fluxo::run::RunInput::from_json_bytes(std::hint::black_box(BODY.as_bytes())))
+    });
     group.bench_function("bare", |b| {
         b.to_async(&rt)
             .iter(|| call(bare.clone(), request("127.0.0.1", "k")))

@@ -847,3 +847,149 @@ fn the_door_still_answers_after_the_properties() {
     assert_eq!(status, 200);
     assert!(door.server.url.ends_with(&door.addr));
 }
+
+// ---------------------------------------------------------------------------------------------
+// A webhook body taken in as a run input
+// ---------------------------------------------------------------------------------------------
+
+/// JSON text as a sender may write it: members may repeat, strings may be escaped (`\uXXXX`,
+/// even a lone surrogate), numbers may be past f64's range, nesting deep.
+#[derive(Debug, Clone)]
+enum Text {
+    Lit(&'static str),
+    Num(String),
+    Str(String, bool),
+    Arr(Vec<Text>),
+    Obj(Vec<((String, bool), Text)>),
+}
+
+/// A string as JSON text; `escape`: every other character as `\uXXXX`.
+fn json_string(s: &str, escape: bool) -> String {
+    let mut out = String::from('"');
+    for (i, c) in s.chars().enumerate() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if escape && i % 2 == 0 && (c as u32) < 0x10000 => {
+                out.push_str(&format!("\\u{:04X}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+impl Text {
+    fn render(&self, ws: &str, out: &mut String) {
+        match self {
+            Text::Lit(l) => out.push_str(l),
+            Text::Num(n) => out.push_str(n),
+            Text::Str(s, e) => out.push_str(&json_string(s, *e)),
+            Text::Arr(items) => {
+                out.push('[');
+                for (i, t) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                        out.push_str(ws);
+                    }
+                    t.render(ws, out);
+                }
+                out.push(']');
+            }
+            Text::Obj(members) => {
+                out.push('{');
+                out.push_str(ws);
+                for (i, ((name, e), t)) in members.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&json_string(name, *e));
+                    out.push_str(ws);
+                    out.push(':');
+                    t.render(ws, out);
+                }
+                out.push_str(ws);
+                out.push('}');
+            }
+        }
+    }
+    /// Whether an object repeats a member name (compared decoded).
+    fn repeats_a_name(&self) -> bool {
+        match self {
+            Text::Arr(items) => items.iter().any(Text::repeats_a_name),
+            Text::Obj(members) => {
+                let mut names = std::collections::HashSet::new();
+                members.iter().any(|((n, _), _)| !names.insert(n.as_str()))
+                    || members.iter().any(|(_, t)| t.repeats_a_name())
+            }
+            _ => false,
+        }
+    }
+}
+
+fn body_text() -> impl Strategy<Value = Text> {
+    let string = prop_oneof![
+        4 => prop::sample::select(vec![
+            "cus_QXgbTfeWzA", "in_1Nv9", "evt_1", "ada@example.com", "ORD-1042", "paid",
+            "two words 12", "Hello-World", "a1", "é_ü_1", "𝄞_clef_1", "\\ud800 not an escape",
+        ])
+        .prop_map(String::from),
+        1 => ".{0,10}",
+    ];
+    let leaf = prop_oneof![
+        prop::sample::select(vec!["true", "false", "null"]).prop_map(Text::Lit),
+        prop::sample::select(vec![
+            "0", "-7", "42", "1.5", "-2.5e-3", "1e300", "1e301", "-1e309", "1e400",
+            "123456789012345678901234567890", "1E+2",
+        ])
+        .prop_map(|n| Text::Num(n.to_string())),
+        (string.clone(), any::<bool>()).prop_map(|(s, e)| Text::Str(s, e)),
+        // A lone surrogate: a `Value` refuses it.
+        Just(Text::Lit("\"\\ud800x\"")),
+    ];
+    let name = prop_oneof![
+        prop::sample::select(vec!["id", "a", "b", "customer", "é"]).prop_map(String::from),
+        ".{0,4}",
+    ];
+    leaf.prop_recursive(5, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Text::Arr),
+            prop::collection::vec(((name.clone(), any::<bool>()), inner), 0..6)
+                .prop_map(Text::Obj),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(config(400))]
+
+    /// A body is accepted exactly when serde_json reads it as a `Value`, and then it reads as
+    /// that value; its text is kept unless an object repeats a member name; its search values
+    /// are those of the value (the same rule, found without building it).
+    #[test]
+    fn a_body_reads_as_serde_reads_it(t in body_text(), wide in any::<bool>(), depth in 0usize..140) {
+        let mut text = String::new();
+        // Sometimes nested deep, around serde_json's limit of 128 levels.
+        let wrap = if depth > 90 { depth } else { 0 };
+        text.push_str(&"[".repeat(wrap));
+        t.render(if wide { " \n\t" } else { "" }, &mut text);
+        text.push_str(&"]".repeat(wrap));
+        let ours = fluxo::run::RunInput::from_json_bytes(text.as_bytes());
+        match serde_json::from_str::<Value>(&text) {
+            Err(e) => prop_assert!(ours.is_err(), "serde refuses ({e}) but it was taken: {text}"),
+            Ok(v) => {
+                let input = ours.map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
+                prop_assert_eq!(input.value(), &v);
+                prop_assert_eq!(input.raw().is_some(), !t.repeats_a_name(), "{}", text);
+                if input.raw().is_some() {
+                    prop_assert_eq!(
+                        input.search_values(),
+                        fluxo::run::RunInput::from(v).search_values()
+                    );
+                }
+            }
+        }
+    }
+}

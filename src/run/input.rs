@@ -107,18 +107,19 @@ impl RunInput {
     ///
     /// Errors: the body is not JSON; the [`serde_json::Error`] gives line and column.
     pub fn from_json_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        let scan = Scan::of(bytes)?;
-        if scan.duplicate {
+        // JSON is UTF-8: checked once for the whole body. Not UTF-8: serde_json says where.
+        let Ok(text) = std::str::from_utf8(bytes) else {
             return serde_json::from_slice::<Value>(bytes).map(RunInput::from);
+        };
+        // serde_json's `&str` reader: no string is checked for UTF-8 again (17.4 → 13.6 µs
+        // for the 6 KB Stripe event, `cargo bench --bench door -- door/input`; 262,000 →
+        // 233,000 instructions under callgrind).
+        let scan = Scan::of(text)?;
+        if scan.duplicate {
+            return serde_json::from_str::<Value>(text).map(RunInput::from);
         }
-        // Well-formed JSON is UTF-8 (strings were checked by the scan; the rest is ASCII).
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| serde::de::Error::custom("the body is not UTF-8"))?
-            .trim_matches(|c: char| c.is_ascii_whitespace());
-        Ok(RunInput::raw_scanned(
-            RawValue::from_string(text.to_string())?,
-            scan,
-        ))
+        let raw: &RawValue = serde_json::from_str(text)?;
+        Ok(RunInput::raw_scanned(raw.to_owned(), scan))
     }
 
     fn raw_scanned(raw: Box<RawValue>, scan: Scan) -> Self {
@@ -250,7 +251,7 @@ impl Serialize for RunInput {
 impl<'de> Deserialize<'de> for RunInput {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(d)?;
-        let scan = Scan::of(raw.get().as_bytes()).map_err(serde::de::Error::custom)?;
+        let scan = Scan::of(raw.get()).map_err(serde::de::Error::custom)?;
         if scan.duplicate {
             return serde_json::from_str::<Value>(raw.get())
                 .map(RunInput::from)
@@ -270,10 +271,10 @@ struct Scan {
 }
 
 impl Scan {
-    /// One pass over `bytes`, which must hold one JSON value (whitespace around it allowed).
-    fn of(bytes: &[u8]) -> Result<Scan, serde_json::Error> {
+    /// One pass over `text`, which must hold one JSON value (whitespace around it allowed).
+    fn of(text: &str) -> Result<Scan, serde_json::Error> {
         let mut scan = Scan::default();
-        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let mut de = serde_json::Deserializer::from_str(text);
         ScanSeed(&mut scan).deserialize(&mut de)?;
         de.end()?;
         Ok(scan)
@@ -454,10 +455,22 @@ mod tests {
         assert!(raw(r#"{"a":{"x":1},"b":{"x":2}}"#).raw().is_some());
     }
 
-    /// Bad bodies are refused with where; nothing past the value is accepted.
+    /// Bad bodies are refused with where; nothing past the value is accepted; what a `Value`
+    /// refuses though its syntax is fine (a number past f64, a lone surrogate) is refused too.
     #[test]
     fn malformed_bodies_are_refused() {
-        for bad in ["", "{", r#"{"a":1}x"#, "[1,]", "\"\\ud800\"", "nul"] {
+        for bad in [
+            "",
+            "{",
+            r#"{"a":1}x"#,
+            "[1,]",
+            "\"\\ud800\"",
+            "nul",
+            "1e400",
+            r#"{"a":[-1e309]}"#,
+            &"9".repeat(400),
+            r#"{"id":"in_1","b":"\udc00x"}"#,
+        ] {
             assert!(
                 RunInput::from_json_bytes(bad.as_bytes()).is_err(),
                 "{bad:?}"
