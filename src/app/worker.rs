@@ -378,12 +378,22 @@ async fn heartbeat(state: &AppState) {
         )
         .await
     {
-        Ok(n) if n < held.len() => tracing::warn!(
-            held = held.len(),
-            renewed = n,
-            "some run leases were taken over by another process"
-        ),
-        Ok(_) => {}
+        Ok(renewed) => {
+            // Runs that ended and released their leases meanwhile are not lost ones: only
+            // those this process still executes count.
+            let renewed: HashSet<String> = renewed.into_iter().collect();
+            let still_held: HashSet<String> = state.queue().held_ids().into_iter().collect();
+            let lost: Vec<&String> = held
+                .iter()
+                .filter(|id| !renewed.contains(*id) && still_held.contains(*id))
+                .collect();
+            if !lost.is_empty() {
+                tracing::warn!(
+                    runs = ?lost,
+                    "run leases were taken over by another process while this one executes them"
+                );
+            }
+        }
         Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
     }
 }

@@ -722,15 +722,16 @@ pub trait SharedQueue: Send + Sync {
         lease_ms: i64,
         now_ms: i64,
     ) -> StoreResult<bool>;
-    /// Heartbeat: extend `owner`'s leases on `run_ids` to `now_ms + lease_ms`; returns how
-    /// many it still held (a lease taken over meanwhile is not extended).
+    /// Heartbeat: extend `owner`'s leases on `run_ids` to `now_ms + lease_ms`; returns the
+    /// runs whose lease it still held and extended (a lease taken over, or released,
+    /// meanwhile is not extended).
     async fn renew_leases(
         &self,
         owner: &str,
         run_ids: &[String],
         lease_ms: i64,
         now_ms: i64,
-    ) -> StoreResult<usize>;
+    ) -> StoreResult<Vec<String>>;
     /// Drop `owner`'s leases on `run_ids` (the runs ended).
     async fn release_leases(&self, owner: &str, run_ids: &[String]) -> StoreResult<()>;
     /// Take over at most `max` `running` runs that no live lease holds (their process died),

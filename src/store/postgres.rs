@@ -8,21 +8,22 @@
 //!   <the existing entry has expired>`: the database decides the one winner. A loser's
 //!   statement leaves the existing row locked until its transaction ends, so the entry it then
 //!   reads (and answers [`WriteResult::Exists`] with) is the one that beat it.
-//! * A webhook claim and its queued run are written in one transaction, the claim by the same
-//!   conditional upsert, after the transaction has taken its keys' advisory locks in hash
-//!   order: batches of several processes claiming the same keys queue up instead of
-//!   deadlocking (a deadlock that happens anyway, e.g. over a run row, is retried). A batch's
-//!   claims take a few statements whatever their number (`claim_batch`: every claim in one
-//!   upsert over `unnest` arrays, the runs of those that won in the same statement, the claims
-//!   that beat the rest in one read), not three round trips each: ~35% more deliveries per
-//!   second, and less than half this process's CPU per delivery (README, "Benchmarks").
+//! * A webhook claim and its queued run are written in one statement, the claim by the same
+//!   conditional upsert, a batch's claims over `unnest` arrays in key order: statements of
+//!   several processes claiming the same keys wait for each other in one direction, never in
+//!   a cycle (a deadlock that happens anyway is retried). A batch of distinct keys (the usual
+//!   one) is that one statement, a transaction by itself, then one read of the claims that
+//!   beat any of it (`claim_batch`); a key given twice in a batch is decided in a second
+//!   round, inside a transaction that first takes the keys' advisory locks in hash order
+//!   (`lock_claim_keys`).
 //! * **The ingest inbox.** A claim's queued run is written to `run_inbox` (migration 0008):
 //!   one row and one index entry, where a row of `runs` costs seven index entries and its
 //!   search values two each. It is moved into `runs` ([`PgStore::move_inbox`]: deleted there
 //!   and inserted here in one statement, so every snapshot has it in exactly one table) by
 //!   any process's workers when `runs` has no queued run to take, and before every listing
-//!   and count ([`PgStore::settle_inbox`], at most [`SETTLE_FOR`]); a single run is read from
-//!   either table. So the claim costs the database a third of what it did, and the rest of a
+//!   and count ([`PgStore::settle_inbox`], at most
+//!   [`SETTLE_FOR`](crate::store::postgres::SETTLE_FOR)); a single run is read from either
+//!   table. So the claim costs the database a third of what it did, and the rest of a
 //!   queued run's writing happens when it is about to execute, which a burst puts off
 //!   ([`crate::app::door_first`]).
 //! * API idempotency records are read `FOR UPDATE` and decided by the shared rule.
@@ -629,8 +630,8 @@ impl RunStore for PgStore {
         )
         .bind(id)
         .fetch_optional(&self.pool)
-            .await
-            .map_err(db)?;
+        .await
+        .map_err(db)?;
         match row {
             None => Ok(None),
             Some(row) => {
@@ -1227,11 +1228,13 @@ impl Store for PgStore {
 
     /// [`super::Store::concurrent_batches`]: two. Each batch is a transaction of its own,
     /// durable at its commit, and claims of one key in two batches queue up on the key's
-    /// advisory lock (`lock_claim_keys`), so the second sees the first. With one batch at a
+    /// claim row (or its advisory lock, `lock_claim_keys`), so the second sees the first.
+    /// Measured when each batch was a transaction of four round trips: with one batch at a
     /// time the door waited for each batch's round trips and commit. pg×1 under 10 s of new
     /// keys (64 connections, 8 workers, a fresh database each), four alternated pairs: one at
     /// a time 1,655–1,974 req/s (mean 1,771), two 1,885–2,025 (mean 1,938); four were no
-    /// better than two (README, "Webhook ingest").
+    /// better than two (README, "Webhook ingest"); with a batch of one statement (2026-12-04),
+    /// four were no better either (pg×1: 7,172–7,555 req/s against 7,265–7,522).
     fn concurrent_batches(&self) -> usize {
         2
     }
@@ -2128,14 +2131,20 @@ impl PgStore {
     /// take's: it should find the rows it moves by the inbox's primary key, never read the
     /// whole inbox. Errors: the database's.
     pub async fn explain_move_inbox(&self) -> StoreResult<Vec<String>> {
-        self.explain_on_queue("(bigint)", &MOVE_INBOX_SQL, "(64)").await
+        self.explain_on_queue("(bigint)", &MOVE_INBOX_SQL, "(64)")
+            .await
     }
 
     /// `EXPLAIN` of `sql` (parameter types `types`, e.g. `(text, bigint)`) executed with
     /// `args` (e.g. `('x', 1)`) as a prepared statement on one of the queue's connections,
     /// taken out of the pool and closed after (`PREPARE`, `EXPLAIN EXECUTE`: no statement of
     /// it outlives the call, even one dropped half-way).
-    async fn explain_on_queue(&self, types: &str, sql: &str, args: &str) -> StoreResult<Vec<String>> {
+    async fn explain_on_queue(
+        &self,
+        types: &str,
+        sql: &str,
+        args: &str,
+    ) -> StoreResult<Vec<String>> {
         // Detached: its slot goes back to the pool, and it closes when dropped.
         let mut conn = self.queue.acquire().await.map_err(db)?.detach();
         sqlx::raw_sql(&format!("PREPARE fluxo_explain{types} AS {sql}"))
@@ -2265,20 +2274,20 @@ impl SharedQueue for PgStore {
         run_ids: &[String],
         lease_ms: i64,
         now_ms: i64,
-    ) -> StoreResult<usize> {
+    ) -> StoreResult<Vec<String>> {
         if run_ids.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
-        let done = sqlx::query(
-            "UPDATE run_leases SET lease_until = $3 WHERE owner = $1 AND run_id = ANY($2)",
+        sqlx::query_scalar(
+            "UPDATE run_leases SET lease_until = $3 WHERE owner = $1 AND run_id = ANY($2) \
+             RETURNING run_id",
         )
         .bind(owner)
         .bind(run_ids)
         .bind(now_ms.saturating_add(lease_ms))
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await
-        .map_err(db)?;
-        Ok(done.rows_affected() as usize)
+        .map_err(db)
     }
 
     async fn release_leases(&self, owner: &str, run_ids: &[String]) -> StoreResult<()> {
