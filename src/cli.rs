@@ -217,10 +217,11 @@ pub struct ServeArgs {
     pub workers: usize,
     /// Priority of executing runs against taking deliveries: the workers' threads run at this
     /// nice value (0 = the same priority as the HTTP server, 19 = the lowest; Linux only).
-    /// Above 0, executions also yield to a burst: while 16 or more deliveries wait at the door
-    /// at once, one worker takes new runs and the others wait (which also spares a shared
-    /// database). With 10, a burst of webhooks is accepted (durably) first and executed from
-    /// the queue; an idle or lightly loaded server executes at full speed either way.
+    /// Above 0, executions also yield to a burst: while 8 or more deliveries wait at the door
+    /// at once and the CPU is contended (Linux's CPU pressure), one worker takes new runs and
+    /// the others wait (which also spares a shared database). With 10, a burst of webhooks is
+    /// accepted (durably) first and executed from the queue; a server with CPU to spare
+    /// executes at full speed either way.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=19), env = "FLUXO_RUN_NICE")]
     pub run_nice: i32,
     /// The store: the embedded sled store in the data dir (default), or a shared PostgreSQL

@@ -128,8 +128,9 @@ pub struct ServerOptions {
     pub body_limit_bytes: usize,
     /// Runs executed at once (default 8).
     pub workers: usize,
-    /// Deliveries in the door at once from which only one worker takes new runs
-    /// ([`door_first`]; default [`door_first::DOOR_BUSY_AT`], 16; 0: executions never yield).
+    /// Deliveries in the door at once from which, while the CPU is contended, only one worker
+    /// takes new runs ([`door_first`]; default [`door_first::DOOR_BUSY_AT`], 8; 0: executions
+    /// never yield).
     pub door_busy_at: usize,
     /// The runtime the workers execute runs on (`None`, the default: the caller's). `fluxo
     /// serve` gives one whose threads run at a lower CPU priority ([`worker::run_runtime`]).
