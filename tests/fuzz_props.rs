@@ -941,8 +941,17 @@ fn body_text() -> impl Strategy<Value = Text> {
     let leaf = prop_oneof![
         prop::sample::select(vec!["true", "false", "null"]).prop_map(Text::Lit),
         prop::sample::select(vec![
-            "0", "-7", "42", "1.5", "-2.5e-3", "1e300", "1e301", "-1e309", "1e400",
-            "123456789012345678901234567890", "1E+2",
+            "0",
+            "-7",
+            "42",
+            "1.5",
+            "-2.5e-3",
+            "1e300",
+            "1e301",
+            "-1e309",
+            "1e400",
+            "123456789012345678901234567890",
+            "1E+2",
         ])
         .prop_map(|n| Text::Num(n.to_string())),
         (string.clone(), any::<bool>()).prop_map(|(s, e)| Text::Str(s, e)),
@@ -956,8 +965,7 @@ fn body_text() -> impl Strategy<Value = Text> {
     leaf.prop_recursive(5, 48, 6, move |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Text::Arr),
-            prop::collection::vec(((name.clone(), any::<bool>()), inner), 0..6)
-                .prop_map(Text::Obj),
+            prop::collection::vec(((name.clone(), any::<bool>()), inner), 0..6).prop_map(Text::Obj),
         ]
     })
 }

@@ -702,7 +702,11 @@ async fn postgres_claimed_runs_wait_in_the_inbox_until_moved() {
     }
     assert_eq!(rows_in(&store, "run_inbox").await, 3);
     assert_eq!(rows_in(&store, "runs").await, 0, "nothing in runs yet");
-    let got = store.get_run("run-1").await.unwrap().expect("read from the inbox");
+    let got = store
+        .get_run("run-1")
+        .await
+        .unwrap()
+        .expect("read from the inbox");
     assert_eq!(got.id, "run-1");
     assert_eq!(got.status, RunStatus::Queued);
     assert_eq!(got.input["customer"], "cus_inbox1");
@@ -775,7 +779,10 @@ async fn postgres_inbox_moves_find_their_rows_by_key() {
         .execute(store.pool())
         .await
         .expect("analyze");
-    by_key(store.explain_move_inbox().await.expect("explain"), "an empty inbox");
+    by_key(
+        store.explain_move_inbox().await.expect("explain"),
+        "an empty inbox",
+    );
     sqlx::query(
         "INSERT INTO run_inbox SELECT 'run-' || lpad(g::text, 6, '0'), 'wf', 'queued', 'live', \
            'webhook', 'k' || g, g, NULL, NULL, 'run-' || g, NULL, '{}', '{}', '{}' \
@@ -788,7 +795,10 @@ async fn postgres_inbox_moves_find_their_rows_by_key() {
         .execute(store.pool())
         .await
         .expect("analyze");
-    by_key(store.explain_move_inbox().await.expect("explain"), "a backlog");
+    by_key(
+        store.explain_move_inbox().await.expect("explain"),
+        "a backlog",
+    );
 }
 
 /// A run being moved from the inbox is never missing: readers of single runs, while other
@@ -810,15 +820,18 @@ async fn postgres_runs_moving_from_the_inbox_are_always_found() {
         })
         .collect();
     for o in batch(&*store, writes).await {
-        assert!(matches!(o.unwrap(), BatchOutcome::Claim(ClaimOutcome::Claimed)));
+        assert!(matches!(
+            o.unwrap(),
+            BatchOutcome::Claim(ClaimOutcome::Claimed)
+        ));
     }
     assert_eq!(rows_in(&store, "run_inbox").await, RUNS);
     let movers: Vec<_> = (0..3)
         .map(|_| {
             let store = store.clone();
-            tokio::spawn(async move {
-                while store.move_inbox(3, false).await.expect("move") > 0 {}
-            })
+            tokio::spawn(
+                async move { while store.move_inbox(3, false).await.expect("move") > 0 {} },
+            )
         })
         .collect();
     let readers: Vec<_> = (0..4)

@@ -252,12 +252,27 @@ async fn sled_corrupt_records_are_errors_not_panics() {
         store.flush().await.unwrap();
     }
     {
-        // No background flusher: it would hold the lock for a moment after the drop.
-        let db = sled::Config::new()
-            .path(dir.path())
-            .flush_every_ms(None)
-            .open()
-            .unwrap();
+        // No background flusher: it would hold the lock for a moment after the drop. The
+        // store dropped above lets go of it once its threads end (its journal applier runs at
+        // nice 10: on a busy machine, a moment later): retried for up to 10 s, as the store
+        // itself retries for 1 s.
+        let db = {
+            let mut tries = 0;
+            loop {
+                match sled::Config::new()
+                    .path(dir.path())
+                    .flush_every_ms(None)
+                    .open()
+                {
+                    Ok(db) => break db,
+                    Err(e) if tries < 400 && e.to_string().contains("could not acquire lock") => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(25));
+                    }
+                    Err(e) => panic!("open the store: {e}"),
+                }
+            }
+        };
         let garbage: &[u8] = b"{not json";
         db.open_tree("memory")
             .unwrap()
