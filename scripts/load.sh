@@ -22,6 +22,9 @@
 #               committed);
 #   duplicates  one fixed key per process (each first delivered once): every request answered
 #               200 `duplicate: true`.
+# Every measured run (not the warm-ups) starts once the machine is quiet again (at least 80%
+# idle over a second; `quiet`), so it does not share the CPU with what the run before left
+# behind (a database's checkpoint, a store's background writes).
 # It reports req/s, p50/p99 latency, the ratio to the ceiling, end-to-end runs/s (runs created
 # by the new-keys load / (load duration + time until no run is queued or running)), the peak
 # RSS (VmHWM) of every fluxo process, and checks that every 202 has its run (runs counted
@@ -42,10 +45,11 @@
 # PG=0 (skip the PostgreSQL part), PG_CEILING=0 (skip pgbench's ceiling below), NODE_RED=0
 # (skip Node-RED), SKIP_BUILD=1.
 #
-# PostgreSQL's ceiling: after pg×3, pgbench (4 clients, DURATION) runs transactions that do
-# what a batch of the claims lane does, 32 webhook claims, their queued runs (a record holding
-# the 6 KB body) and 5 search values each, on a migrated database of the same server, with no
-# fluxo, wrk or run executing beside it: what PostgreSQL alone takes on this machine.
+# PostgreSQL's ceiling: after pg×3, pgbench (4 clients, DURATION) runs statements that do what
+# a batch of the claims lane does, one statement a transaction by itself: 32 webhook claims
+# and their queued runs in the ingest inbox (a record holding the 6 KB body, 5 search values
+# each), on a migrated database of the same server, with no fluxo, wrk or run executing beside
+# it: what PostgreSQL alone takes on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -198,6 +202,23 @@ print(out)
 EOF
 }
 
+# quiet: wait (at most 60 s) until the machine is at least 80% idle over a second, so a
+# measurement does not share the CPU with what the one before left running (PostgreSQL's
+# checkpoint and autovacuum after a load of new keys, sled's journal applier, the kernel
+# writing back a store): the duplicates' target compares two runs a minute apart.
+quiet() {
+  local i a b
+  for i in $(seq 1 60); do
+    a=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
+    sleep 1
+    b=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
+    if python3 -c "import sys; i0, t0, i1, t1 = map(float, sys.argv[1:]); sys.exit(0 if (i1 - i0) >= 0.8 * (t1 - t0) else 1)" $a $b; then
+      return 0
+    fi
+  done
+  echo "load: the machine did not go quiet within 60 s; measuring anyway" >&2
+}
+
 # CPU time (user + system, in clock ticks) the processes have used so far.
 cpu_ticks() { local p s=0; for p in "$@"; do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$s"; }
 
@@ -243,6 +264,7 @@ measure_bare() {
   pid=$!; pids+=("$pid")
   wait_ready "http://127.0.0.1:$port" "$pid" "$tmp/$name.log"
   run_load "$name-warm" unique warm "$WARMUP" "http://127.0.0.1:$port" >/dev/null
+  quiet
   c0=$(cpu_ticks "$pid")
   printf '%-16s' "bare axum"; run_load "$name" unique "$name" "$DURATION" "http://127.0.0.1:$port"
   echo $(($(cpu_ticks "$pid") - c0)) >"$tmp/$name.cpu"
@@ -272,6 +294,7 @@ measure() {
   # (a) new keys
   run_load "$label-new-warm" unique "$label-warm" "$WARMUP" "${urls[@]}" >/dev/null
   drain "${urls[0]}" >/dev/null
+  quiet
   c0=$(cpu_ticks "${spids[@]}")
   printf '%-16s' "$label new keys"; run_load "$label-new" unique "$label-new" "$DURATION" "${urls[@]}"
   d=$(drain "${urls[0]}")
@@ -286,6 +309,7 @@ measure() {
   done
   drain "${urls[0]}" >/dev/null
   run_load "$label-dup-warm" fixed "$label-dup" "$WARMUP" "${urls[@]}" >/dev/null
+  quiet
   c0=$(cpu_ticks "${spids[@]}")
   printf '%-16s' "$label duplicates"; run_load "$label-dup" fixed "$label-dup" "$DURATION" "${urls[@]}"
   cpu_dup=$(($(cpu_ticks "${spids[@]}") - c0))
@@ -368,14 +392,12 @@ summary = json.dumps({"id": "r", "workflow_id": "load", "status": "queued"}).rep
 k = "'pb-' || :b || '-' || g || '-' || :client_id"
 r = "'r-' || :b || '-' || g || '-' || :client_id"
 open(sys.argv[2], "w").write(f"""\\set b random(1, 1000000000)
-BEGIN;
-INSERT INTO webhook_claims (workflow_id, key, run_id, claimed_at, expires_at)
-  SELECT 'load', {k}, {r}, 1, 9999999999999 FROM generate_series(1, 32) g;
-INSERT INTO runs (id, workflow_id, status, mode, trigger, idempotency_key, created_at, root_run_id, summary, record)
-  SELECT {r}, 'load', 'queued', 'live', 'webhook', {k}, 1767225600000 + g, {r}, '{summary}'::json, '{record}'::json FROM generate_series(1, 32) g;
-INSERT INTO run_values (value, created_at, run_id)
-  SELECT 'v' || v || '-' || {r}, 1767225600000, {r} FROM generate_series(1, 32) g, generate_series(1, 5) v;
-COMMIT;
+WITH won AS (INSERT INTO webhook_claims (workflow_id, key, run_id, claimed_at, expires_at)
+  SELECT 'load', {k}, {r}, 1, 9999999999999 FROM generate_series(1, 32) g
+  RETURNING key, run_id)
+INSERT INTO run_inbox (id, workflow_id, status, mode, trigger, idempotency_key, created_at, root_run_id, summary, record, search_values)
+  SELECT run_id, 'load', 'queued', 'live', 'webhook', key, 1767225600000, run_id, '{summary}', '{record}',
+    ARRAY(SELECT 'v' || v || '-' || run_id FROM generate_series(1, 5) v) FROM won;
 """)
 EOF
   if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$tmp/pg/ceiling.sql"; fi
@@ -419,6 +441,7 @@ EOF
   wait_ready "http://127.0.0.1:$port" "$nr_pid" "$tmp/node-red.log"
   echo "load: Node-RED $(node -p "require('$nr_dir/node_modules/node-red/package.json').version") on node $(node --version)"
   run_load node-red-warm unique nrwarm "$WARMUP" "http://127.0.0.1:$port" >/dev/null
+  quiet
   printf '%-16s' "node-red echo"; run_load node-red unique nr "$DURATION" "http://127.0.0.1:$port"
   # Node-RED's own process (node), its peak RSS in kB.
   awk '/VmHWM/ {print $2}' "/proc/$nr_pid/status" >"$tmp/node-red.rss"
