@@ -671,6 +671,71 @@ async fn postgres_deleting_runs_deletes_their_search_values() {
     assert_eq!(value_rows(&["run-2"]).await, 2);
 }
 
+/// The lease heartbeat answers exactly the runs whose lease it renewed: not one its owner
+/// released meanwhile, not one another owner holds (the worker warns only about the runs it
+/// still executes that are missing from the answer).
+#[tokio::test]
+async fn postgres_renewed_leases_are_named() {
+    let (store, _) = fresh_pg().await;
+    let queue = store.shared_queue().expect("a shared queue");
+    for i in 0..3 {
+        store
+            .put_run(&run(&format!("run-{i}"), "wf", RunStatus::Queued, T0 + i))
+            .await
+            .unwrap();
+    }
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        let r = queue
+            .take_queued("me", 1_000, T0)
+            .await
+            .unwrap()
+            .expect("a queued run");
+        taken.push(r.id);
+    }
+    taken.sort();
+    assert_eq!(taken, ["run-0", "run-1", "run-2"]);
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+
+    let all = queue
+        .renew_leases("me", &taken, 1_000, T0 + 500)
+        .await
+        .unwrap();
+    assert_eq!(sorted(all), taken, "every lease held is renewed");
+    let others = queue
+        .renew_leases("someone-else", &taken, 1_000, T0 + 500)
+        .await
+        .unwrap();
+    assert!(
+        others.is_empty(),
+        "another owner renews nothing: {others:?}"
+    );
+
+    queue
+        .release_leases("me", std::slice::from_ref(&taken[0]))
+        .await
+        .unwrap();
+    let left = queue
+        .renew_leases("me", &taken, 1_000, T0 + 900)
+        .await
+        .unwrap();
+    assert_eq!(
+        sorted(left),
+        ["run-1", "run-2"],
+        "a released lease is not renewed"
+    );
+    assert_eq!(
+        queue
+            .renew_leases("me", &[], 1_000, T0 + 900)
+            .await
+            .unwrap(),
+        Vec::<String>::new()
+    );
+}
+
 /// Rows of `table` (the ingest inbox, `run_inbox`, or `runs`).
 async fn rows_in(store: &PgStore, table: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
