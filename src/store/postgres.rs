@@ -1580,12 +1580,13 @@ static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
            RETURNING c.workflow_id, c.key, c.run_id), \
          {ctes}, \
          q AS (INSERT INTO run_inbox ({RUN_COLUMNS}, search_values) \
-           SELECT {RUN_TEXT_FROM_RI}, COALESCE(g.vals, '{{}}') FROM ri \
+           SELECT {text_from_ri}, COALESCE(g.vals, '{{}}') FROM ri \
            JOIN won ON won.run_id = ri.id \
            LEFT JOIN (SELECT run_id, array_agg(value) AS vals FROM rv GROUP BY run_id) g \
              ON g.run_id = ri.id) \
          SELECT workflow_id, key FROM won",
-        ctes = runs_ctes(7)
+        ctes = runs_ctes(7),
+        text_from_ri = run_columns_of("ri.", "")
     )
 });
 
@@ -1625,16 +1626,23 @@ fn runs_ctes(first: usize) -> String {
     )
 }
 
-/// The columns of `runs` a write sets, and the `ri` columns they come from ([`runs_ctes`]).
+/// The columns of `runs` a write sets (those of `run_inbox` too, but for its search values).
 const RUN_COLUMNS: &str = "id, workflow_id, status, mode, trigger, idempotency_key, \
      created_at, finished_at, retain_at, root_run_id, parent_run, summary, record";
-const RUN_VALUES_FROM_RI: &str = "ri.id, ri.workflow_id, ri.status, ri.mode, ri.trigger, \
-     ri.idempotency_key, ri.created_at, ri.finished_at, ri.retain_at, ri.root_run_id, \
-     ri.parent_run, ri.summary::json, ri.record::json";
-/// [`RUN_VALUES_FROM_RI`] for the ingest inbox, whose summary and record are text.
-const RUN_TEXT_FROM_RI: &str = "ri.id, ri.workflow_id, ri.status, ri.mode, ri.trigger, \
-     ri.idempotency_key, ri.created_at, ri.finished_at, ri.retain_at, ri.root_run_id, \
-     ri.parent_run, ri.summary, ri.record";
+
+/// [`RUN_COLUMNS`] as read from `from` (`"ri."`: [`runs_ctes`]; `""`: a row of `run_inbox`),
+/// `summary` and `record` cast with `json` (`"::json"` into `runs`, `""` into `run_inbox`,
+/// where they are text).
+fn run_columns_of(from: &str, json: &str) -> String {
+    RUN_COLUMNS
+        .split(", ")
+        .map(|c| match c {
+            "summary" | "record" => format!("{from}{c}{json}"),
+            _ => format!("{from}{c}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// [`PgStore::move_inbox`]'s statement: up to `$1` rows of `run_inbox`, in id (= creation)
 /// order, deleted and inserted into `runs` with their search values; answers how many left
@@ -1647,14 +1655,13 @@ fn move_inbox_sql(lock: &str) -> String {
     format!(
         "WITH m AS (DELETE FROM run_inbox WHERE id = ANY(ARRAY( \
            SELECT id FROM run_inbox ORDER BY id LIMIT $1 {lock})) RETURNING *), \
-         r AS (INSERT INTO runs ({RUN_COLUMNS}) \
-           SELECT id, workflow_id, status, mode, trigger, idempotency_key, created_at, \
-             finished_at, retain_at, root_run_id, parent_run, summary::json, record::json FROM m \
+         r AS (INSERT INTO runs ({RUN_COLUMNS}) SELECT {from_inbox} FROM m \
            ON CONFLICT (id) DO NOTHING RETURNING id, created_at), \
          v AS (INSERT INTO run_values (value, created_at, run_id) \
            SELECT DISTINCT s.value, r.created_at, r.id FROM m JOIN r ON r.id = m.id \
            CROSS JOIN LATERAL unnest(m.search_values) AS s(value) ON CONFLICT DO NOTHING) \
-         SELECT count(*) FROM m"
+         SELECT count(*) FROM m",
+        from_inbox = run_columns_of("", "::json")
     )
 }
 static MOVE_INBOX_SQL: std::sync::LazyLock<String> =
@@ -1699,7 +1706,7 @@ fn bind_runs<'q>(
 static UPSERT_RUNS_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH {ctes}, \
-         r AS (INSERT INTO runs ({RUN_COLUMNS}) SELECT {RUN_VALUES_FROM_RI} FROM ri \
+         r AS (INSERT INTO runs ({RUN_COLUMNS}) SELECT {json_from_ri} FROM ri \
            ON CONFLICT (id) DO UPDATE SET workflow_id = EXCLUDED.workflow_id, \
              status = EXCLUDED.status, mode = EXCLUDED.mode, trigger = EXCLUDED.trigger, \
              idempotency_key = EXCLUDED.idempotency_key, created_at = EXCLUDED.created_at, \
@@ -1713,7 +1720,8 @@ static UPSERT_RUNS_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|
          INSERT INTO run_values (value, created_at, run_id) \
            SELECT DISTINCT rv.value, ri.created_at, rv.run_id FROM rv JOIN ri ON ri.id = rv.run_id \
          ON CONFLICT DO NOTHING",
-        ctes = runs_ctes(1)
+        ctes = runs_ctes(1),
+        json_from_ri = run_columns_of("ri.", "::json")
     )
 });
 
