@@ -76,7 +76,8 @@ impl std::fmt::Debug for DoorFirst {
 /// once at least `PRESSURE_EVERY` (100 ms) has passed; readings in between answer the last
 /// verdict.
 pub struct CpuPressure {
-    last: Mutex<Option<(Instant, u64, bool)>>,
+    /// The last reading: when, the `some` total then, the verdict over the span before it.
+    last: Mutex<(Instant, u64, bool)>,
 }
 
 impl CpuPressure {
@@ -84,7 +85,7 @@ impl CpuPressure {
     pub fn new() -> Option<Self> {
         let total = Self::read()?;
         Some(CpuPressure {
-            last: Mutex::new(Some((Instant::now(), total, false))),
+            last: Mutex::new((Instant::now(), total, false)),
         })
     }
 
@@ -102,20 +103,18 @@ impl CpuPressure {
     pub fn contended(&self) -> bool {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        match *last {
-            Some((at, _, verdict)) if now.duration_since(at) < PRESSURE_EVERY => verdict,
-            Some((at, total, _)) => {
-                let Some(t) = Self::read() else {
-                    return false;
-                };
-                let waited = t.saturating_sub(total) as f64;
-                let span = now.duration_since(at).as_micros().max(1) as f64;
-                let verdict = waited / span >= CPU_CONTENDED;
-                *last = Some((now, t, verdict));
-                verdict
-            }
-            None => false,
+        let (at, total, verdict) = *last;
+        if now.duration_since(at) < PRESSURE_EVERY {
+            return verdict;
         }
+        let Some(t) = Self::read() else {
+            return false;
+        };
+        let waited = t.saturating_sub(total) as f64;
+        let span = now.duration_since(at).as_micros().max(1) as f64;
+        let verdict = waited / span >= CPU_CONTENDED;
+        *last = (now, t, verdict);
+        verdict
     }
 }
 

@@ -252,9 +252,8 @@ pub fn spawn_workers(
                     return shared_worker(state, i, shutdown).await;
                 }
                 loop {
-                    tokio::select! {
-                        _ = state.door().turn(i) => {}
-                        _ = shutdown.wait_for(|s| *s) => break,
+                    if !door_turn(&state, i, &mut shutdown).await {
+                        break;
                     }
                     let next = {
                         let mut guard = rx.lock().await;
@@ -271,17 +270,23 @@ pub fn spawn_workers(
         .collect()
 }
 
+/// Wait for worker `index`'s turn to take a run ([`super::door_first`]); false once
+/// `shutdown` has turned true (then it takes none).
+async fn door_turn(state: &AppState, index: usize, shutdown: &mut watch::Receiver<bool>) -> bool {
+    let stopped = tokio::select! {
+        _ = state.door().turn(index) => false,
+        _ = shutdown.wait_for(|s| *s) => true,
+    };
+    !stopped && !*shutdown.borrow()
+}
+
 /// Worker `index` of a shared queue: takes the oldest free `queued` run under a lease,
 /// executes it, releases the lease; idle, waits for a local enqueue or [`POLL`]; while the
 /// door is busy, only worker 0 takes runs ([`super::door_first`]).
 async fn shared_worker(state: AppState, index: usize, mut shutdown: watch::Receiver<bool>) {
     let owner = state.instance_id().to_string();
     loop {
-        tokio::select! {
-            _ = state.door().turn(index) => {}
-            _ = shutdown.wait_for(|s| *s) => break,
-        }
-        if *shutdown.borrow() {
+        if !door_turn(&state, index, &mut shutdown).await {
             break;
         }
         let Some(sq) = state.store().shared_queue() else {
