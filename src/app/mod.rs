@@ -207,9 +207,15 @@ struct Inner {
     /// On a shared database: the revisions of the settings and token documents in force here
     /// ([`settings::refresh`]).
     revisions: std::sync::Mutex<settings::Revisions>,
+    /// Template previews rendering at once ([`templates::PREVIEW_CONCURRENCY`]).
+    previews: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
+    /// The slots of template previews rendering at once.
+    pub(crate) fn preview_slots(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.0.previews
+    }
     /// The engine.
     pub fn engine(&self) -> &Engine {
         &self.0.engine
@@ -385,6 +391,7 @@ impl AppState {
             trigger_configs: ingest::TriggerConfigs::default(),
             hosts: RwLock::new(hosts),
             revisions: std::sync::Mutex::new(settings::Revisions::default()),
+            previews: Arc::new(tokio::sync::Semaphore::new(templates::PREVIEW_CONCURRENCY)),
         }));
         // On a shared database the settings and token in force are the database's (the first
         // process to start seeds them with its own).

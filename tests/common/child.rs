@@ -19,12 +19,47 @@ pub fn free_port() -> u16 {
 /// <token>`, stdin and stdout closed, its log (stderr) appended to `log`. Add env and flags,
 /// then spawn.
 pub fn serve_command(port: u16, workflows: &Path, data: &Path, token: &str, log: &Path) -> Command {
+    serve_args(
+        Command::new(env!("CARGO_BIN_EXE_fluxo")),
+        port,
+        workflows,
+        data,
+        token,
+        log,
+    )
+}
+
+/// [`serve_command`] under `prlimit --as=<bytes>`: an address space of `bytes`, so a test of
+/// a runaway allocation fails the child (an abort) instead of eating the machine.
+#[allow(dead_code)]
+pub fn serve_command_limited(
+    as_bytes: u64,
+    port: u16,
+    workflows: &Path,
+    data: &Path,
+    token: &str,
+    log: &Path,
+) -> Command {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={as_bytes}"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_fluxo"));
+    serve_args(cmd, port, workflows, data, token, log)
+}
+
+fn serve_args(
+    mut cmd: Command,
+    port: u16,
+    workflows: &Path,
+    data: &Path,
+    token: &str,
+    log: &Path,
+) -> Command {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .expect("open the serve log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fluxo"));
     cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}")])
         .arg("--workflows")
         .arg(workflows)
