@@ -947,15 +947,20 @@ impl Walk<'_> {
             o.iter()
                 .any(|(f, v)| !skip.contains(&f.as_str()) && templates.is_costly(v))
         });
+        let step = self.wf.index.get(&def.id).copied();
+        let urls: Vec<&'static str> = step
+            .and_then(|i| self.wf.url_fields.get(i))
+            .cloned()
+            .unwrap_or_default();
         if !costly {
-            return render_fields(templates, &def.id, &def.config, skip, ctx, None);
+            return render_fields(templates, &def.id, &def.config, skip, &urls, ctx, None);
         }
         let cancel = Arc::new(AtomicBool::new(false));
         let task = {
             let (templates, config, id) = (templates.clone(), def.config.clone(), def.id.clone());
             let (ctx, cancel) = (ctx.clone(), cancel.clone());
             tokio::task::spawn_blocking(move || {
-                render_fields(&templates, &id, &config, skip, &ctx, Some(&cancel))
+                render_fields(&templates, &id, &config, skip, &urls, &ctx, Some(&cancel))
             })
         };
         let remaining = self.deadline_ms - self.engine.clock.now_ms();
@@ -1195,13 +1200,15 @@ impl Walk<'_> {
     }
 }
 
-/// Render every field of `config` but `skip` (copied as written); stops at the first error,
-/// answering the fields rendered so far.
+/// Render every field of `config` but `skip` (copied as written), the outbound URL fields
+/// `urls` with run data encoded ([`crate::workflow::template::Templates::render_url`]); stops
+/// at the first error, answering the fields rendered so far.
 fn render_fields(
     templates: &crate::workflow::template::Templates,
     step_id: &str,
     config: &Value,
     skip: &[&str],
+    urls: &[&str],
     ctx: &minijinja::Value,
     cancel: Option<&AtomicBool>,
 ) -> (serde_json::Map<String, Value>, Option<StepError>) {
@@ -1212,7 +1219,13 @@ fn render_fields(
                 resolved.insert(field.clone(), value.clone());
                 continue;
             }
-            match templates.render_value_until(value, ctx, field, cancel) {
+            let rendered = match value {
+                Value::String(s) if urls.contains(&field.as_str()) => {
+                    templates.render_url(s, ctx, field)
+                }
+                _ => templates.render_value_until(value, ctx, field, cancel),
+            };
+            match rendered {
                 Ok(v) => {
                     resolved.insert(field.clone(), v);
                 }

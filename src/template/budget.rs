@@ -329,10 +329,19 @@ impl Walker<'_> {
 /// Where an expression's text starts and ends (byte offsets). A postfix node's own span
 /// (a filter, an attribute, a call) starts at its operator, so the expression it applies to
 /// is looked at too.
-fn extent(e: &ast::Expr<'_>) -> (usize, usize) {
+pub(super) fn extent(e: &ast::Expr<'_>) -> (usize, usize) {
     use ast::Expr as E;
     let own = e.span();
-    let (mut from, mut to) = (own.start_offset as usize, own.end_offset as usize);
+    let from_children = !matches!(
+        e,
+        E::Var(_) | E::Const(_) | E::List(_) | E::Map(_) | E::UnaryOp(_)
+    );
+    let mut from = if from_children {
+        usize::MAX
+    } else {
+        own.start_offset as usize
+    };
+    let mut to = own.end_offset as usize;
     let mut widen = |x: &ast::Expr<'_>| {
         let (f, t) = extent(x);
         from = from.min(f);

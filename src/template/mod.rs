@@ -42,6 +42,8 @@ use serde_json::Value;
 mod budget;
 use budget::Metered;
 pub use budget::{MAX_ITEMS, MAX_VALUE_BYTES};
+mod url;
+pub use url::uses_raw_path;
 
 /// The variable the whole-value wrapper template assigns.
 const VALUE_VAR: &str = "__fluxo_value";
@@ -134,6 +136,9 @@ impl Default for Templates {
 fn text_name(source: &str) -> String {
     format!("t:{source}")
 }
+fn url_name(source: &str) -> String {
+    format!("u:{source}")
+}
 fn value_name(expr: &str) -> String {
     format!("v:{expr}")
 }
@@ -158,6 +163,7 @@ impl Templates {
         });
         env.add_filter("unix_s", unix_s);
         budget::install(&mut env);
+        url::install(&mut env);
         Templates { env: Arc::new(env) }
     }
 
@@ -239,6 +245,30 @@ impl Templates {
         }
     }
 
+    /// Compile an outbound URL template (a step's `url`): like [`Templates::add`], with each
+    /// value from run data after the authority encoded as one path segment or query component
+    /// (the `url` module). Idempotent.
+    pub fn add_url(&mut self, source: &str) -> Result<(), TemplateSyntaxError> {
+        if !is_template(source) || whole_value_expr(source).is_some() {
+            return self.add(source);
+        }
+        let name = url_name(source);
+        if self.env.get_template(&name).is_ok() {
+            return Ok(());
+        }
+        let metered =
+            metered(&url::encode_data(source), false).map_err(|message| TemplateSyntaxError {
+                source: source.to_string(),
+                message,
+            })?;
+        self.env_mut()
+            .add_template_owned(name, metered)
+            .map_err(|e| TemplateSyntaxError {
+                source: source.to_string(),
+                message: short_message(&e),
+            })
+    }
+
     /// Render one config string. `field` names where it sits, for errors.
     pub fn render_str(&self, s: &str, ctx: &MjValue, field: &str) -> Result<Value, TemplateError> {
         if !is_template(s) {
@@ -246,40 +276,58 @@ impl Templates {
         }
         match whole_value_expr(s) {
             Some(expr) => self.eval_value(expr, ctx, field),
-            None => {
-                let name = text_name(s);
-                let mut out = CappedWriter::default();
-                let (rendered, source) = match self.env.get_template(&name) {
-                    Ok(t) => (t.render_captured_to(ctx, &mut out).map(drop), None),
-                    Err(_) => {
-                        let uncompiled = metered(s, false).map_err(|message| TemplateError {
-                            missing: None,
-                            field: field.to_string(),
-                            message,
-                        })?;
-                        let r = self
-                            .env
-                            .template_from_str(&uncompiled)
-                            .and_then(|t| t.render_captured_to(ctx, &mut out).map(drop));
-                        (r, Some(uncompiled))
-                    }
+            None => self.render_text(&text_name(s), s, |s| s.to_string(), ctx, field),
+        }
+    }
+
+    /// Render an outbound URL template ([`Templates::add_url`]): run data in its path and
+    /// query percent-encoded. A URL that is one whole value renders as [`Templates::render_str`].
+    pub fn render_url(&self, s: &str, ctx: &MjValue, field: &str) -> Result<Value, TemplateError> {
+        if !is_template(s) || whole_value_expr(s).is_some() {
+            return self.render_str(s, ctx, field);
+        }
+        self.render_text(&url_name(s), s, url::encode_data, ctx, field)
+    }
+
+    /// Render text template `name`, compiling `prepare(s)` on the spot when it was not added.
+    fn render_text(
+        &self,
+        name: &str,
+        s: &str,
+        prepare: impl Fn(&str) -> String,
+        ctx: &MjValue,
+        field: &str,
+    ) -> Result<Value, TemplateError> {
+        let mut out = CappedWriter::default();
+        let (rendered, source) = match self.env.get_template(name) {
+            Ok(t) => (t.render_captured_to(ctx, &mut out).map(drop), None),
+            Err(_) => {
+                let uncompiled = metered(&prepare(s), false).map_err(|message| TemplateError {
+                    missing: None,
+                    field: field.to_string(),
+                    message,
+                })?;
+                let r = self
+                    .env
+                    .template_from_str(&uncompiled)
+                    .and_then(|t| t.render_captured_to(ctx, &mut out).map(drop));
+                (r, Some(uncompiled))
+            }
+        };
+        match rendered {
+            Ok(()) => Ok(Value::String(String::from_utf8(out.buf).unwrap_or_else(
+                |e| String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            ))),
+            Err(_) if out.over => Err(too_large(field)),
+            Err(e) => {
+                // Error spans point into the compiled (metered) source.
+                let compiled = self.env.get_template(name);
+                let source = match (&source, &compiled) {
+                    (Some(u), _) => u.as_str(),
+                    (None, Ok(t)) => t.source(),
+                    (None, Err(_)) => s,
                 };
-                match rendered {
-                    Ok(()) => Ok(Value::String(String::from_utf8(out.buf).unwrap_or_else(
-                        |e| String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                    ))),
-                    Err(_) if out.over => Err(too_large(field)),
-                    Err(e) => {
-                        // Error spans point into the compiled (metered) source.
-                        let compiled = self.env.get_template(&name);
-                        let source = match (&source, &compiled) {
-                            (Some(u), _) => u.as_str(),
-                            (None, Ok(t)) => t.source(),
-                            (None, Err(_)) => s,
-                        };
-                        Err(render_error(&e, source, field))
-                    }
-                }
+                Err(render_error(&e, source, field))
             }
         }
     }
