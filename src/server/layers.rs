@@ -371,3 +371,167 @@ where
         self.inner.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! [`GuardedBody`]'s rules on tokio's paused clock: the sender is a channel the test feeds
+    //! while it moves time forward.
+    use super::*;
+    use axum::body::Bytes;
+    use http_body::Body as _;
+    use tokio::sync::mpsc;
+
+    /// A body fed chunk by chunk through a channel, with an optional `Content-Length`.
+    struct Fed {
+        rx: mpsc::UnboundedReceiver<Bytes>,
+        length: Option<u64>,
+    }
+
+    impl http_body::Body for Fed {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.rx.poll_recv(cx).map(|c| c.map(|b| Ok(Frame::data(b))))
+        }
+        fn size_hint(&self) -> http_body::SizeHint {
+            self.length.map_or_else(
+                http_body::SizeHint::default,
+                http_body::SizeHint::with_exact,
+            )
+        }
+    }
+
+    fn rules(deadline_ms: u64, min_rate: u64, grace_ms: u64) -> BodyRules {
+        BodyRules {
+            chunk_timeout: Duration::from_secs(30),
+            deadline: Duration::from_millis(deadline_ms),
+            min_rate,
+            grace: Duration::from_millis(grace_ms),
+            limit: 1024 * 1024,
+        }
+    }
+
+    /// Feeds `chunk` every `every` (at most `times`) while reading the body; answers how the
+    /// read ended (`Ok(bytes)` or the rule) and when, from the start.
+    async fn trickle(
+        rules: BodyRules,
+        chunk: &'static [u8],
+        every: Duration,
+        times: usize,
+    ) -> (Result<usize, BodyRefused>, Duration) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let started = tokio::time::Instant::now();
+        let mut body = Box::pin(GuardedBody::new(Fed { rx, length: None }, rules, None));
+        let feeder = tokio::spawn(async move {
+            for _ in 0..times {
+                tokio::time::sleep(every).await;
+                if tx.send(Bytes::from_static(chunk)).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut got = 0;
+        let end = loop {
+            match std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+                Some(Ok(f)) => got += f.into_data().map_or(0, |d| d.len()),
+                Some(Err(e)) => break Err(*e.downcast::<BodyRefused>().expect("a rule")),
+                None => break Ok(got),
+            }
+        };
+        feeder.abort();
+        (end, started.elapsed())
+    }
+
+    /// A byte every 100 ms never stalls, but the whole body must come within the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn the_whole_body_has_a_deadline() {
+        let (end, at) = trickle(rules(1_000, 0, 0), b"x", Duration::from_millis(100), 100).await;
+        assert_eq!(end, Err(BodyRefused::Deadline(Duration::from_secs(1))));
+        assert_eq!(at, Duration::from_secs(1));
+    }
+
+    /// Under the minimum rate: refused when the grace ends (what came by then is not enough);
+    /// at the rate or above, read whole.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_must_keep_a_minimum_rate_after_the_grace() {
+        // 10 bytes every 500 ms is 20 bytes/s; at least 100 bytes/s after 2 s.
+        let slow = rules(60_000, 100, 2_000);
+        let (end, at) = trickle(slow, b"0123456789", Duration::from_millis(500), 100).await;
+        assert_eq!(
+            end,
+            Err(BodyRefused::TooSlow {
+                min_rate: 100,
+                grace: Duration::from_secs(2)
+            })
+        );
+        assert_eq!(at, Duration::from_secs(2));
+        // 10 bytes every 50 ms is 200 bytes/s: 60 chunks (3 s) are read whole.
+        let (end, _) = trickle(slow, b"0123456789", Duration::from_millis(50), 60).await;
+        assert_eq!(end, Ok(600));
+    }
+
+    /// A body ahead of the rate may pause: the time it earned counts. 1,000 bytes at once
+    /// earn 10 s at 100 bytes/s, so a 5 s pause then the rest is fine.
+    #[tokio::test(start_paused = true)]
+    async fn bytes_ahead_of_the_rate_earn_time() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut body = Box::pin(GuardedBody::new(
+            Fed { rx, length: None },
+            rules(60_000, 100, 1_000),
+            None,
+        ));
+        tx.send(Bytes::from(vec![b' '; 1000])).unwrap();
+        let first = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
+        assert!(matches!(first, Some(Ok(_))));
+        let next = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            tx.send(Bytes::from_static(b"{}")).unwrap();
+        });
+        let second = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
+        assert!(
+            matches!(second, Some(Ok(_))),
+            "{:?}",
+            second.map(|r| r.is_ok())
+        );
+        next.await.unwrap();
+    }
+
+    /// The wait for one chunk is bounded by the chunk timeout, whatever the other rules allow.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_times_out() {
+        let mut r = rules(60_000, 0, 0);
+        r.chunk_timeout = Duration::from_millis(300);
+        let (end, at) = trickle(r, b"x", Duration::from_secs(10), 1).await;
+        assert_eq!(end, Err(BodyRefused::Stalled(Duration::from_millis(300))));
+        assert_eq!(at, Duration::from_millis(300));
+    }
+
+    /// A `Content-Length` over the limit is refused at the first read, before any byte.
+    #[tokio::test(start_paused = true)]
+    async fn a_length_over_the_limit_is_refused_unread() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(Bytes::from_static(b"{}")).unwrap();
+        let mut body = Box::pin(GuardedBody::new(
+            Fed {
+                rx,
+                length: Some(2 * 1024 * 1024),
+            },
+            rules(60_000, 0, 0),
+            None,
+        ));
+        let Some(Err(e)) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await else {
+            panic!("not refused");
+        };
+        assert_eq!(
+            *e.downcast::<BodyRefused>().unwrap(),
+            BodyRefused::TooLarge {
+                length: 2 * 1024 * 1024,
+                limit: 1024 * 1024
+            }
+        );
+        assert!(!body.inner.rx.is_empty(), "nothing was read");
+    }
+}
