@@ -279,8 +279,9 @@ pub struct ServeArgs {
     /// Seconds a request body may take before --body-min-rate applies.
     #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_RATE_GRACE.as_secs(), env = "FLUXO_BODY_RATE_GRACE_S")]
     pub body_rate_grace_s: u64,
-    /// Most connections open at once from one client address; a newer one closes the
-    /// address's oldest connection that has no request in its handler.
+    /// Most connections open at once from one client address while the server is crowded
+    /// (the reserved connections in use); a newer one sheds the address's oldest request body
+    /// in progress, or is refused (503).
     #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_CONNECTIONS_PER_IP, env = "FLUXO_MAX_CONNECTIONS_PER_IP", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections_per_ip: usize,
     /// Most request bodies in progress (slow bodies) from one client address; a newer one

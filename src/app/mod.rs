@@ -127,8 +127,9 @@ pub struct ConnLimits {
     pub body_min_rate: u64,
     /// How long a body may take before [`ConnLimits::body_min_rate`] applies. Default 5 s.
     pub body_rate_grace: Duration,
-    /// Most connections open at once from one client address; a new one past it closes that
-    /// address's oldest connection without a request in its handler. Default 256.
+    /// Most connections open at once from one client address while the server is crowded
+    /// (the reserve in use): a new one past it sheds the address's oldest body in progress,
+    /// or is refused (`503`). Default 256.
     pub max_connections_per_ip: usize,
     /// Most bodies in progress (slow bodies, see `server::intake`) from one client address;
     /// past it that address's oldest is shed (`503`). Default 64.

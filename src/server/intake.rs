@@ -13,12 +13,13 @@
 //!   addresses; past it the oldest of them all is shed. So slow uploads never hold the last
 //!   connection slots: `/healthz`, the API and a webhook whose body comes at once always find
 //!   one, whoever sends the slow bodies, from whatever address.
-//! * **Connections per address** ([`ConnLimits::max_connections_per_ip`], default 256): a new
-//!   connection from an address that has that many closes the address's oldest connection that
-//!   has no request in its handler (waiting for a request head, or for a body in progress); if
-//!   every one has, the new connection is refused (`503 too_many_connections`, closed). So a
-//!   client that shares an address with an attacker (one NAT, a proxy, loopback in the tests)
-//!   still gets in: it is the newest.
+//! * **Connections per address** ([`ConnLimits::max_connections_per_ip`], default 256), while
+//!   the server is crowded (`max_connections - reserved_connections` or more open): a new
+//!   connection from an address that has that many sheds the address's oldest body in
+//!   progress; if it has none, the new connection is refused (`503 too_many_connections`,
+//!   closed). Connections that wait for a request head are never shed: one may be a client
+//!   sharing the address with an attacker (one NAT, a proxy, loopback in the tests), about to
+//!   send its request.
 //!
 //! A body that is shed fails with [`Shed`], answered `503 server_busy` with `Retry-After: 1`
 //! and `Connection: close` ([`super::body::body_bytes`]); nothing of it was accepted, so the
@@ -103,6 +104,8 @@ pub struct Intake {
 struct State {
     /// Numbers connections and bodies in progress in the order they came.
     next: u64,
+    /// Connections open (accepted, not yet closed).
+    open: usize,
     by_ip: HashMap<IpAddr, PerIp>,
     /// Every body in progress, oldest first.
     bodies: BTreeMap<u64, Arc<Conn>>,
@@ -189,12 +192,6 @@ impl Conn {
             self.closing.notify_one();
         }
     }
-
-    /// Whether it may be shed for a newer connection: no request in its handler (it waits
-    /// for a request head, or for a body in progress).
-    fn can_go(&self) -> bool {
-        self.clock.is_idle() || self.body.load(Ordering::Acquire) != 0
-    }
 }
 
 impl Intake {
@@ -229,9 +226,13 @@ impl Intake {
         st.next += 1;
         let id = st.next;
         let per = st.by_ip.entry(ip).or_default();
-        if per.conns.len() >= caps.conns_per_ip {
+        // Only while the server is crowded (the reserve is in use): with slots to spare,
+        // refusing a connection helps nobody, and it may be a client sharing the address.
+        if per.conns.len() >= caps.conns_per_ip && st.open >= caps.bodies {
+            // Its oldest body in progress makes room (a sender known to be slow); a
+            // connection that may be about to send its request never does.
             let why = Shed::ConnectionsPerIp(caps.conns_per_ip);
-            let Some(old) = per.conns.values().find(|c| c.can_go()).cloned() else {
+            let Some(old) = per.bodies.first().and_then(|b| st.bodies.get(b)).cloned() else {
                 return Err(why);
             };
             st.shed(&old, why);
@@ -248,6 +249,7 @@ impl Intake {
             closing: Notify::new(),
         });
         per.conns.insert(id, conn.clone());
+        st.open += 1;
         Ok(conn)
     }
 
@@ -255,6 +257,7 @@ impl Intake {
     pub fn disconnect(&self, conn: &Conn) {
         let mut st = self.state();
         let st = &mut *st;
+        st.open -= 1;
         let body = conn.body.swap(0, Ordering::AcqRel);
         if body != 0 {
             st.bodies.remove(&body);
@@ -431,23 +434,27 @@ mod tests {
         assert_eq!(intake.bodies_in_progress(ip(1)).0, 0);
     }
 
-    /// A new connection past the per-address cap closes the address's oldest that has no
-    /// request in its handler; when every one has, it is refused.
+    /// While the server is crowded, a new connection past the per-address cap sheds the
+    /// address's oldest body in progress; with none, it is refused; never a connection that
+    /// waits for its request. With slots to spare the cap does not apply.
     #[test]
-    fn a_new_connection_replaces_the_oldest_idle_one() {
-        let intake = Arc::new(Intake::new(&limits(100, 10, 2, 10)));
-        let busy = intake.connect(ip(2)).unwrap();
-        busy.clock.begin();
+    fn a_new_connection_past_the_cap_sheds_a_body_or_is_refused() {
+        // max 4, reserve 2: crowded from 2 open connections on.
+        let intake = Arc::new(Intake::new(&limits(4, 2, 2, 10)));
+        let (slow, _slot) = slow_body(&intake, ip(2));
         let idle = intake.connect(ip(2)).unwrap();
         let newer = intake.connect(ip(2)).unwrap();
-        assert_eq!(busy.shed(), None, "a request in its handler is never shed");
-        assert_eq!(idle.shed(), Some(Shed::ConnectionsPerIp(2)));
-        newer.clock.begin();
+        assert_eq!(slow.shed(), Some(Shed::ConnectionsPerIp(2)));
+        assert_eq!(idle.shed(), None, "waiting for its request: never shed");
         assert_eq!(intake.connect(ip(2)).err(), Some(Shed::ConnectionsPerIp(2)));
         // Another address is not affected; a closed connection leaves room.
         assert!(intake.connect(ip(3)).is_ok());
-        intake.disconnect(&busy);
+        intake.disconnect(&slow);
+        intake.disconnect(&newer);
         assert!(intake.connect(ip(2)).is_ok());
+        // Not crowded: the cap does not apply.
+        let roomy = Intake::new(&limits(100, 10, 2, 10));
+        assert!((0..5).all(|_| roomy.connect(ip(2)).is_ok()));
     }
 
     /// A shed body's slot no longer counts, and ending it twice is harmless.

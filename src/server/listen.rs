@@ -33,12 +33,13 @@
 //!   [`Semaphore`]): a connection is accepted only while fewer are open; past the bound new
 //!   ones wait in the kernel's accept backlog until one closes (timeouts make sure one does),
 //!   so a flood of idle sockets cannot exhaust file descriptors or memory.
-//! * **Per address and the reserve** ([`Intake`], see [`super::intake`]): at most 256
-//!   connections (`--max-connections-per-ip`) and 64 bodies in progress
-//!   (`--max-slow-bodies-per-ip`) per client address, and bodies in progress never hold the
-//!   last 64 connection slots (`--reserved-connections`); past a limit the oldest make room
-//!   (an idle connection is closed, a body in progress answered `503 server_busy`). So slow
-//!   uploads, from one address or many, never lock `/healthz`, the API or a webhook out.
+//! * **Per address and the reserve** ([`Intake`], see [`super::intake`]): at most 64 bodies
+//!   in progress per client address (`--max-slow-bodies-per-ip`), and bodies in progress never
+//!   hold the last 64 connection slots (`--reserved-connections`); past either the oldest body
+//!   is shed (`503 server_busy`). While the reserve is in use, an address with 256
+//!   connections (`--max-connections-per-ip`) loses its oldest body in progress to a new one,
+//!   or the new one is refused. So slow uploads, from one address or many, never lock
+//!   `/healthz`, the API or a webhook out.
 //!
 //! Graceful shutdown: the listener stops accepting, every open connection finishes its
 //! request in progress and closes (hyper-util's `GracefulShutdown`), as `axum::serve` did.
