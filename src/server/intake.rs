@@ -40,7 +40,7 @@ use std::task::Waker;
 use futures_util::task::AtomicWaker;
 use tokio::sync::Notify;
 
-use super::listen::IdleClock;
+use super::idle::IdleClock;
 use crate::app::ConnLimits;
 
 /// Why a connection or a body was shed, with the limit that shed it.

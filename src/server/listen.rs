@@ -47,10 +47,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, Response};
@@ -61,7 +59,6 @@ use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tokio::time::Instant;
 
 use super::intake::{BodySlot, Conn, Intake};
 use super::layers::{BodyRules, GuardedBody};
@@ -94,7 +91,7 @@ pub(crate) async fn serve(
     let rules = BodyRules::new(&limits, body_limit);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    // The header read timeout is the connection's [`IdleClock`], not hyper's per-request timer.
+    // The header read timeout is the connection's `IdleClock`, not hyper's per-request timer.
     http.header_read_timeout(None);
     loop {
         // A slot first: past the bound, connections stay in the kernel's backlog.
@@ -159,65 +156,7 @@ pub(crate) async fn serve(
     graceful.shutdown().await;
 }
 
-/// A connection's idle clock, for the header read timeout: how many of its requests are in
-/// progress (from the head read to the end of the answer's body), and since when none has
-/// been. A request stamps two atomics; the one timer, [`IdleClock::expired`], sleeps to the
-/// deadline those stamps give and re-reads them when it wakes.
-pub(super) struct IdleClock {
-    started: Instant,
-    /// Requests in progress.
-    busy: AtomicUsize,
-    /// When `busy` last fell to 0 (or the accept), in ms since `started`.
-    idle_since_ms: AtomicU64,
-}
-
-impl IdleClock {
-    pub(super) fn new() -> Self {
-        IdleClock {
-            started: Instant::now(),
-            busy: AtomicUsize::new(0),
-            idle_since_ms: AtomicU64::new(0),
-        }
-    }
-
-    /// Whether no request is in progress (the connection waits for a request head).
-    pub(super) fn is_idle(&self) -> bool {
-        self.busy.load(Ordering::Acquire) == 0
-    }
-
-    pub(super) fn begin(&self) {
-        self.busy.fetch_add(1, Ordering::AcqRel);
-    }
-
-    fn end(&self) {
-        let ms = self.started.elapsed().as_millis() as u64;
-        // Stamped before the count falls: whoever sees 0 sees this stamp or a later one.
-        self.idle_since_ms.fetch_max(ms, Ordering::AcqRel);
-        self.busy.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Resolves once the connection has gone `timeout` with no request in progress. While
-    /// one is, it checks again a whole `timeout` later: the earliest the connection can then
-    /// have been idle for that long.
-    pub(super) async fn expired(&self, timeout: Duration) {
-        let mut deadline = self.started + timeout;
-        loop {
-            tokio::time::sleep_until(deadline).await;
-            if self.busy.load(Ordering::Acquire) > 0 {
-                deadline = Instant::now() + timeout;
-                continue;
-            }
-            let idle_since = Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire));
-            let idle_deadline = self.started + idle_since + timeout;
-            if idle_deadline <= Instant::now() {
-                return;
-            }
-            deadline = idle_deadline;
-        }
-    }
-}
-
-/// Ends a request on its connection's [`IdleClock`] when dropped.
+/// Ends a request on its connection's `IdleClock` when dropped.
 struct InProgress(Arc<Conn>);
 
 impl Drop for InProgress {
@@ -226,7 +165,7 @@ impl Drop for InProgress {
     }
 }
 
-/// The router of one connection, counting its requests on the connection's [`IdleClock`]
+/// The router of one connection, counting its requests on the connection's `IdleClock`
 /// and reading their bodies under the [`BodyRules`] and the [`Intake`].
 #[derive(Clone)]
 struct Tracked<S> {

@@ -30,6 +30,7 @@ pub mod error;
 pub mod headers;
 pub mod hooks;
 pub mod idempotency;
+mod idle;
 pub mod intake;
 pub mod layers;
 pub mod listen;
