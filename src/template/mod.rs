@@ -43,7 +43,7 @@ mod budget;
 use budget::Metered;
 pub use budget::{MAX_ITEMS, MAX_VALUE_BYTES};
 mod url;
-pub use url::uses_raw_path;
+pub use url::{uses_raw_path, AUTHOR_ROOTS};
 
 /// The variable the whole-value wrapper template assigns.
 const VALUE_VAR: &str = "__fluxo_value";

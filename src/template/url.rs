@@ -31,8 +31,10 @@ const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-/// Names whose values the author controls (see [`crate::steps::outbound::host_source`]).
-const AUTHOR_ROOTS: &[&str] = &[
+/// Names whose values the author controls: `env.*` (settings and `FLUXO_ENV_*`), `run.*`
+/// (ids the engine makes) and minijinja's global functions. The host rule of
+/// [`crate::steps::outbound::host_source`] reads the same list.
+pub const AUTHOR_ROOTS: &[&str] = &[
     "env",
     "run",
     "range",
