@@ -195,7 +195,7 @@ async fn over_http_a_runaway_template_never_stalls_healthz_and_never_succeeds() 
 /// and the run each answer a clear error naming the memory budget, and the process lives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terabyte_templates_fail_on_the_memory_budget_and_the_process_lives() {
-    use common::child::{free_port, serve_command_limited, wait_ready};
+    use common::child::{free_port, serve_command_limited, wait_ready, wait_run_final};
     const TOKEN: &str = "runaway-templates-token";
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
@@ -262,26 +262,7 @@ async fn terabyte_templates_fail_on_the_memory_budget_and_the_process_lives() {
         .as_str()
         .unwrap()
         .to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let run = loop {
-        let d: Value = client
-            .get(format!("{url}/api/v1/runs/{run_id}"))
-            .header("authorization", &auth)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if matches!(
-            d["status"].as_str(),
-            Some("succeeded" | "failed" | "timed_out")
-        ) {
-            break d;
-        }
-        assert!(Instant::now() < deadline, "the run did not finish: {d}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let run = wait_run_final(&client, &url, TOKEN, &run_id).await;
     assert_eq!(run["status"], "failed", "{run}");
     let shape = run["steps"]
         .as_array()

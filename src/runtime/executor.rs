@@ -928,7 +928,8 @@ impl Walk<'_> {
         }
     }
 
-    /// Render a step's config (every field but `skip`): the resolved fields so far and the
+    /// Render a step's config (every field but `skip`; the outbound URL fields `urls` with run
+    /// data encoded): the resolved fields so far and the
     /// error that stopped rendering, if any. Plain-path templates render here; a config with
     /// templates that may loop or compute ([`crate::workflow::template::Templates::is_costly`])
     /// renders on the blocking pool, so a runaway template never stalls the async threads
@@ -940,6 +941,7 @@ impl Walk<'_> {
         &self,
         def: &crate::workflow::model::StepDef,
         skip: &'static [&'static str],
+        urls: &[&'static str],
         ctx: &minijinja::Value,
     ) -> (serde_json::Map<String, Value>, Option<StepError>) {
         let templates = &self.wf.templates;
@@ -947,18 +949,13 @@ impl Walk<'_> {
             o.iter()
                 .any(|(f, v)| !skip.contains(&f.as_str()) && templates.is_costly(v))
         });
-        let step = self.wf.index.get(&def.id).copied();
-        let urls: Vec<&'static str> = step
-            .and_then(|i| self.wf.url_fields.get(i))
-            .cloned()
-            .unwrap_or_default();
         if !costly {
-            return render_fields(templates, &def.id, &def.config, skip, &urls, ctx, None);
+            return render_fields(templates, &def.id, &def.config, skip, urls, ctx, None);
         }
         let cancel = Arc::new(AtomicBool::new(false));
         let task = {
             let (templates, config, id) = (templates.clone(), def.config.clone(), def.id.clone());
-            let (ctx, cancel) = (ctx.clone(), cancel.clone());
+            let (ctx, cancel, urls) = (ctx.clone(), cancel.clone(), urls.to_vec());
             tokio::task::spawn_blocking(move || {
                 render_fields(&templates, &id, &config, skip, &urls, &ctx, Some(&cancel))
             })
@@ -1010,7 +1007,12 @@ impl Walk<'_> {
 
         // Render every field but the kind's expression fields.
         let (resolved, render_error) = self
-            .render_config(def, kind.unrendered_fields(), &ctx)
+            .render_config(
+                def,
+                kind.unrendered_fields(),
+                self.wf.url_fields(step),
+                &ctx,
+            )
             .await;
         let resolved = Value::Object(resolved);
         let side_effects = kind.descriptor().side_effects;

@@ -22,8 +22,7 @@
 //!   unchanged by a plain path (`{{ steps.fetch.output.body }}`) is not capped again: it was
 //!   bounded where it came in (the webhook body limit, `max_response_bytes`);
 //! * templates that can loop or compute ([`Templates::is_costly`]) are rendered off the async
-//!   threads, inside the run deadline (see the executor).
-//!
+//!   threads, inside the run deadline (see the executor);
 //! * every value a render **builds on the way** (an operand of `+`, `*`, `~`, a filter's
 //!   result) is checked against the memory budget before it is built: at most
 //!   [`MAX_VALUE_BYTES`] of text and [`MAX_ITEMS`] items per list (the `budget` module), so
@@ -179,23 +178,28 @@ impl Templates {
         }
         match whole_value_expr(source) {
             Some(expr) => self.add_expression(expr),
-            None => {
-                let name = text_name(source);
-                if self.env.get_template(&name).is_ok() {
-                    return Ok(());
-                }
-                let metered = metered(source, false).map_err(|message| TemplateSyntaxError {
-                    source: source.to_string(),
-                    message,
-                })?;
-                self.env_mut()
-                    .add_template_owned(name, metered)
-                    .map_err(|e| TemplateSyntaxError {
-                        source: source.to_string(),
-                        message: short_message(&e),
-                    })
-            }
+            None => self.add_text(text_name(source), source, |s| s.to_string()),
         }
+    }
+
+    /// Compile text template `source` as `name`, from `prepare(source)` metered.
+    fn add_text(
+        &mut self,
+        name: String,
+        source: &str,
+        prepare: impl Fn(&str) -> String,
+    ) -> Result<(), TemplateSyntaxError> {
+        if self.env.get_template(&name).is_ok() {
+            return Ok(());
+        }
+        let syntax_error = |message| TemplateSyntaxError {
+            source: source.to_string(),
+            message,
+        };
+        let metered = metered(&prepare(source), false).map_err(syntax_error)?;
+        self.env_mut()
+            .add_template_owned(name, metered)
+            .map_err(|e| syntax_error(short_message(&e)))
     }
 
     /// Compile a bare expression (a router `when`, or the inside of a whole-value template).
@@ -252,21 +256,7 @@ impl Templates {
         if !is_template(source) || whole_value_expr(source).is_some() {
             return self.add(source);
         }
-        let name = url_name(source);
-        if self.env.get_template(&name).is_ok() {
-            return Ok(());
-        }
-        let metered =
-            metered(&url::encode_data(source), false).map_err(|message| TemplateSyntaxError {
-                source: source.to_string(),
-                message,
-            })?;
-        self.env_mut()
-            .add_template_owned(name, metered)
-            .map_err(|e| TemplateSyntaxError {
-                source: source.to_string(),
-                message: short_message(&e),
-            })
+        self.add_text(url_name(source), source, url::encode_data)
     }
 
     /// Render one config string. `field` names where it sits, for errors.
@@ -366,15 +356,14 @@ impl Templates {
         // A plain path passes data through unchanged: bounded where it came in. A built value
         // is measured before it is converted (a list of a million references to one string
         // is small in memory and huge as JSON).
-        let capped = !is_plain_path(expr);
-        if capped && v.as_str().is_some_and(|s| s.len() > MAX_RENDERED_BYTES) {
-            return Err(too_large(field));
-        }
-        if capped
-            && v.as_str().is_none()
-            && budget::json_len(&v, None, MAX_RENDERED_BYTES) > MAX_RENDERED_BYTES
-        {
-            return Err(too_large(field));
+        if !is_plain_path(expr) {
+            let size = match v.as_str() {
+                Some(s) => s.len(),
+                None => budget::json_len(&v, None, MAX_RENDERED_BYTES),
+            };
+            if size > MAX_RENDERED_BYTES {
+                return Err(too_large(field));
+            }
         }
         mj_to_json(&v).map_err(|message| TemplateError {
             missing: None,

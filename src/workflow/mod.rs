@@ -127,6 +127,10 @@ impl fmt::Debug for Compiled {
 }
 
 impl Compiled {
+    /// Step `step`'s outbound URL fields (none for an index out of range).
+    pub(crate) fn url_fields(&self, step: usize) -> &[&'static str] {
+        self.url_fields.get(step).map_or(&[], Vec::as_slice)
+    }
     /// The workflow id.
     pub fn id(&self) -> &str {
         &self.workflow.id

@@ -95,3 +95,34 @@ pub async fn wait_ready(client: &reqwest::Client, url: &str, child: &mut Child, 
         std::fs::read_to_string(log).unwrap_or_default()
     );
 }
+
+/// `GET {url}/api/v1/runs/{run_id}` (with bearer `token`) until the run is final
+/// (`succeeded`, `failed`, `timed_out` or `interrupted`), at most 30 s; answers its detail.
+#[allow(dead_code)]
+pub async fn wait_run_final(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    run_id: &str,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let d: serde_json::Value = client
+            .get(format!("{url}/api/v1/runs/{run_id}"))
+            .header("authorization", format!("Bearer {token}"))
+            .send()
+            .await
+            .expect("GET the run")
+            .json()
+            .await
+            .expect("the run as JSON");
+        if matches!(
+            d["status"].as_str(),
+            Some("succeeded" | "failed" | "timed_out" | "interrupted")
+        ) {
+            return d;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {d}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
