@@ -32,6 +32,10 @@ test('a field inserted by click from the sample tree, with its live preview; out
   await key.fill('{{ input.data.object.nope }}');
   await expect(preview).toHaveAttribute('data-state', 'error');
   await expect(preview).toContainText('missing value `input.data.object.nope`');
+  // A template asking for terabytes is refused with the budget it broke; the server lives.
+  await key.fill('{{ input.id * 100000000000 }}');
+  await expect(preview).toHaveAttribute('data-state', 'error');
+  await expect(preview).toContainText('the memory budget of one value in a template');
   // Path completion: what the sample has at the path typed so far; Tab takes the first.
   await key.fill('');
   await key.pressSequentially('{{ input.data.ob');
