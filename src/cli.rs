@@ -257,6 +257,12 @@ pub struct ServeArgs {
     /// interrupted for a person to resume.
     #[arg(long, value_enum, default_value_t = RecoverArg::ResumeSafe, env = "FLUXO_RECOVER")]
     pub recover: RecoverArg,
+    /// A run that was executing when the process died this many times in a row (e.g. a step
+    /// that makes it abort) is quarantined at the next start: recorded failed (error code
+    /// `quarantined`, the step named) and never executed again automatically; resume it once
+    /// the cause is fixed. 0: never.
+    #[arg(long, default_value_t = crate::app::quarantine::DEFAULT_QUARANTINE_AFTER, env = "FLUXO_QUARANTINE_AFTER")]
+    pub quarantine_after: u32,
     /// Seconds a client may take to send a request's headers (also the keep-alive idle
     /// time); then the connection is closed.
     #[arg(long, default_value_t = crate::server::listen::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), env = "FLUXO_HEADER_TIMEOUT_S", value_parser = clap::value_parser!(u64).range(1..))]
@@ -1291,6 +1297,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         ui_dir: ui_dir.clone(),
         data_dir: Some(dir.clone()),
         recover: a.recover.into(),
+        quarantine_after: a.quarantine_after,
         token_given: source == auth::TokenSource::Given,
         limits: crate::server::listen::ConnLimits {
             header_read_timeout: std::time::Duration::from_secs(a.header_timeout_s),

@@ -189,6 +189,9 @@ pub async fn with_lease<T>(
 /// original and its resume are written in one batch, so a crash during recovery never resumes
 /// a run twice. Then every `queued` run (the resumes included) goes back on the queue.
 pub async fn recover(state: &AppState) -> StoreResult<()> {
+    // Runs in flight at the last crashes first: those at the limit are quarantined, never
+    // recovered (`super::quarantine`).
+    super::quarantine::start(state).await?;
     let store = state.store();
     let policy = state.options().recover;
     for id in store.run_ids_with_status(RunStatus::Running).await? {
@@ -219,7 +222,10 @@ pub async fn recover(state: &AppState) -> StoreResult<()> {
 }
 
 /// Put `runs` in one batch (one transaction on sled).
-async fn write_all(store: &dyn crate::store::Store, runs: Vec<RunRecord>) -> StoreResult<()> {
+pub(super) async fn write_all(
+    store: &dyn crate::store::Store,
+    runs: Vec<RunRecord>,
+) -> StoreResult<()> {
     let n = runs.len();
     let writes: Vec<_> = runs.into_iter().map(BatchWrite::PutRun).collect();
     let out = store.write_batch(writes).await;

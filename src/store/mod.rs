@@ -36,6 +36,7 @@
 pub mod commit;
 mod common;
 pub mod counts;
+pub mod flight;
 pub mod journal;
 
 /// Lower the calling thread's CPU priority to nice value `nice` (Linux, where a nice value
