@@ -479,3 +479,148 @@ async fn a_queued_run_in_flight_twice_is_quarantined_and_the_backlog_behind_it_r
     let failed = s2.get("/runs?status=failed").await;
     assert_eq!(failed["runs"].as_array().unwrap().len(), 1, "{failed}");
 }
+
+/// PostgreSQL (several processes, leases): the same rule through the lease's takeover count.
+/// Each process dies holding the run (the first executing it, the next executing its
+/// automatic resume); the process that takes it over the second time quarantines it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_run_whose_holders_die_twice_is_quarantined_by_its_taker() {
+    let pg = common::pg::TestPg::shared();
+    let store = pg.fresh_db().await;
+    let killer = Killer::start().await;
+    let dir = Dir::new(&[fine_workflow(), boom_workflow()]);
+    let args = ["--store", store.as_str(), "--lease-s", "1"];
+
+    let mut p1 = start(&dir, &killer, &args).await;
+    let fine = p1.deliver("fine", json!({"id": "f1"})).await;
+    assert_eq!(p1.final_run(&fine).await["status"], "succeeded");
+    killer.armed.store(true, Ordering::SeqCst);
+    let boom = p1.deliver("boom", json!({"id": "b1"})).await;
+    assert!(p1.died_within(Duration::from_secs(20)).await);
+    assert_eq!(killer.hits(), 1);
+
+    // The next process takes the run over once its lease expired (one takeover): resumed as
+    // before, and the resume kills it.
+    let mut p2 = spawn(&dir, &killer, &args);
+    assert!(
+        p2.died_within(Duration::from_secs(30)).await,
+        "the resume killed the second process:\n{}",
+        dir.log_text()
+    );
+    assert_eq!(killer.hits(), 2);
+    drop(p2);
+
+    // The third takes the resume over: its second crash; quarantined, and it stays up.
+    let mut p3 = start(&dir, &killer, &args).await;
+    let original = p3.final_run(&boom).await;
+    assert_eq!(original["status"], "interrupted", "{original}");
+    let resume = original["resumed_by"][0]
+        .as_str()
+        .expect("resumed")
+        .to_string();
+    let q = p3.final_run(&resume).await;
+    assert_eq!(q["status"], "failed", "{q}");
+    assert_eq!(q["error"]["code"], "quarantined", "{q}");
+    assert_eq!(q["error"]["step"], "call", "{q}");
+    assert!(
+        q["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the process died twice while running this step (step call)"),
+        "{q}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(p3.alive(), "{}", dir.log_text());
+    assert_eq!(killer.hits(), 2);
+    let f2 = p3.deliver("fine", json!({"id": "f2"})).await;
+    assert_eq!(p3.final_run(&f2).await["status"], "succeeded");
+    assert_eq!(p3.final_run(&fine).await["status"], "succeeded");
+
+    // After the fix, a person resumes it.
+    killer.armed.store(false, Ordering::SeqCst);
+    let r = p3
+        .client
+        .post(format!("{}/api/v1/runs/{resume}/resume", p3.url))
+        .bearer_auth(TOKEN)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let done: Value = r.json().await.unwrap();
+    assert_eq!(done["status"], "succeeded", "{done}");
+}
+
+/// The lease row of `run` on `store`: its takeover count, once a live lease holds it.
+async fn wait_leased(store: &str, run: &str, takeovers: i32) {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(store).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let row: Option<(i32,)> = sqlx::query_as(
+            "SELECT takeovers FROM run_leases WHERE run_id = $1 AND lease_until > $2 \
+             AND owner <> ''",
+        )
+        .bind(run)
+        .bind(now)
+        .fetch_optional(&mut conn)
+        .await
+        .unwrap();
+        if row == Some((takeovers,)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {run} never leased with {takeovers} takeovers: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// PostgreSQL, a run still `queued` (its pure step runs before any durable write): its lease
+/// is what says a process was executing it; the second takeover quarantines it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_queued_run_taken_over_twice_is_quarantined() {
+    let pg = common::pg::TestPg::shared();
+    let store = pg.fresh_db().await;
+    let killer = Killer::start().await;
+    let dir = Dir::new(&[fine_workflow(), slow_workflow()]);
+    let args = [
+        "--store",
+        store.as_str(),
+        "--lease-s",
+        "1",
+        "--workers",
+        "1",
+    ];
+    let items: Vec<u64> = (0..50_000u64).map(|i| (i * 7919) % 100_003).collect();
+
+    let mut p1 = start(&dir, &killer, &args).await;
+    let slow = p1
+        .deliver("slow", json!({"id": "s1", "items": items}))
+        .await;
+    wait_leased(&store, &slow, 0).await;
+    p1.sigkill();
+    let mut p2 = start(&dir, &killer, &args).await;
+    wait_leased(&store, &slow, 1).await;
+    assert_eq!(p2.get(&format!("/runs/{slow}")).await["status"], "queued");
+    p2.sigkill();
+
+    let p3 = start(&dir, &killer, &args).await;
+    let q = p3.final_run(&slow).await;
+    assert_eq!(q["status"], "failed", "{q}");
+    assert_eq!(q["error"]["code"], "quarantined", "{q}");
+    assert!(
+        q["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the process died twice while running this step"),
+        "{q}"
+    );
+    let f = p3.deliver("fine", json!({"id": "f1"})).await;
+    assert_eq!(p3.final_run(&f).await["status"], "succeeded");
+}

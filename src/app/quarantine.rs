@@ -24,9 +24,14 @@
 //! * **PostgreSQL** (several processes, leases): the takes and leases are durable
 //!   transactions, so the count is the lease's: a take that finds the run's lease expired
 //!   (its holder died while executing it, `queued` or `running`) counts one takeover on the
-//!   lease row (migration 0009), and an automatic resume carries the count of the run it
-//!   resumes ([`crate::run::RunRecord::crashes`]). At the limit the run is quarantined instead
-//!   of executed or recovered ([`quarantine_taken`]).
+//!   lease row (migration 0009), and an automatic resume starts with the count of the run it
+//!   resumes ([`crate::store::SharedQueue::carry_takeovers`]). At the limit the taker
+//!   quarantines the run instead of executing it ([`take_or_quarantine`]) or recovering it
+//!   ([`quarantine_orphan`]). A run merely `queued` has no lease row and is never counted. The
+//!   step is named from the run's records (the step recorded `running`, else the first one
+//!   a resume would execute); a run still `queued` has none of its pure steps recorded, so
+//!   its step is not named there. A count is never reset by a clean stop (a clean stop
+//!   releases its leases after its runs end, so it adds none).
 //!
 //! [`ServerOptions::quarantine_after`]: super::ServerOptions::quarantine_after
 
@@ -54,7 +59,7 @@ fn times(n: u32) -> String {
 /// when not known).
 pub fn reason(step: &str, crashes: u32) -> String {
     let at = if step.is_empty() {
-        String::new()
+        " (which one is not recorded: one before its first step with side effects)".to_string()
     } else {
         format!(" (step {step})")
     };
@@ -151,6 +156,68 @@ pub async fn start(state: &AppState) -> StoreResult<()> {
     Ok(())
 }
 
+/// The step a run left `running` by a dead process was in: the one recorded `running`, else
+/// the first step a resume would execute (as crash recovery names it); empty when not known
+/// (a run still `queued`: its pure steps leave no record on a shared database).
+async fn step_in_flight(state: &AppState, run: &RunRecord) -> String {
+    if run.status != RunStatus::Running {
+        return run
+            .steps
+            .iter()
+            .find(|s| s.status == crate::run::StepStatus::Running)
+            .map(|s| s.step_id.clone())
+            .unwrap_or_default();
+    }
+    let recovery = state
+        .engine()
+        .recover_running(run.clone(), crate::runtime::RecoverPolicy::ResumeSafe)
+        .await;
+    let original = match recovery {
+        crate::runtime::Recovery::Resumed { original, .. } => original,
+        crate::runtime::Recovery::Interrupted(original) => original,
+    };
+    original.error.map(|e| e.step).unwrap_or_default()
+}
+
+/// Quarantine `run` (durably), in flight at `crashes` crashes: the log line and the metric.
+async fn quarantine_now(state: &AppState, run: RunRecord, crashes: u32) -> StoreResult<()> {
+    let step = step_in_flight(state, &run).await;
+    let id = run.id.clone();
+    let run = quarantined(run, &step, crashes, state.clock().now_ms());
+    super::worker::write_all(state.store().as_ref(), vec![run]).await?;
+    announce(&id, &step, crashes);
+    Ok(())
+}
+
+/// A worker of a shared queue (PostgreSQL) took `taken`: the run to execute, or `None` when
+/// its lease was taken over from dead processes as many times as the limit (its lineage was
+/// in flight at that many crashes): then it is quarantined instead (a failure to store that
+/// is logged, and the run stays `queued` for the next take).
+pub async fn take_or_quarantine(state: &AppState, taken: crate::store::Taken) -> Option<RunRecord> {
+    if !at_limit(taken.takeovers, state.options().quarantine_after) {
+        return Some(taken.run);
+    }
+    let id = taken.run.id.clone();
+    if let Err(e) = quarantine_now(state, taken.run, taken.takeovers).await {
+        tracing::error!(run_id = %id, error = %e, "the run could not be quarantined");
+    }
+    None
+}
+
+/// [`take_or_quarantine`] for a `running` run taken over from a dead process (before crash
+/// recovery): true when it was quarantined.
+pub async fn quarantine_orphan(
+    state: &AppState,
+    run: &RunRecord,
+    takeovers: u32,
+) -> StoreResult<bool> {
+    if !at_limit(takeovers, state.options().quarantine_after) {
+        return Ok(false);
+    }
+    quarantine_now(state, run.clone(), takeovers).await?;
+    Ok(true)
+}
+
 /// The log line and the metric of a quarantine.
 pub fn announce(run_id: &str, step: &str, crashes: u32) {
     tracing::error!(
@@ -183,7 +250,9 @@ mod tests {
             r.starts_with("the process died twice while running this step (step boom)"),
             "{r}"
         );
-        assert!(reason("", 3).starts_with("the process died 3 times while running this step:"));
+        assert!(
+            reason("", 3).starts_with("the process died 3 times while running this step (which")
+        );
         assert!(at_limit(2, 2) && !at_limit(1, 2) && !at_limit(9, 0));
     }
 }

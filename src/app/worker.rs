@@ -302,10 +302,12 @@ async fn shared_worker(state: AppState, index: usize, mut shutdown: watch::Recei
             .take_queued(&owner, lease_ms(&state), state.clock().now_ms())
             .await
         {
-            Ok(Some(run)) => {
-                let id = run.id.clone();
+            Ok(Some(taken)) => {
+                let id = taken.run.id.clone();
                 state.queue().hold(&id);
-                execute_taken(&state, run).await;
+                if let Some(run) = super::quarantine::take_or_quarantine(&state, taken).await {
+                    execute_taken(&state, run).await;
+                }
                 state.queue().unhold(&id);
                 if let Err(e) = sq.release_leases(&owner, std::slice::from_ref(&id)).await {
                     tracing::warn!(run_id = %id, error = %e, "could not release the run's lease");
@@ -411,8 +413,10 @@ async fn heartbeat(state: &AppState) {
 
 /// Take over `running` runs whose lease expired (their process died) and recover each by the
 /// resume rule, as [`recover`] does at start on one process: resumed when the step in flight
-/// is safe to repeat (the resume is queued for any process), else `interrupted`. Returns how
-/// many were recovered.
+/// is safe to repeat (the resume is queued for any process, carrying the run's takeover
+/// count), else `interrupted`; a run whose lineage was in flight at as many crashes as
+/// `--quarantine-after` is quarantined instead ([`super::quarantine`]). Returns how many were
+/// recovered.
 pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
     let Some(sq) = state.store().shared_queue() else {
         return Ok(0);
@@ -420,20 +424,28 @@ pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
     let owner = state.instance_id().to_string();
     let store = state.store();
     let policy = state.options().recover;
-    let ids = sq
+    let taken = sq
         .take_orphans(&owner, lease_ms(state), state.clock().now_ms(), 100)
         .await?;
+    let ids: Vec<String> = taken.iter().map(|(id, _)| id.clone()).collect();
     let mut n = 0;
-    for id in &ids {
+    for (id, takeovers) in &taken {
         let run = match store.get_run(id).await? {
             Some(r) if r.status == RunStatus::Running => r,
             _ => continue,
         };
+        // In flight at as many crashes as the limit: quarantined, whatever `--recover` says.
+        if super::quarantine::quarantine_orphan(state, &run, *takeovers).await? {
+            n += 1;
+            continue;
+        }
         match state.engine().recover_running(run, policy).await {
             Recovery::Resumed {
                 original, resume, ..
             } => {
                 let resume_id = resume.id.clone();
+                // The resume carries the count: its own takeover is the lineage's next crash.
+                sq.carry_takeovers(&resume_id, *takeovers).await?;
                 write_all(store.as_ref(), vec![original, *resume]).await?;
                 tracing::warn!(run_id = %id, resume = %resume_id, "orphaned run resumed (its process died)");
                 crate::telemetry::recovered("resumed");
