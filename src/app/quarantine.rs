@@ -191,17 +191,18 @@ async fn quarantine_now(state: &AppState, run: RunRecord, crashes: u32) -> Store
 
 /// A worker of a shared queue (PostgreSQL) took `taken`: the run to execute, or `None` when
 /// its lease was taken over from dead processes as many times as the limit (its lineage was
-/// in flight at that many crashes): then it is quarantined instead (a failure to store that
-/// is logged, and the run stays `queued` for the next take).
-pub async fn take_or_quarantine(state: &AppState, taken: crate::store::Taken) -> Option<RunRecord> {
+/// in flight at that many crashes): then it was quarantined instead. Errors: the quarantine
+/// could not be stored; keep the lease then (not released, it expires, and the next take
+/// counts once more and quarantines it).
+pub async fn take_or_quarantine(
+    state: &AppState,
+    taken: crate::store::Taken,
+) -> StoreResult<Option<RunRecord>> {
     if !at_limit(taken.takeovers, state.options().quarantine_after) {
-        return Some(taken.run);
+        return Ok(Some(taken.run));
     }
-    let id = taken.run.id.clone();
-    if let Err(e) = quarantine_now(state, taken.run, taken.takeovers).await {
-        tracing::error!(run_id = %id, error = %e, "the run could not be quarantined");
-    }
-    None
+    quarantine_now(state, taken.run, taken.takeovers).await?;
+    Ok(None)
 }
 
 /// [`take_or_quarantine`] for a `running` run taken over from a dead process (before crash

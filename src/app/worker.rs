@@ -305,8 +305,15 @@ async fn shared_worker(state: AppState, index: usize, mut shutdown: watch::Recei
             Ok(Some(taken)) => {
                 let id = taken.run.id.clone();
                 state.queue().hold(&id);
-                if let Some(run) = super::quarantine::take_or_quarantine(&state, taken).await {
-                    execute_taken(&state, run).await;
+                match super::quarantine::take_or_quarantine(&state, taken).await {
+                    Ok(Some(run)) => execute_taken(&state, run).await,
+                    Ok(None) => {}
+                    Err(e) => {
+                        // The lease is kept: it expires, and the next take quarantines it.
+                        tracing::error!(run_id = %id, error = %e, "the run could not be quarantined");
+                        state.queue().unhold(&id);
+                        continue;
+                    }
                 }
                 state.queue().unhold(&id);
                 if let Err(e) = sq.release_leases(&owner, std::slice::from_ref(&id)).await {
