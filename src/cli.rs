@@ -842,7 +842,7 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             let mut t = Table::new();
             t.load_preset(UTF8_FULL_CONDENSED);
             t.set_header(vec![
-                "run", "workflow", "status", "mode", "trigger", "key", "created", "ms",
+                "run", "workflow", "status", "mode", "trigger", "key", "created", "ms", "error",
             ]);
             for r in &page.runs {
                 t.add_row(vec![
@@ -854,6 +854,8 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
                     r.idempotency_key.clone().unwrap_or_default(),
                     crate::clock::rfc3339(r.created_at.0),
                     r.duration_ms.map(|d| d.to_string()).unwrap_or_default(),
+                    // The code only (`quarantined`, `http_status`, …): `runs show` has the rest.
+                    r.error_code.clone().unwrap_or_default(),
                 ]);
             }
             println!("{t}");

@@ -358,6 +358,21 @@ async fn a_step_that_kills_the_process_twice_is_quarantined_and_the_server_stays
     }
     let active = s3.get("/runs?status=queued").await;
     assert_eq!(active["runs"], json!([]), "{active}");
+
+    // The operator's listing (the store is the CLI's once the server is gone).
+    s3.sigkill();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fluxo"))
+        .arg("--data-dir")
+        .arg(dir.data())
+        .args(["runs", "list", "--status", "failed"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&resume) && text.contains("quarantined"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
