@@ -23,11 +23,13 @@ use serde_json::{json, Value};
 
 const TOKEN: &str = "quarantine-token";
 
-/// A destination that SIGKILLs the `fluxo serve` child when a request reaches it while armed.
+/// A destination that SIGKILLs the `fluxo serve` child when a request reaches it while armed
+/// (or, while `hold` is on, keeps the request unanswered for a minute).
 struct Killer {
     url: String,
     hits: Arc<AtomicUsize>,
     armed: Arc<AtomicBool>,
+    hold: Arc<AtomicBool>,
     pid: Arc<AtomicI32>,
 }
 
@@ -36,11 +38,15 @@ impl Killer {
         let hits = Arc::new(AtomicUsize::new(0));
         let armed = Arc::new(AtomicBool::new(false));
         let pid = Arc::new(AtomicI32::new(0));
-        let (h, a, p) = (hits.clone(), armed.clone(), pid.clone());
+        let hold = Arc::new(AtomicBool::new(false));
+        let (h, a, p, o) = (hits.clone(), armed.clone(), pid.clone(), hold.clone());
         let app = axum::Router::new().fallback(move || {
-            let (h, a, p) = (h.clone(), a.clone(), p.clone());
+            let (h, a, p, o) = (h.clone(), a.clone(), p.clone(), o.clone());
             async move {
                 h.fetch_add(1, Ordering::SeqCst);
+                if o.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
                 let pid = p.load(Ordering::SeqCst);
                 if a.load(Ordering::SeqCst) && pid > 0 {
                     // SAFETY: kill(2) only reads its arguments.
@@ -60,6 +66,7 @@ impl Killer {
             url,
             hits,
             armed,
+            hold,
             pid,
         }
     }
@@ -161,6 +168,17 @@ impl Serve {
 
     fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM (a clean stop begins: the server waits for its runs), then, after `wait`,
+    /// SIGKILL: the stop gave up waiting, as the desktop app's quit does after a while.
+    async fn stop_then_kill(&mut self, wait: Duration) {
+        // SAFETY: kill(2) only reads its arguments.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        tokio::time::sleep(wait).await;
+        self.sigkill();
     }
 
     fn sigkill(&mut self) {
@@ -638,4 +656,51 @@ async fn on_postgresql_a_queued_run_taken_over_twice_is_quarantined() {
     );
     let f = p3.deliver("fine", json!({"id": "f1"})).await;
     assert_eq!(p3.final_run(&f).await["status"], "succeeded");
+}
+
+/// A run in flight when a clean stop begins is no crash suspect, even when the stop is cut
+/// short (SIGKILL while it waits for the run): twice in a row, the run is recovered as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_flight_at_clean_stops_is_never_quarantined() {
+    let killer = Killer::start().await;
+    killer.hold.store(true, Ordering::SeqCst);
+    let dir = Dir::new(&[boom_workflow()]);
+    let mut s0 = start(&dir, &killer, &[]).await;
+    let boom = s0.deliver("boom", json!({"id": "b1"})).await;
+    let wait_hits = |n: usize| {
+        let hits = killer.hits.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while hits.load(Ordering::SeqCst) < n {
+                assert!(
+                    Instant::now() < deadline,
+                    "the step never reached the destination"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    wait_hits(1).await;
+    s0.stop_then_kill(Duration::from_millis(700)).await;
+    assert!(fluxo::store::flight::read_prior(&dir.data()).unwrap().clean);
+
+    // Recovered as usual: the resume repeats the GET, held again; stopped the same way.
+    let mut s1 = start(&dir, &killer, &[]).await;
+    wait_hits(2).await;
+    s1.stop_then_kill(Duration::from_millis(700)).await;
+
+    killer.hold.store(false, Ordering::SeqCst);
+    let s2 = start(&dir, &killer, &[]).await;
+    let original = s2.final_run(&boom).await;
+    assert_eq!(original["status"], "interrupted", "{original}");
+    let r2 = original["resumed_by"][0].as_str().unwrap().to_string();
+    let second = s2.final_run(&r2).await;
+    assert_eq!(second["status"], "interrupted", "{second}");
+    assert_eq!(
+        second["error"]["code"], "interrupted",
+        "not quarantined: {second}"
+    );
+    let r3 = second["resumed_by"][0].as_str().unwrap().to_string();
+    assert_eq!(s2.final_run(&r3).await["status"], "succeeded");
+    assert!(!dir.log_text().contains("run quarantined"));
 }

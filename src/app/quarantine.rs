@@ -99,7 +99,12 @@ pub async fn start(state: &AppState) -> StoreResult<()> {
     let Some(dir) = state.options().data_dir.clone() else {
         return Ok(());
     };
-    if state.store().shared_queue().is_some() || state.engine().flight_log().is_some() {
+    if state.store().shared_queue().is_some() {
+        return Ok(());
+    }
+    if let Some(log) = state.engine().flight_log() {
+        // A server started again over the same engine (an embedder): same process, same log.
+        log.reopen();
         return Ok(());
     }
     let limit = state.options().quarantine_after;
@@ -233,7 +238,9 @@ pub fn announce(run_id: &str, step: &str, crashes: u32) {
     crate::telemetry::recovered("quarantined");
 }
 
-/// A clean stop: nothing in flight now counts as a crash suspect at the next start.
+/// A clean stop began (the server's shutdown, before it waits for the runs to finish):
+/// nothing in flight now, or started while the stop waits, counts as a crash suspect at the
+/// next start.
 pub fn clean_stop(state: &AppState) {
     if let Some(log) = state.engine().flight_log() {
         log.close_clean();

@@ -11,7 +11,9 @@
 //! q <crashes> <run> <root> <step>         a quarantine this start decided, until it is durable
 //! + <run> <root> <step>                   a run starts executing a step
 //! - <run> <step>                          it is done with it (succeeded, failed or dropped)
-//! clean                                   a clean stop: nothing was in flight at a crash
+//! clean                                   a stop began: nothing in flight counts (steps
+//!                                         the stop lets finish are not written)
+//! open                                    the same process runs again after a stop
 //! ```
 //!
 //! **Why a plain file without `fsync` is enough.** Each line is one `write(2)` of a small
@@ -119,12 +121,15 @@ pub fn parse(text: &str) -> Prior {
             ["+", run, root, step] if [run, root, step].iter().all(|s| valid_field(s)) => {
                 seq += 1;
                 flying.insert((run.to_string(), step.to_string()), (seq, root.to_string()));
-                clean = false;
             }
             ["-", run, step] => {
                 flying.remove(&(run.to_string(), step.to_string()));
             }
-            ["clean"] => clean = true,
+            ["clean"] => {
+                clean = true;
+                flying.clear();
+            }
+            ["open"] => clean = false,
             _ => {}
         }
     }
@@ -176,6 +181,8 @@ struct Inner {
     flying: HashMap<(String, String), String>,
     /// A write failed: the log is off for this process (logged once).
     broken: bool,
+    /// A stop began ([`FlightLog::close_clean`]): steps are no longer written.
+    stopping: bool,
 }
 
 /// This process's in-flight log ([`FlightLog::start`]). Shared by every clone of the engine.
@@ -248,6 +255,7 @@ impl FlightLog {
                 header,
                 flying: HashMap::new(),
                 broken: false,
+                stopping: false,
             }),
         })
     }
@@ -293,6 +301,9 @@ impl FlightLog {
         for ((run, step), root) in &inner.flying {
             lines.push(format!("+ {run} {root} {step}\n"));
         }
+        if inner.stopping {
+            lines.push("clean\n".into());
+        }
         match replace_file(&self.path, &lines, false) {
             Ok((file, len)) => {
                 inner.file = file;
@@ -313,6 +324,9 @@ impl FlightLog {
             return None;
         }
         let mut inner = self.lock();
+        if inner.stopping {
+            return None;
+        }
         let line = format!("+ {run} {root} {step}\n");
         inner
             .flying
@@ -325,11 +339,33 @@ impl FlightLog {
         })
     }
 
-    /// A clean stop: the next start finds no crash suspect.
+    /// A clean stop began (SIGTERM, Ctrl-C, the app quits): the next start finds no crash
+    /// suspect, whatever is in flight now or starts while the stop lets runs finish (a run in
+    /// flight at a clean stop is not a crash suspect, even when the stop gives up waiting).
+    /// Idempotent.
     pub fn close_clean(&self) {
         let mut inner = self.lock();
+        if inner.stopping {
+            return;
+        }
         inner.flying.clear();
-        self.append(&mut inner, "clean\n");
+        inner.stopping = true;
+        // Not through `append`: a rotation now would rewrite the file without this line.
+        if !inner.broken {
+            if let Err(e) = inner.file.write_all(b"clean\n") {
+                tracing::warn!(error = %e, "the in-flight log could not note the clean stop");
+            }
+        }
+    }
+
+    /// This process executes runs again after [`FlightLog::close_clean`] (an embedder that
+    /// starts a server again over the same engine): steps are written again.
+    pub fn reopen(&self) {
+        let mut inner = self.lock();
+        if inner.stopping {
+            inner.stopping = false;
+            self.append(&mut inner, "open\n");
+        }
     }
 
     /// The steps in flight now, as (run, step).
@@ -348,6 +384,9 @@ pub struct InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let mut inner = self.log.lock();
+        if inner.stopping {
+            return;
+        }
         let line = format!("- {} {}\n", self.run, self.step);
         inner.flying.remove(&(
             std::mem::take(&mut self.run),
@@ -410,6 +449,24 @@ mod tests {
         log.close_clean();
         let prior = read_prior(dir.path()).unwrap();
         assert!(prior.clean && prior.suspects.is_empty());
+    }
+
+    #[test]
+    fn steps_during_a_clean_stop_are_not_suspects_until_the_process_runs_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = FlightLog::start(dir.path(), &[], &[]).unwrap();
+        let held = log.step("r1", "r1", "a").unwrap();
+        log.close_clean();
+        // The stop lets r1 finish; it starts another step, and the process dies meanwhile.
+        drop(held);
+        assert!(log.step("r1", "r1", "b").is_none());
+        assert!(read_prior(dir.path()).unwrap().clean);
+        log.reopen();
+        std::mem::forget(log.step("r2", "r2", "c").unwrap());
+        assert_eq!(
+            read_prior(dir.path()).unwrap().suspects,
+            vec![suspect("r2", "r2", "c", 1)]
+        );
     }
 
     #[test]
