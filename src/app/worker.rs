@@ -14,6 +14,10 @@
 //!   and recovers them by the same resume rule ([`recover_orphans`]); a `queued` run whose
 //!   taker died is simply taken again. A dead process's runs are therefore recovered at most
 //!   a lease and a quarter after its last heartbeat.
+//! * **No crash loops** (both): a run in flight at two consecutive crashes is quarantined
+//!   instead of executed or recovered again ([`super::quarantine`]): on one process by
+//!   [`recover`] at start, from the in-flight log; on a shared queue by the taker, from the
+//!   lease's takeover count.
 //!
 //! [`ServerOptions::lease`]: super::ServerOptions::lease
 
