@@ -123,7 +123,8 @@ pub async fn start(state: &AppState) -> StoreResult<()> {
             crashes = s.crashes,
             quarantine_after = limit,
             "the run was executing this step when the process died; it is recovered as usual, \
-             and quarantined if the process dies in this step again"
+             and quarantined once the process has died in this step at `quarantine_after` \
+             consecutive crashes"
         );
     }
     let log = match FlightLog::start(&dir, &carry, &quarantine) {
