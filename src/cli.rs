@@ -274,6 +274,30 @@ pub struct ServeArgs {
     /// Most connections open at once; more wait to be accepted.
     #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_CONNECTIONS, env = "FLUXO_MAX_CONNECTIONS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// Seconds a whole request body may take, from the end of its head; then 408 and the
+    /// connection is closed.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_DEADLINE.as_secs(), env = "FLUXO_BODY_DEADLINE_S", value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_deadline_s: u64,
+    /// Least average rate of a request body in bytes/s, once --body-rate-grace-s has passed;
+    /// slower is 408 and the connection is closed (0: no minimum).
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_MIN_RATE, env = "FLUXO_BODY_MIN_RATE")]
+    pub body_min_rate: u64,
+    /// Seconds a request body may take before --body-min-rate applies.
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_BODY_RATE_GRACE.as_secs(), env = "FLUXO_BODY_RATE_GRACE_S")]
+    pub body_rate_grace_s: u64,
+    /// Most connections open at once from one client address while the server is crowded
+    /// (the reserved connections in use); a newer one sheds the address's oldest request body
+    /// in progress, or is refused (503).
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_CONNECTIONS_PER_IP, env = "FLUXO_MAX_CONNECTIONS_PER_IP", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections_per_ip: usize,
+    /// Most request bodies in progress (slow bodies) from one client address; a newer one
+    /// sheds the address's oldest (503).
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_MAX_SLOW_BODIES_PER_IP, env = "FLUXO_MAX_SLOW_BODIES_PER_IP", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_slow_bodies_per_ip: usize,
+    /// Connections request bodies in progress never take, kept for the API, health checks
+    /// and fast webhooks (at most half of --max-connections is used).
+    #[arg(long, default_value_t = crate::server::listen::DEFAULT_RESERVED_CONNECTIONS, env = "FLUXO_RESERVED_CONNECTIONS")]
+    pub reserved_connections: usize,
     /// Never print a token this start generates, only the file it is saved in: for a service
     /// whose output ends in a journal (the packaged fluxo.service sets it).
     #[arg(long, env = "FLUXO_HIDE_TOKEN")]
@@ -1305,6 +1329,12 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
             header_read_timeout: std::time::Duration::from_secs(a.header_timeout_s),
             body_read_timeout: std::time::Duration::from_secs(a.body_timeout_s),
             max_connections: a.max_connections,
+            body_deadline: std::time::Duration::from_secs(a.body_deadline_s),
+            body_min_rate: a.body_min_rate,
+            body_rate_grace: std::time::Duration::from_secs(a.body_rate_grace_s),
+            max_connections_per_ip: a.max_connections_per_ip,
+            max_slow_bodies_per_ip: a.max_slow_bodies_per_ip,
+            reserved_connections: a.reserved_connections,
         },
     };
     let listener = tokio::net::TcpListener::bind(a.addr)

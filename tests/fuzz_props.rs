@@ -544,6 +544,12 @@ const TOKENS: &[&str] = &[
     "loop.index",
     "break",
     "continue",
+    " * 100000000000",
+    "[1]",
+    "'ab'",
+    " | indent(",
+    " | join",
+    "namespace(",
 ];
 
 fn template_source() -> impl Strategy<Value = String> {
@@ -590,6 +596,137 @@ proptest! {
         let _ = t.eval_value(&src, &ctx, "field");
         let _ = t.eval_condition(&src, &ctx, "field");
         let _ = t.render_value(&json!({"a": [src.clone(), {"b": src}]}), &ctx, "");
+    }
+}
+
+/// Operands for the metered-operator properties: small values of every kind an operator takes.
+const OPERANDS: &[&str] = &[
+    "1",
+    "-2",
+    "3.5",
+    "0",
+    "'ab'",
+    "''",
+    "'é'",
+    "[1, 'x']",
+    "[]",
+    "input.n",
+    "input.s",
+    "input.l",
+    "input.o",
+    "none",
+    "true",
+    "(input.n + 1)",
+    "range(3)",
+];
+const OPERATORS: &[&str] = &[" + ", " * ", " ~ ", " - ", " // ", " == ", " ** "];
+
+/// A random expression over [`OPERANDS`], with parentheses, filters and a conditional.
+fn small_expr() -> impl Strategy<Value = String> {
+    let leaf = prop::sample::select(OPERANDS).prop_map(String::from);
+    leaf.prop_recursive(4, 24, 2, |inner| {
+        prop_oneof![
+            (
+                inner.clone(),
+                prop::sample::select(OPERATORS),
+                inner.clone()
+            )
+                .prop_map(|(a, op, b)| format!("{a}{op}{b}")),
+            inner.clone().prop_map(|a| format!("({a})")),
+            inner.clone().prop_map(|a| format!("{a} | length")),
+            inner.clone().prop_map(|a| format!("{a} | string")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a} if input.n else {b}")),
+            (inner.clone(), inner).prop_map(|(a, b)| format!("[{a}, {b}][0]")),
+        ]
+    })
+}
+
+/// Size-amplifying expressions: repeats, doubling loops and filters whose arguments choose
+/// the size, with factors from harmless to 10^11.
+fn amplifying() -> impl Strategy<Value = String> {
+    let n = prop::sample::select(&["3", "1000", "100000000", "100000000000", "input.n"][..]);
+    let base = prop::sample::select(&["'ab'", "[1]", "input.s", "[input.s]", "range(9)"][..]);
+    let step = (
+        prop::sample::select(
+            &[
+                "* N",
+                "~ X",
+                "+ X",
+                "| indent(N)",
+                "| replace('a', 'aaaaaaaa')",
+                "| join(X)",
+                "| list",
+                "| tojson",
+                "| string",
+                "| batch(N)",
+                "| slice(N) | list",
+                "| escape",
+                "| tojson(indent=N)",
+                "| format(N)",
+                "| center(N)",
+            ][..],
+        ),
+        n.clone(),
+        base.clone(),
+    )
+        .prop_map(|(op, n, x)| op.replace('N', n).replace('X', x));
+    prop_oneof![
+        (base.clone(), prop::collection::vec(step, 1..5)).prop_map(|(b, steps)| {
+            steps.iter().fold(b.to_string(), |acc, s| format!("({acc}) {s}"))
+        }),
+        (base, 0u32..64, prop::sample::select(&["~", "+"][..])).prop_map(|(b, k, op)| format!(
+            "{{% set ns = namespace(v={b}) %}}{{% for i in range({k}) %}}{{% set ns.v = ns.v {op} ns.v %}}{{% endfor %}}{{{{ ns.v | length }}}}"
+        )),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    /// A metered operator gives minijinja's own answer: the rewrite into guarded calls changes
+    /// no value and no error into a success (or back) on values within the budget.
+    #[test]
+    fn metered_operators_answer_as_minijinja_does(expr in small_expr(), n in -3i64..4) {
+        let input = json!({"n": n, "s": "xy", "l": [1, 2], "o": {"a": 1}});
+        let scope = Scope::new(&input, &json!({}), &Default::default());
+        let mut t = Templates::new();
+        let src = format!("<{{{{ {expr} }}}}>");
+        let ours = t.add(&src).map_err(|e| e.message).and_then(|()| {
+            t.render_str(&src, &scope.context(), "f").map_err(|e| e.message)
+        });
+        let mut plain = minijinja::Environment::new();
+        plain.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        plain.set_formatter(|out, state, value| {
+            if value.is_none() {
+                return Ok(());
+            }
+            minijinja::escape_formatter(out, state, value)
+        });
+        let theirs = plain.render_str(&src, minijinja::context! { input => input });
+        match (&ours, &theirs) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a.as_str(), Some(b.as_str()), "{}", src),
+            (Err(_), Err(_)) => {}
+            _ => prop_assert!(false, "{}: metered {:?}, minijinja {:?}", src, ours, theirs),
+        }
+    }
+
+    /// However much a template asks for, a render answers: a value within the budget, or a
+    /// template error. (Without the budget, several of these ask for terabytes and abort.)
+    #[test]
+    fn amplifying_templates_stay_within_the_memory_budget(expr in amplifying(), n in 0u64..200_000_000_000) {
+        let input = json!({"n": n, "s": "ab".repeat(500)});
+        let scope = Scope::new(&input, &json!({}), &Default::default());
+        let src = if expr.starts_with("{%") { expr.clone() } else { format!("{{{{ {expr} }}}}") };
+        let mut t = Templates::new();
+        if t.add(&src).is_ok() {
+            match t.render_str(&src, &scope.context(), "f") {
+                Ok(v) => prop_assert!(
+                    serde_json::to_string(&v).unwrap().len() <= 2 * fluxo::workflow::template::MAX_VALUE_BYTES,
+                    "{}", src
+                ),
+                Err(e) => prop_assert!(!e.message.is_empty()),
+            }
+        }
     }
 }
 

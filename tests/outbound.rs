@@ -600,3 +600,78 @@ async fn over_http_a_webhook_cannot_make_the_server_fetch_loopback_until_it_is_a
     assert_eq!(put.status.as_u16(), 400, "{}", put.text);
     assert!(put.text.contains("10.0.0.0/99"), "{}", put.text);
 }
+
+/// Issue 42, hole 6: input in a URL path. With `{{ env.API_URL }}/echo/{{ input.path }}` and
+/// `path = "../../admin?x=1#"`, the destination used to receive `POST /admin?x=1` with the
+/// step's headers. Over HTTP, a webhook's value is one percent-encoded segment under the
+/// author's path; a query value one encoded component; a dot segment fails the step; the
+/// author's own env value and `| raw_path` (flagged by the linter) are left as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_in_a_url_path_stays_one_segment_under_the_authors_path() {
+    let dest = Mock::always(Action::json(200, json!({"ok": true}))).await;
+    let call = |url: &str| {
+        json!({"id": "call", "kind": "http_request",
+               "config": {"method": "POST", "url": url, "retries": 0,
+                          "headers": {"X-Api-Key": "k-123", "Idempotency-Key": "{{ input.id }}"}}})
+    };
+    let wf = |id: &str, url: &str| {
+        workflow(
+            id,
+            Value::Null,
+            json!([{"id": "hook", "kind": "webhook_trigger", "config": {}}, call(url)]),
+            json!([{"from": "hook", "to": "call"}]),
+        )
+    };
+    let s = Setup::new()
+        .env("API_URL", &format!("{}/api/v1", dest.url()))
+        .workflow(wf(
+            "echo",
+            "{{ env.API_URL }}/echo/{{ input.path }}?q={{ input.q }}",
+        ))
+        .workflow(wf(
+            "raw",
+            "{{ env.API_URL }}/files/{{ input.path | raw_path }}",
+        ))
+        .start()
+        .await;
+    let send = |wf: &'static str, id: &'static str, path: &'static str| {
+        let s = &s;
+        async move {
+            let body = json!({"id": id, "path": path, "q": "a&b=c #d"}).to_string();
+            let a = s.hook(wf, Some(id), body.as_bytes()).await;
+            assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+            s.wait_final(a.json()["run_id"].as_str().unwrap()).await
+        }
+    };
+
+    let run = send("echo", "evt-1", "../../admin?x=1#").await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    let got = dest.requests();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].target,
+        "/api/v1/echo/..%2F..%2Fadmin%3Fx%3D1%23?q=a%26b%3Dc%20%23d"
+    );
+    assert_eq!(got[0].header("x-api-key"), Some("k-123"));
+
+    // A value that is a dot segment would climb: the step fails, nothing is sent.
+    let run = send("echo", "evt-2", "..").await;
+    assert_eq!(run.status, RunStatus::Failed, "{}", dump(&run));
+    let e = step(&run, "call").error.clone().unwrap();
+    assert_eq!(e.code, "template_error");
+    assert!(e.message.contains("climb"), "{}", e.message);
+    assert_eq!(dest.count(), 1);
+
+    // The author asked for a raw path: as written, and the linter says so.
+    let run = send("raw", "evt-3", "a/b").await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    assert_eq!(dest.requests()[1].target, "/api/v1/files/a/b");
+    let (_, problems) = check_value(
+        &wf("raw", "{{ env.API_URL }}/files/{{ input.path | raw_path }}"),
+        &Registry::builtin(),
+    );
+    assert!(
+        problems.iter().any(|p| p.code == "lint_raw_path"),
+        "{problems:?}"
+    );
+}

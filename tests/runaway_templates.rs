@@ -187,3 +187,133 @@ async fn over_http_a_runaway_template_never_stalls_healthz_and_never_succeeds() 
         "/healthz took {slowest:?}"
     );
 }
+
+/// Issue 42, hole 2: one template asking for terabytes (`[1] * 10^11`, a string doubled past
+/// 1 MiB) used to abort the process ("memory allocation of 7200000000000 bytes failed"), from
+/// the preview with a token or from a webhook without one. A real `fluxo serve` under a 4 GiB
+/// address space (so a regression fails this test instead of eating the machine): the preview
+/// and the run each answer a clear error naming the memory budget, and the process lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terabyte_templates_fail_on_the_memory_budget_and_the_process_lives() {
+    use common::child::{free_port, serve_command_limited, wait_ready, wait_run_final};
+    const TOKEN: &str = "runaway-templates-token";
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    let wf = json!({
+        "id": "amplify", "name": "amplify", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "shape", "kind": "transform", "config": {"fields": {
+                "items": "{{ [1] * input.n }}"
+            }}}
+        ],
+        "edges": [{"from": "hook", "to": "shape"}]
+    });
+    std::fs::write(workflows.path().join("amplify.json"), wf.to_string()).unwrap();
+    let log = data.path().join("serve.log");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut child = serve_command_limited(
+        4 << 30,
+        port,
+        workflows.path(),
+        &data.path().join("data"),
+        TOKEN,
+        &log,
+    )
+    .spawn()
+    .expect("spawn prlimit fluxo serve");
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    wait_ready(&client, &url, &mut child, &log).await;
+    let auth = format!("Bearer {TOKEN}");
+
+    for template in [
+        "{{ [1] * 100000000000 }}",
+        "x{{ [1] * 1000000000 }}",
+        "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+    ] {
+        let r = client
+            .post(format!("{url}/api/v1/templates/preview"))
+            .header("authorization", &auth)
+            .json(&json!({"template": template}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{template}");
+        let answer: Value = r.json().await.unwrap();
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.contains("memory budget"), "{template}: {answer}");
+    }
+
+    let r = client
+        .post(format!("{url}/hooks/amplify"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "evt_amplify_1")
+        .body(json!({"n": 100_000_000_000u64}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let run_id = r.json::<Value>().await.unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let run = wait_run_final(&client, &url, TOKEN, &run_id).await;
+    assert_eq!(run["status"], "failed", "{run}");
+    let shape = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_id"] == "shape")
+        .unwrap_or_else(|| panic!("no shape step: {run}"));
+    assert_eq!(shape["error"]["code"], "template_error", "{shape}");
+    let message = shape["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("memory budget") && message.contains("config.fields.items"),
+        "{message}"
+    );
+
+    assert!(child.try_wait().unwrap().is_none(), "the process died");
+    let health = client.get(format!("{url}/healthz")).send().await.unwrap();
+    assert!(health.status().is_success());
+    child.kill().ok();
+    child.wait().ok();
+}
+
+/// Issue 42, hole 4: previews used to render on the request threads with no time limit (two
+/// previews held `/healthz` for 56 s). On a current-thread runtime (the server and the test
+/// share one thread) six previews that each burn a render's whole fuel answer while
+/// `/healthz` keeps answering: they render on the blocking pool, two at a time.
+#[tokio::test]
+async fn previews_render_off_the_request_threads_two_at_a_time() {
+    let s = Setup::new().start().await;
+    let body = json!({"template": NESTED}).to_string();
+    let previews = futures_util::future::join_all(
+        (0..6).map(|_| s.api(Method::POST, "/templates/preview", &[], Some(&body))),
+    );
+    let probe = async {
+        let mut slowest = Duration::ZERO;
+        for _ in 0..20 {
+            let t0 = Instant::now();
+            let h = s.send(Method::GET, "/healthz", &[], None).await;
+            assert_eq!(h.status.as_u16(), 200);
+            slowest = slowest.max(t0.elapsed());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        slowest
+    };
+    let (answers, slowest) = tokio::join!(previews, probe);
+    for a in answers {
+        assert_eq!(a.status.as_u16(), 200, "{}", a.text);
+        let error = a.json()["error"].as_str().unwrap_or_default().to_string();
+        assert!(error.contains("ran out of fuel"), "{}", a.text);
+    }
+    assert!(
+        slowest < Duration::from_millis(100),
+        "/healthz took {slowest:?}"
+    );
+}

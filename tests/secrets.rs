@@ -15,7 +15,7 @@ use axum::extract::Request;
 use axum::response::IntoResponse;
 use serde_json::{json, Value};
 
-use common::child::{free_port, serve_command, wait_ready};
+use common::child::{free_port, serve_command, wait_ready, wait_run_final};
 use common::{compile, step, Harness};
 use fluxo::store::RunStore;
 
@@ -309,23 +309,7 @@ async fn a_secret_never_reaches_records_exports_or_logs() {
         .as_str()
         .unwrap()
         .to_string();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let detail = loop {
-        let d: Value = client
-            .get(format!("{url}/api/v1/runs/{run_id}"))
-            .header("authorization", &auth)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if matches!(d["status"].as_str(), Some("succeeded" | "failed")) {
-            break d;
-        }
-        assert!(Instant::now() < deadline, "run did not finish: {d}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let detail = wait_run_final(&client, &url, TOKEN, &run_id).await;
     let got = dest.got.lock().unwrap().clone();
     assert_eq!(got.len(), 2);
     assert_eq!(

@@ -444,6 +444,196 @@ async fn half_sent_bodies_are_dropped() {
     assert_eq!(a.status.as_u16(), 202, "{}", a.text);
 }
 
+/// The workflow and its trigger are checked from the head alone: a delivery to a workflow
+/// that does not exist is `404 workflow_not_found` while its body has not been sent (the
+/// probe's `Content-Length: 1000000`), and a `Content-Length` over the body limit is `413`
+/// before any byte of it; both close the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_workflows_and_oversized_bodies_are_answered_from_the_head() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .start()
+        .await;
+    let host = s.running().addr.to_string();
+    for (path, length, status, code) in [
+        ("/hooks/nope", 1_000_000, "404", "workflow_not_found"),
+        ("/hooks/wf1", 2 * 1024 * 1024, "413", "payload_too_large"),
+    ] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {length}\r\n\r\n"
+        );
+        let mut c = connect_and_send(&s, head.as_bytes()).await;
+        let started = Instant::now();
+        let got = read_until_closed(&mut c, Duration::from_secs(5)).await;
+        assert!(got.starts_with(&format!("HTTP/1.1 {status}")), "{got}");
+        assert!(got.contains(code), "{got}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{path}: answered after {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(got_no_runs(&s).await);
+}
+
+async fn got_no_runs(s: &TestServer) -> bool {
+    s.runs_of("wf1").await.is_empty()
+}
+
+/// Sends `head`, then `chunk` every `every` until the server answers and closes (at most 10
+/// s); answers what it sent back.
+async fn trickle_body(s: &TestServer, head: &str, chunk: &[u8], every: Duration) -> String {
+    let mut c = connect_and_send(s, head.as_bytes()).await;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        tokio::select! {
+            r = c.read(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            },
+            () = tokio::time::sleep(every) => {
+                if c.write_all(chunk).await.is_err() {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), c.read_to_end(&mut out)).await;
+                    break;
+                }
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn slow_head(host: &str, key: &str) -> String {
+    format!(
+        "POST /hooks/wf1 HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Idempotency-Key: {key}\r\nContent-Length: 100000\r\n\r\n{{\"pad\": \""
+    )
+}
+
+/// A body that never stalls (a byte every 50 ms) but does not arrive whole within the
+/// whole-body deadline is `408 request_timeout` naming `--body-deadline-s`, closed, no run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_must_arrive_whole_within_its_deadline() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .options(|o| {
+            o.limits.body_deadline = Duration::from_millis(600);
+            o.limits.body_min_rate = 0;
+        })
+        .start()
+        .await;
+    let host = s.running().addr.to_string();
+    let started = Instant::now();
+    let got = trickle_body(
+        &s,
+        &slow_head(&host, "dl-1"),
+        b" ",
+        Duration::from_millis(50),
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(
+        got.contains("request_timeout") && got.contains("--body-deadline-s"),
+        "{got}"
+    );
+    assert!(
+        got.to_ascii_lowercase().contains("connection: close"),
+        "{got}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(550),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(got_no_runs(&s).await);
+}
+
+/// After the grace, a body slower than the minimum rate on average (10 bytes every 50 ms is
+/// 200 bytes/s, under 1,000) is `408 request_timeout` naming `--body-min-rate`; a whole
+/// body is still accepted with the same key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_slower_than_the_minimum_rate_is_408() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .options(|o| {
+            o.limits.body_min_rate = 1_000;
+            o.limits.body_rate_grace = Duration::from_millis(400);
+        })
+        .start()
+        .await;
+    let host = s.running().addr.to_string();
+    let started = Instant::now();
+    let got = trickle_body(
+        &s,
+        &slow_head(&host, "rate-1"),
+        b"          ",
+        Duration::from_millis(50),
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(
+        got.contains("request_timeout") && got.contains("--body-min-rate"),
+        "{got}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(350),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(got_no_runs(&s).await);
+    let a = s.hook("wf1", Some("rate-1"), b"{}").await;
+    assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+}
+
+/// A slow upload from the loopback address `source` (the client socket is bound to it).
+async fn slow_from(addr: std::net::SocketAddr, source: [u8; 4], head: &str) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind((std::net::Ipv4Addr::from(source), 0).into())
+        .unwrap();
+    let mut c = sock.connect(addr).await.unwrap();
+    c.write_all(head.as_bytes()).await.unwrap();
+    c
+}
+
+/// Bodies in progress are bounded per client address: past `max_slow_bodies_per_ip` (2) the
+/// address's oldest is shed, `503 server_busy` with `Retry-After`, naming the flag; another
+/// address's body in progress is not touched and is accepted once whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_are_bounded_per_address() {
+    let s = Setup::new()
+        .workflow(hook_workflow("wf1", json!({})))
+        .options(|o| o.limits.max_slow_bodies_per_ip = 2)
+        .start()
+        .await;
+    let addr = s.running().addr;
+    let host = addr.to_string();
+    let head = |key: &str| {
+        format!(
+            "POST /hooks/wf1 HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Idempotency-Key: {key}\r\nContent-Length: 20\r\n\r\n{{\"id\": "
+        )
+    };
+    let mut other = slow_from(addr, [127, 0, 0, 3], &head("other-1")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut first = slow_from(addr, [127, 0, 0, 2], &head("a-1")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _second = slow_from(addr, [127, 0, 0, 2], &head("a-2")).await;
+    let _third = slow_from(addr, [127, 0, 0, 2], &head("a-3")).await;
+    let got = read_until_closed(&mut first, Duration::from_secs(5)).await;
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    assert!(
+        got.contains("server_busy") && got.contains("--max-slow-bodies-per-ip"),
+        "{got}"
+    );
+    assert!(got.to_ascii_lowercase().contains("retry-after: 1"), "{got}");
+    // 127.0.0.3's body is still being read: it ends and is accepted.
+    other.write_all(b"\"evt-other\"} ").await.unwrap();
+    let answer = read_answer(&mut other).await;
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+}
+
 /// Connections are bounded: with `max_connections = 1` and one slow client connected, the
 /// next request waits to be accepted (it is not served), and is served once the slow client
 /// goes.

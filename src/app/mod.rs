@@ -93,6 +93,18 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default [`ConnLimits::max_connections`]: 512.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default [`ConnLimits::body_deadline`]: 60 s for a whole body (1 MiB in 60 s is 17 KiB/s).
+pub const DEFAULT_BODY_DEADLINE: Duration = Duration::from_secs(60);
+/// Default [`ConnLimits::body_min_rate`]: 1,024 bytes/s on average.
+pub const DEFAULT_BODY_MIN_RATE: u64 = 1024;
+/// Default [`ConnLimits::body_rate_grace`]: 5 s.
+pub const DEFAULT_BODY_RATE_GRACE: Duration = Duration::from_secs(5);
+/// Default [`ConnLimits::max_connections_per_ip`]: 256.
+pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
+/// Default [`ConnLimits::max_slow_bodies_per_ip`]: 64.
+pub const DEFAULT_MAX_SLOW_BODIES_PER_IP: usize = 64;
+/// Default [`ConnLimits::reserved_connections`]: 64.
+pub const DEFAULT_RESERVED_CONNECTIONS: usize = 64;
 
 /// How long a client may take, and how many may be connected (the HTTP listener's limits,
 /// `server::listen`).
@@ -107,6 +119,27 @@ pub struct ConnLimits {
     /// Most connections open at once; more wait in the accept backlog. Default 512 (at least
     /// 1 is used).
     pub max_connections: usize,
+    /// Longest time a whole request body may take, from the end of its head; then `408
+    /// request_timeout` and the connection is closed. Default 60 s.
+    pub body_deadline: Duration,
+    /// Least average rate of a body (bytes/s since the end of its head) once
+    /// [`ConnLimits::body_rate_grace`] has passed; slower is `408 request_timeout`. Default
+    /// 1,024; 0: no minimum.
+    pub body_min_rate: u64,
+    /// How long a body may take before [`ConnLimits::body_min_rate`] applies. Default 5 s.
+    pub body_rate_grace: Duration,
+    /// Most connections open at once from one client address while the server is crowded
+    /// (the reserve in use): a new one past it sheds the address's oldest body in progress,
+    /// or is refused (`503`). Default 256.
+    pub max_connections_per_ip: usize,
+    /// Most bodies in progress (slow bodies, see `server::intake`) from one client address;
+    /// past it that address's oldest is shed (`503`). Default 64.
+    pub max_slow_bodies_per_ip: usize,
+    /// Connections slow bodies can never take: at most `max_connections -
+    /// reserved_connections` bodies are in progress at once (past it the oldest is shed), so
+    /// the API, health checks and fast webhooks always find a slot. Default 64 (at most half
+    /// of `max_connections` is used).
+    pub reserved_connections: usize,
 }
 
 impl Default for ConnLimits {
@@ -115,6 +148,12 @@ impl Default for ConnLimits {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            body_deadline: DEFAULT_BODY_DEADLINE,
+            body_min_rate: DEFAULT_BODY_MIN_RATE,
+            body_rate_grace: DEFAULT_BODY_RATE_GRACE,
+            max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
+            max_slow_bodies_per_ip: DEFAULT_MAX_SLOW_BODIES_PER_IP,
+            reserved_connections: DEFAULT_RESERVED_CONNECTIONS,
         }
     }
 }
@@ -213,9 +252,15 @@ struct Inner {
     /// On a shared database: the revisions of the settings and token documents in force here
     /// ([`settings::refresh`]).
     revisions: std::sync::Mutex<settings::Revisions>,
+    /// Template previews rendering at once ([`templates::PREVIEW_CONCURRENCY`]).
+    previews: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
+    /// The slots of template previews rendering at once.
+    pub(crate) fn preview_slots(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.0.previews
+    }
     /// The engine.
     pub fn engine(&self) -> &Engine {
         &self.0.engine
@@ -391,6 +436,7 @@ impl AppState {
             trigger_configs: ingest::TriggerConfigs::default(),
             hosts: RwLock::new(hosts),
             revisions: std::sync::Mutex::new(settings::Revisions::default()),
+            previews: Arc::new(tokio::sync::Semaphore::new(templates::PREVIEW_CONCURRENCY)),
         }));
         // On a shared database the settings and token in force are the database's (the first
         // process to start seeds them with its own).

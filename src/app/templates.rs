@@ -2,6 +2,12 @@
 //! rendered exactly as a step would render it, against the sample input and the last run's
 //! step outputs. Like a dry run, an unset `env.NAME` renders as its placeholder
 //! ([`crate::workflow::env::dry_placeholder`]); secret values are masked, as in run records.
+//!
+//! A preview renders on the blocking pool, never on the request threads: at most
+//! [`PREVIEW_CONCURRENCY`] at once, each answered within [`PREVIEW_DEADLINE`]. A render past
+//! its deadline is answered as an error; it goes on to its end (fuel and the memory budget
+//! bound it) holding its slot, so a flood of slow previews waits for slots instead of taking
+//! every core, and other requests keep being served.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,12 +15,19 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::{AppError, AppResult, AppState};
 use crate::template::{Scope, Templates};
 use crate::workflow::env::{dry_placeholder, scan_env};
 
 /// Longest template previewed, in bytes.
 pub const MAX_TEMPLATE_BYTES: usize = 16 * 1024;
+
+/// Previews rendering at once (the blocking pool has many more threads; this keeps previews
+/// from taking every core).
+pub const PREVIEW_CONCURRENCY: usize = 2;
+
+/// The longest a preview is waited for, a slot included: 2 s.
+pub const PREVIEW_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What to preview: `POST /api/v1/templates/preview`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -35,8 +48,42 @@ pub struct TemplatePreview {
 }
 
 /// `{"value": <rendered JSON>}` or `{"error": "<why, as a run would say it>"}`; `env` lists the
-/// variables that were unset and stood in for.
-pub fn preview(state: &AppState, req: &TemplatePreview) -> Value {
+/// variables that were unset and stood in for. Rendered on the blocking pool within
+/// [`PREVIEW_DEADLINE`].
+///
+/// Errors: `503 unavailable` (retry after 1 s) when no preview slot frees within the deadline.
+pub async fn preview(state: &AppState, req: TemplatePreview) -> AppResult<Value> {
+    let deadline = tokio::time::Instant::now() + PREVIEW_DEADLINE;
+    let slot = tokio::time::timeout_at(deadline, state.preview_slots().clone().acquire_owned())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| {
+            AppError::unavailable(
+                format!("{PREVIEW_CONCURRENCY} template previews are rendering; try again"),
+                1,
+            )
+        })?;
+    let state2 = state.clone();
+    let render = tokio::task::spawn_blocking(move || {
+        let answer = render_preview(&state2, &req);
+        drop(slot);
+        answer
+    });
+    match tokio::time::timeout_at(deadline, render).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(AppError::internal(
+            "preview_failed",
+            format!("the preview stopped: {e}"),
+        )),
+        Err(_) => Ok(json!({"error": format!(
+            "the preview took longer than {} s; a run would spend as long on this field",
+            PREVIEW_DEADLINE.as_secs()
+        )})),
+    }
+}
+
+fn render_preview(state: &AppState, req: &TemplatePreview) -> Value {
     if req.template.len() > MAX_TEMPLATE_BYTES {
         return json!({"error": format!(
             "the template is {} bytes; the preview takes at most {MAX_TEMPLATE_BYTES}",

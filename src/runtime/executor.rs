@@ -944,7 +944,8 @@ impl Walk<'_> {
         }
     }
 
-    /// Render a step's config (every field but `skip`): the resolved fields so far and the
+    /// Render a step's config (every field but `skip`; the outbound URL fields `urls` with run
+    /// data encoded): the resolved fields so far and the
     /// error that stopped rendering, if any. Plain-path templates render here; a config with
     /// templates that may loop or compute ([`crate::workflow::template::Templates::is_costly`])
     /// renders on the blocking pool, so a runaway template never stalls the async threads
@@ -956,6 +957,7 @@ impl Walk<'_> {
         &self,
         def: &crate::workflow::model::StepDef,
         skip: &'static [&'static str],
+        urls: &[&'static str],
         ctx: &minijinja::Value,
     ) -> (serde_json::Map<String, Value>, Option<StepError>) {
         let templates = &self.wf.templates;
@@ -964,14 +966,14 @@ impl Walk<'_> {
                 .any(|(f, v)| !skip.contains(&f.as_str()) && templates.is_costly(v))
         });
         if !costly {
-            return render_fields(templates, &def.id, &def.config, skip, ctx, None);
+            return render_fields(templates, &def.id, &def.config, skip, urls, ctx, None);
         }
         let cancel = Arc::new(AtomicBool::new(false));
         let task = {
             let (templates, config, id) = (templates.clone(), def.config.clone(), def.id.clone());
-            let (ctx, cancel) = (ctx.clone(), cancel.clone());
+            let (ctx, cancel, urls) = (ctx.clone(), cancel.clone(), urls.to_vec());
             tokio::task::spawn_blocking(move || {
-                render_fields(&templates, &id, &config, skip, &ctx, Some(&cancel))
+                render_fields(&templates, &id, &config, skip, &urls, &ctx, Some(&cancel))
             })
         };
         let remaining = self.deadline_ms - self.engine.clock.now_ms();
@@ -1028,7 +1030,12 @@ impl Walk<'_> {
 
         // Render every field but the kind's expression fields.
         let (resolved, render_error) = self
-            .render_config(def, kind.unrendered_fields(), &ctx)
+            .render_config(
+                def,
+                kind.unrendered_fields(),
+                self.wf.url_fields(step),
+                &ctx,
+            )
             .await;
         let resolved = Value::Object(resolved);
         let side_effects = kind.descriptor().side_effects;
@@ -1219,13 +1226,15 @@ impl Walk<'_> {
     }
 }
 
-/// Render every field of `config` but `skip` (copied as written); stops at the first error,
-/// answering the fields rendered so far.
+/// Render every field of `config` but `skip` (copied as written), the outbound URL fields
+/// `urls` with run data encoded ([`crate::workflow::template::Templates::render_url`]); stops
+/// at the first error, answering the fields rendered so far.
 fn render_fields(
     templates: &crate::workflow::template::Templates,
     step_id: &str,
     config: &Value,
     skip: &[&str],
+    urls: &[&str],
     ctx: &minijinja::Value,
     cancel: Option<&AtomicBool>,
 ) -> (serde_json::Map<String, Value>, Option<StepError>) {
@@ -1236,7 +1245,13 @@ fn render_fields(
                 resolved.insert(field.clone(), value.clone());
                 continue;
             }
-            match templates.render_value_until(value, ctx, field, cancel) {
+            let rendered = match value {
+                Value::String(s) if urls.contains(&field.as_str()) => {
+                    templates.render_url(s, ctx, field)
+                }
+                _ => templates.render_value_until(value, ctx, field, cancel),
+            };
+            match rendered {
                 Ok(v) => {
                     resolved.insert(field.clone(), v);
                 }

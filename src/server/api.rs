@@ -675,6 +675,9 @@ async fn events(
             content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large`.", body = Problem,
             content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: every preview slot stayed busy for 2 s \
+            (at most 2 previews render at once); `Retry-After` says when to try again.",
+            body = Problem, content_type = "application/problem+json"),
     ),
 )]
 async fn preview_template(
@@ -684,5 +687,5 @@ async fn preview_template(
     let body = json_body(body, state.options().body_limit_bytes)?;
     let req: templates::TemplatePreview = serde_json::from_value(body)
         .map_err(|e| ApiError::bad_request("bad_body", format!("the preview request: {e}")))?;
-    Ok(Json(templates::preview(&state, &req)))
+    Ok(Json(templates::preview(&state, req).await?))
 }

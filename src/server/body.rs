@@ -1,5 +1,5 @@
-//! Request bodies of the HTTP adapter: read within the body limit (`413`, `408` on a stalled
-//! body, `400 bad_body`), parsed as JSON (`400 invalid_json`). A leaf: every handler module
+//! Request bodies of the HTTP adapter: read within the body limit (`413`, `408` on a slow
+//! body, `503` on a shed one, `400 bad_body`), parsed as JSON (`400 invalid_json`). A leaf: every handler module
 //! uses it, it uses none of them.
 
 use axum::body::Bytes;
@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
+use super::layers::BodyRefused;
 
 /// Parse a JSON request body (empty = `{}`), naming the problem.
 pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Value> {
@@ -18,18 +19,25 @@ pub fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult
     parse_json(&bytes)
 }
 
-/// A request body within `limit` bytes: over it `413 payload_too_large`; a body that stalled
-/// past the body read timeout ([`crate::app::ConnLimits::body_read_timeout`]) `408
-/// request_timeout` (RFC 9110 §15.5.9; the connection is closed); otherwise unreadable `400
-/// bad_body`.
+/// A request body within `limit` bytes: over it `413 payload_too_large`; a body refused by
+/// the rules it is read under ([`super::layers::BodyRefused`]: `408 request_timeout` when it
+/// stalled, missed its deadline or came too slowly, `413` when its `Content-Length` is over
+/// the limit, `503 server_busy` when it was shed for other clients; the connection is closed,
+/// since the rest of the body is not read); otherwise unreadable `400 bad_body`.
 pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
     body.map_err(|rej| {
-        if timed_out(&rej) {
-            ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                "the request body stalled: no data came within the body read timeout",
-            )
+        if let Some(why) = refused(&rej) {
+            let detail = why.to_string();
+            match why {
+                BodyRefused::TooLarge { .. } => {
+                    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", detail)
+                }
+                BodyRefused::Shed(_) => ApiError {
+                    retry_after_s: Some(1),
+                    ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server_busy", detail)
+                },
+                _ => ApiError::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", detail),
+            }
             .closing()
         } else if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -43,17 +51,16 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResul
     })
 }
 
-/// Whether a body failed because the body read timeout fired ([`super::layers::BodyTimedOut`],
-/// anywhere in its sources).
-fn timed_out(rej: &BytesRejection) -> bool {
+/// Why the rules refused a body ([`BodyRefused`], anywhere in the rejection's sources).
+fn refused(rej: &BytesRejection) -> Option<&BodyRefused> {
     let mut e: Option<&(dyn std::error::Error + 'static)> = Some(rej);
     while let Some(err) = e {
-        if err.is::<super::layers::BodyTimedOut>() {
-            return true;
+        if let Some(why) = err.downcast_ref::<BodyRefused>() {
+            return Some(why);
         }
         e = err.source();
     }
-    false
+    None
 }
 
 /// JSON, or `400 invalid_json` naming the line and column.

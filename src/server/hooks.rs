@@ -5,8 +5,13 @@
 //! 2. The door ([`super::door`]): no request a browser sends on another site's behalf unless
 //!    its origin is on the trigger's `allowed_origins` (403 `cross_site_request`), and a JSON
 //!    media type (415 `unsupported_media_type`).
-//! 3. Optional HMAC signature (401), JSON body (400). (The body limit, 413, and the body read
-//!    timeout, 408, apply while the body is read, before any of this.)
+//!
+//!    Steps 1 and 2 read the head only: the body is not read before they pass, so a slow or
+//!    unwanted upload to a workflow that does not exist costs one answer, not a connection
+//!    held for as long as its sender likes.
+//! 3. The body is read: a `Content-Length` over the limit is 413 before any byte is read; the
+//!    body's time limits (408) and shedding (503) are those of [`super::layers::GuardedBody`]
+//!    and [`super::intake`]. Then the optional HMAC signature (401), JSON body (400).
 //! 4. Key: `Idempotency-Key` (bare or RFC 8941 quoted), else `X-Fluxo-Event-Id`, else the
 //!    trigger's `dedupe_key` template over the body, else no dedupe. A malformed key is
 //!    `400 invalid_idempotency_key`, never a silent run without dedupe. With a
@@ -20,7 +25,6 @@
 //!    claimed: `503` with `Retry-After`.
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest as _, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -54,8 +58,7 @@ pub async fn webhook(
     mut req: Request,
 ) -> ApiResult<Response> {
     let headers = std::mem::take(req.headers_mut());
-    let body = Bytes::from_request(req, &state).await;
-    let answer = deliver(state, workflow_id, headers, body).await;
+    let answer = deliver(state, workflow_id, headers, req).await;
     if let Err(e) = &answer {
         crate::telemetry::delivery_rejected(e.code);
     }
@@ -66,9 +69,8 @@ async fn deliver(
     state: AppState,
     workflow_id: String,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    req: Request,
 ) -> ApiResult<Response> {
-    let body = body_bytes(body, state.options().body_limit_bytes)?;
     let entry = state.workflows().get(&workflow_id).ok_or_else(|| {
         ApiError::not_found("workflow_not_found", format!("no workflow `{workflow_id}`"))
     })?;
@@ -97,6 +99,13 @@ async fn deliver(
     let config = &door_config.config;
     door::check_cross_site(&headers, &door_config.allowed_origins)?;
     door::check_media_type(&headers)?;
+    // Only now is the body read: an unknown workflow, a trigger that is not a webhook or a
+    // refused sender is answered from the head alone (a `Content-Length` over the limit is
+    // `413` at the first read, before any byte; see `layers::GuardedBody`).
+    let body = body_bytes(
+        Bytes::from_request(req, &state).await,
+        state.options().body_limit_bytes,
+    )?;
     let now = state.clock().now_ms();
 
     if let Some(secret_tmpl) = &config.signing_secret {

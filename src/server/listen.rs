@@ -1,6 +1,7 @@
-//! The connection layer: accepts TCP connections, bounds how many are open at once, and serves
-//! HTTP/1.1 on each with hyper, timing out slow clients (SPEC §5, "The server times out slow
-//! clients (headers and bodies) and bounds connections").
+//! The connection layer: accepts TCP connections, bounds how many are open at once (in all
+//! and per client address), and serves HTTP/1.1 on each with hyper, timing out slow clients
+//! (SPEC §5, "The server times out slow clients (headers and bodies) and bounds
+//! connections"; issue 42, bounded intake).
 //!
 //! * **Header read timeout** ([`ConnLimits::header_read_timeout`], default 10 s): the longest a
 //!   connection may go without a request in progress: from its accept, and on a kept-alive one
@@ -13,15 +14,32 @@
 //!   with a deadline); `IdleClock` re-arms one timer per timeout period, and a request only
 //!   stamps two atomics. Duplicate deliveries answered: +3% (six alternated loads, medians
 //!   75,200 → 77,900 req/s).
-//! * **Body read timeout** ([`ConnLimits::body_read_timeout`], default 30 s):
-//!   [`super::layers::BodyTimeoutLayer`] (see [`super::router`]), the longest wait for the
-//!   next chunk of a body, as nginx's `client_body_timeout`. A body that stalls answers `408 request_timeout`
-//!   and the connection is closed. With the body limit (1 MiB) and the connection bound, a
-//!   trickling client holds one slot for a bounded time.
-//! * **Connection bound** ([`ConnLimits::max_connections`], default 512): a connection is
-//!   accepted only while fewer are open; past the bound new ones wait in the kernel's accept
-//!   backlog until one closes (timeouts make sure one does), so a flood of idle sockets
-//!   cannot exhaust file descriptors or memory.
+//! * **Request bodies** ([`GuardedBody`], with [`BodyRules`] from these limits; nginx's
+//!   `client_body_timeout` and Apache's `mod_reqtimeout` `body=…,MinRate=…` are the models):
+//!   - the next chunk within [`ConnLimits::body_read_timeout`] (default 30 s,
+//!     `--body-timeout-s`);
+//!   - the whole body within [`ConnLimits::body_deadline`] of the end of its head (default
+//!     60 s, `--body-deadline-s`): 1 MiB, the body limit, in 60 s is 17 KiB/s;
+//!   - after [`ConnLimits::body_rate_grace`] (default 5 s, `--body-rate-grace-s`), at least
+//!     [`ConnLimits::body_min_rate`] bytes/s on average since the head (default 1,024,
+//!     `--body-min-rate`): a body sent a byte at a time is cut after the grace, not after 1 MiB
+//!     × 30 s;
+//!   - a `Content-Length` over the body limit is `413` before any byte is read.
+//!
+//!   A body that breaks a time rule is answered `408 request_timeout` naming the flag, and the
+//!   connection is closed. Webhook handlers check the workflow and its trigger before they
+//!   read the body at all ([`super::hooks`]).
+//! * **Connection bound** ([`ConnLimits::max_connections`], default 512, a tokio
+//!   [`Semaphore`]): a connection is accepted only while fewer are open; past the bound new
+//!   ones wait in the kernel's accept backlog until one closes (timeouts make sure one does),
+//!   so a flood of idle sockets cannot exhaust file descriptors or memory.
+//! * **Per address and the reserve** ([`Intake`], see [`super::intake`]): at most 64 bodies
+//!   in progress per client address (`--max-slow-bodies-per-ip`), and bodies in progress never
+//!   hold the last 64 connection slots (`--reserved-connections`); past either the oldest body
+//!   is shed (`503 server_busy`). While the reserve is in use, an address with 256
+//!   connections (`--max-connections-per-ip`) loses its oldest body in progress to a new one,
+//!   or the new one is refused. So slow uploads, from one address or many, never lock
+//!   `/healthz`, the API or a webhook out.
 //!
 //! Graceful shutdown: the listener stops accepting, every open connection finishes its
 //! request in progress and closes (hyper-util's `GracefulShutdown`), as `axum::serve` did.
@@ -29,10 +47,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, Response};
@@ -43,23 +59,39 @@ use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tokio::time::Instant;
 
+use super::intake::{BodySlot, Conn, Intake};
+use super::layers::{BodyRules, GuardedBody};
 pub use crate::app::{
-    ConnLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    ConnLimits, DEFAULT_BODY_DEADLINE, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_RATE_GRACE,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_IP, DEFAULT_MAX_SLOW_BODIES_PER_IP, DEFAULT_RESERVED_CONNECTIONS,
 };
 
-/// Serve `app` on `listener` until `shutdown` turns true, then close gracefully.
+/// The answer to a connection refused by [`Intake::connect`] (written once, best effort,
+/// before it is closed; nothing of its request is read).
+const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/problem+json\r\nretry-after: 1\r\nconnection: close\r\n\
+content-length: 226\r\n\r\n\
+{\"type\":\"https://fluxo.dev/problems/too-many-connections\",\"title\":\"Service Unavailable\",\
+\"status\":503,\"detail\":\"too many connections from your address are in use \
+(--max-connections-per-ip); retry\",\"code\":\"too_many_connections\"}";
+
+/// Serve `app` on `listener` until `shutdown` turns true, then close gracefully. Request
+/// bodies are read under `limits` and the body limit `body_limit` ([`GuardedBody`]).
 pub(crate) async fn serve(
     mut listener: TcpListener,
     app: Router,
     limits: ConnLimits,
+    body_limit: usize,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let intake = Arc::new(Intake::new(&limits));
+    let rules = BodyRules::new(&limits, body_limit);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    // The header read timeout is the connection's [`IdleClock`], not hyper's per-request timer.
+    // The header read timeout is the connection's `IdleClock`, not hyper's per-request timer.
     http.header_read_timeout(None);
     loop {
         // A slot first: past the bound, connections stay in the kernel's backlog.
@@ -71,27 +103,52 @@ pub(crate) async fn serve(
             _ = shutdown.wait_for(|s| *s) => break,
         };
         // axum's accept: retries after an accept error (e.g. too many open files) itself.
-        let (io, _peer) = tokio::select! {
+        let (io, peer) = tokio::select! {
             c = axum::serve::Listener::accept(&mut listener) => c,
             _ = shutdown.wait_for(|s| *s) => break,
         };
-        let clock = Arc::new(IdleClock::new());
+        let conn = match intake.connect(peer.ip()) {
+            Ok(conn) => conn,
+            Err(why) => {
+                tracing::debug!(peer = %peer, %why, "connection refused");
+                let _ = io.try_write(REFUSED);
+                continue;
+            }
+        };
         let service = TowerToHyperService::new(Tracked {
             inner: app.clone(),
-            clock: clock.clone(),
+            conn: conn.clone(),
+            intake: intake.clone(),
+            rules,
         });
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(io), service));
+        let served = graceful.watch(http.serve_connection(TokioIo::new(io), service));
         let header_timeout = limits.header_read_timeout;
+        let intake = intake.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                done = conn => if let Err(e) = done {
-                    tracing::debug!(error = %e, "connection closed with an error");
-                },
-                // Dropping the connection closes it, without an answer.
-                () = clock.expired(header_timeout) => {
-                    tracing::debug!("connection closed: no request head within the header read timeout");
+            let mut served = std::pin::pin!(served);
+            loop {
+                tokio::select! {
+                    done = &mut served => {
+                        if let Err(e) = done {
+                            tracing::debug!(error = %e, "connection closed with an error");
+                        }
+                        break;
+                    }
+                    // Dropping the connection closes it, without an answer.
+                    () = conn.clock.expired(header_timeout) => {
+                        tracing::debug!("connection closed: no request head within the header read timeout");
+                        break;
+                    }
+                    // Shed for a newer connection ([`Intake`]): closed at once when it waits
+                    // for a request head; a body in progress is answered `503` by its handler
+                    // (the body fails), which closes the connection.
+                    () = conn.closing.notified() => if conn.clock.is_idle() {
+                        tracing::debug!("connection closed: shed for a newer one");
+                        break;
+                    }
                 }
             }
+            intake.disconnect(&conn);
             drop(slot);
         });
     }
@@ -99,73 +156,23 @@ pub(crate) async fn serve(
     graceful.shutdown().await;
 }
 
-/// A connection's idle clock, for the header read timeout: how many of its requests are in
-/// progress (from the head read to the end of the answer's body), and since when none has
-/// been. A request stamps two atomics; the one timer, [`IdleClock::expired`], sleeps to the
-/// deadline those stamps give and re-reads them when it wakes.
-struct IdleClock {
-    started: Instant,
-    /// Requests in progress.
-    busy: AtomicUsize,
-    /// When `busy` last fell to 0 (or the accept), in ms since `started`.
-    idle_since_ms: AtomicU64,
-}
-
-impl IdleClock {
-    fn new() -> Self {
-        IdleClock {
-            started: Instant::now(),
-            busy: AtomicUsize::new(0),
-            idle_since_ms: AtomicU64::new(0),
-        }
-    }
-
-    fn begin(&self) {
-        self.busy.fetch_add(1, Ordering::AcqRel);
-    }
-
-    fn end(&self) {
-        let ms = self.started.elapsed().as_millis() as u64;
-        // Stamped before the count falls: whoever sees 0 sees this stamp or a later one.
-        self.idle_since_ms.fetch_max(ms, Ordering::AcqRel);
-        self.busy.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Resolves once the connection has gone `timeout` with no request in progress. While
-    /// one is, it checks again a whole `timeout` later: the earliest the connection can then
-    /// have been idle for that long.
-    async fn expired(&self, timeout: Duration) {
-        let mut deadline = self.started + timeout;
-        loop {
-            tokio::time::sleep_until(deadline).await;
-            if self.busy.load(Ordering::Acquire) > 0 {
-                deadline = Instant::now() + timeout;
-                continue;
-            }
-            let idle_since = Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire));
-            let idle_deadline = self.started + idle_since + timeout;
-            if idle_deadline <= Instant::now() {
-                return;
-            }
-            deadline = idle_deadline;
-        }
-    }
-}
-
-/// Ends a request on its connection's [`IdleClock`] when dropped.
-struct InProgress(Arc<IdleClock>);
+/// Ends a request on its connection's `IdleClock` when dropped.
+struct InProgress(Arc<Conn>);
 
 impl Drop for InProgress {
     fn drop(&mut self) {
-        self.0.end();
+        self.0.clock.end();
     }
 }
 
-/// The router of one connection, counting its requests on the connection's [`IdleClock`].
+/// The router of one connection, counting its requests on the connection's `IdleClock`
+/// and reading their bodies under the [`BodyRules`] and the [`Intake`].
 #[derive(Clone)]
 struct Tracked<S> {
     inner: S,
-    clock: Arc<IdleClock>,
+    conn: Arc<Conn>,
+    intake: Arc<Intake>,
+    rules: BodyRules,
 }
 
 impl<S, B> tower_service::Service<Request<B>> for Tracked<S>
@@ -183,10 +190,14 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.clock.begin();
+        self.conn.clock.begin();
+        let slot = BodySlot::new(self.intake.clone(), self.conn.clone());
+        let rules = self.rules;
         TrackedFuture {
-            inner: self.inner.call(req.map(Body::new)),
-            in_progress: Some(InProgress(self.clock.clone())),
+            inner: self
+                .inner
+                .call(req.map(|b| Body::new(GuardedBody::new(b, rules, Some(slot))))),
+            in_progress: Some(InProgress(self.conn.clone())),
         }
     }
 }

@@ -10,9 +10,12 @@
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
 //! * [`body`], [`headers`]: reading request bodies (limit, timeout, JSON) and key headers,
 //!   the leaves every handler module shares.
-//! * [`layers`]: the request id and span, and the body read timeout, around every route.
-//! * [`listen`]: the connection layer: HTTP/1.1 with header and body read timeouts and a
-//!   bound on open connections.
+//! * [`layers`]: the request id and span around every route; the rules request bodies are
+//!   read under (chunk timeout, whole-body deadline, minimum rate, `Content-Length` limit).
+//! * [`listen`]: the connection layer: HTTP/1.1 with header and body time limits and bounds
+//!   on open connections.
+//! * [`intake`]: connections and bodies in progress per client address, and the reserve of
+//!   connections slow bodies never take (the oldest make room).
 //! * [`openapi`]: the OpenAPI 3.1 document, built from the same routes as the router.
 
 // Handlers return `ApiResult<T>`; `ApiError` is large (a problem document in the making) but
@@ -27,6 +30,8 @@ pub mod error;
 pub mod headers;
 pub mod hooks;
 pub mod idempotency;
+mod idle;
+pub mod intake;
 pub mod layers;
 pub mod listen;
 pub mod metrics;
@@ -108,12 +113,9 @@ pub fn router(state: AppState) -> Router {
     // Outermost: a Host this server answers to (a DNS-rebinding defence, see `door`).
     let checked = door::HostCheckLayer::new(state.clone()).layer(
         // The client's `X-Request-Id` or a new one, the request's span, the id on the answer.
-        layers::RequestIdLayer.layer(
-            // A body that stalls longer than this between two chunks ends its request (408,
-            // see `body::body_bytes`); the header timeout and the connection bound are in
-            // `listen`.
-            layers::BodyTimeoutLayer::new(state.options().limits.body_read_timeout).layer(app),
-        ),
+        // (The time limits of request bodies, the header timeout and the connection bounds
+        // are the connection layer's, `listen`: they need the connection and its address.)
+        layers::RequestIdLayer.layer(app),
     );
     Router::new().fallback_service(checked)
 }
@@ -169,9 +171,10 @@ pub async fn start(
     let background = crate::app::Background::start(&state, receiver, shutdown_rx.clone()).await?;
     let app = router(state.clone());
     let limits = options.limits;
+    let body_limit = options.body_limit_bytes;
     let rx = shutdown_rx.clone();
     let task = tokio::spawn(async move {
-        listen::serve(listener, app, limits, rx).await;
+        listen::serve(listener, app, limits, body_limit, rx).await;
         background.stop().await;
     });
     Ok(RunningServer {

@@ -66,19 +66,7 @@ impl HostSource {
     }
 }
 
-/// Names whose values the author controls: `env.*` (settings and `FLUXO_ENV_*`), `run.*`
-/// (ids the engine makes) and minijinja's global functions.
-const AUTHOR_ROOTS: &[&str] = &[
-    "env",
-    "run",
-    "range",
-    "dict",
-    "namespace",
-    "lipsum",
-    "cycler",
-    "joiner",
-    "debug",
-];
+use crate::template::AUTHOR_ROOTS;
 
 /// Where the host of URL template `url` comes from: a conservative textual analysis, then
 /// minijinja's own parser.

@@ -16,6 +16,8 @@
 //! * `lint_input_host`: a URL whose host is rendered from run data, allowed by the step's
 //!   `allow_input_host`: the sender of an event chooses where Fluxo connects (only non-public
 //!   addresses are refused; see [`crate::steps::outbound`]).
+//! * `lint_raw_path`: a URL that inserts a value with `| raw_path`, unencoded, where run data
+//!   is otherwise one percent-encoded path segment ([`crate::template`]'s URL rule).
 //! * `unknown_sample`: `settings.sample` names no built-in sample payload
 //!   ([`crate::samples::PAYLOADS`]).
 
@@ -60,9 +62,22 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                         "the host of `{}` is rendered from run data ({}) and allow_input_host is \
                          on: whoever sends an event chooses where Fluxo connects; only non-public \
                          addresses not in settings outbound_allow are refused. Prefer a host you \
-                         write or take from env.*, and let the event choose the path.",
+                         write or take from env.*, and let the event choose a path segment (it is percent-encoded).",
                         u.template,
                         vars.join(", ")
+                    ),
+                ));
+            }
+            if crate::template::uses_raw_path(&u.template) {
+                out.push(Problem::warning(
+                    "lint_raw_path",
+                    format!("steps[{i}].config.{}", u.field),
+                    Some(&s.id),
+                    format!(
+                        "`{}` inserts a value unencoded with `| raw_path`: a value holding `/`, \
+                         `..`, `?` or `#` changes which resource is called. Without the filter, \
+                         run data in a URL path is one percent-encoded segment.",
+                        u.template
                     ),
                 ));
             }

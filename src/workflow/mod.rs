@@ -108,6 +108,9 @@ pub struct Compiled {
     /// Linter warnings (the workflow runs regardless).
     pub warnings: Vec<Problem>,
     pub(crate) kinds: Vec<Arc<dyn StepKind>>,
+    /// Per step: its outbound URL fields ([`StepKind::outbound_urls`]), rendered with
+    /// [`Templates::render_url`].
+    pub(crate) url_fields: Vec<Vec<&'static str>>,
     pub(crate) index: HashMap<String, usize>,
     /// Per step: port → target step indexes, in edge order.
     pub(crate) out: Vec<BTreeMap<String, Vec<usize>>>,
@@ -124,6 +127,10 @@ impl fmt::Debug for Compiled {
 }
 
 impl Compiled {
+    /// Step `step`'s outbound URL fields (none for an index out of range).
+    pub(crate) fn url_fields(&self, step: usize) -> &[&'static str] {
+        self.url_fields.get(step).map_or(&[], Vec::as_slice)
+    }
     /// The workflow id.
     pub fn id(&self) -> &str {
         &self.workflow.id

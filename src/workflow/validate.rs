@@ -585,6 +585,21 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
     }
     let warnings: Vec<Problem> = problems.clone();
     let kinds: Vec<Arc<dyn StepKind>> = kinds.into_iter().map(|k| k.expect("checked")).collect();
+    // Outbound URL fields render with run data encoded per path segment (SPEC §5).
+    let mut templates = templates;
+    let url_fields: Vec<Vec<&'static str>> = workflow
+        .steps
+        .iter()
+        .zip(&kinds)
+        .map(|(s, k)| {
+            let urls = k.outbound_urls(&s.config);
+            for u in &urls {
+                // Compiled above as plain text; a URL that compiled there compiles here.
+                let _ = templates.add_url(&u.template);
+            }
+            urls.iter().map(|u| u.field).collect()
+        })
+        .collect();
     let hash = workflow.definition_hash();
     let snapshot = serde_json::to_value(&workflow).unwrap_or(Value::Null);
     let compiled = Compiled {
@@ -594,6 +609,7 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
         templates,
         warnings,
         kinds,
+        url_fields,
         index,
         out,
         trigger: triggers[0],

@@ -19,12 +19,47 @@ pub fn free_port() -> u16 {
 /// <token>`, stdin and stdout closed, its log (stderr) appended to `log`. Add env and flags,
 /// then spawn.
 pub fn serve_command(port: u16, workflows: &Path, data: &Path, token: &str, log: &Path) -> Command {
+    serve_args(
+        Command::new(env!("CARGO_BIN_EXE_fluxo")),
+        port,
+        workflows,
+        data,
+        token,
+        log,
+    )
+}
+
+/// [`serve_command`] under `prlimit --as=<bytes>`: an address space of `bytes`, so a test of
+/// a runaway allocation fails the child (an abort) instead of eating the machine.
+#[allow(dead_code)]
+pub fn serve_command_limited(
+    as_bytes: u64,
+    port: u16,
+    workflows: &Path,
+    data: &Path,
+    token: &str,
+    log: &Path,
+) -> Command {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={as_bytes}"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_fluxo"));
+    serve_args(cmd, port, workflows, data, token, log)
+}
+
+fn serve_args(
+    mut cmd: Command,
+    port: u16,
+    workflows: &Path,
+    data: &Path,
+    token: &str,
+    log: &Path,
+) -> Command {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .expect("open the serve log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fluxo"));
     cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}")])
         .arg("--workflows")
         .arg(workflows)
@@ -59,4 +94,35 @@ pub async fn wait_ready(client: &reqwest::Client, url: &str, child: &mut Child, 
         "fluxo serve was not ready in 20 s:\n{}",
         std::fs::read_to_string(log).unwrap_or_default()
     );
+}
+
+/// `GET {url}/api/v1/runs/{run_id}` (with bearer `token`) until the run is final
+/// (`succeeded`, `failed`, `timed_out` or `interrupted`), at most 30 s; answers its detail.
+#[allow(dead_code)]
+pub async fn wait_run_final(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    run_id: &str,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let d: serde_json::Value = client
+            .get(format!("{url}/api/v1/runs/{run_id}"))
+            .header("authorization", format!("Bearer {token}"))
+            .send()
+            .await
+            .expect("GET the run")
+            .json()
+            .await
+            .expect("the run as JSON");
+        if matches!(
+            d["status"].as_str(),
+            Some("succeeded" | "failed" | "timed_out" | "interrupted")
+        ) {
+            return d;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {d}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -32,5 +32,5 @@ pub async fn preview_template(
     state: State<'_, AppState>,
     request: fluxo::app::templates::TemplatePreview,
 ) -> IpcResult<Value> {
-    Ok(fluxo::app::templates::preview(&state, &request))
+    Ok(fluxo::app::templates::preview(&state, request).await?)
 }

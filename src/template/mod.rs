@@ -22,10 +22,12 @@
 //!   unchanged by a plain path (`{{ steps.fetch.output.body }}`) is not capped again: it was
 //!   bounded where it came in (the webhook body limit, `max_response_bytes`);
 //! * templates that can loop or compute ([`Templates::is_costly`]) are rendered off the async
-//!   threads, inside the run deadline (see the executor).
-//!
-//! Not metered: the size of intermediate values inside one render (minijinja caps `"x" * n`
-//! at 100 MB and `range` at 100,000 items, but a loop doubling a string grows it 2^n).
+//!   threads, inside the run deadline (see the executor);
+//! * every value a render **builds on the way** (an operand of `+`, `*`, `~`, a filter's
+//!   result) is checked against the memory budget before it is built: at most
+//!   [`MAX_VALUE_BYTES`] of text and [`MAX_ITEMS`] items per list (the `budget` module), so
+//!   `{{ [1] * 100000000000 }}` or a loop doubling a string fails the render with a message
+//!   naming the budget instead of exhausting the process's memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -35,6 +37,12 @@ use std::sync::{Arc, RwLock};
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value as MjValue};
 use serde_json::Value;
+
+mod budget;
+use budget::Metered;
+pub use budget::{MAX_ITEMS, MAX_VALUE_BYTES};
+mod url;
+pub use url::{uses_raw_path, AUTHOR_ROOTS};
 
 /// The variable the whole-value wrapper template assigns.
 const VALUE_VAR: &str = "__fluxo_value";
@@ -127,6 +135,9 @@ impl Default for Templates {
 fn text_name(source: &str) -> String {
     format!("t:{source}")
 }
+fn url_name(source: &str) -> String {
+    format!("u:{source}")
+}
 fn value_name(expr: &str) -> String {
     format!("v:{expr}")
 }
@@ -150,6 +161,8 @@ impl Templates {
             minijinja::escape_formatter(out, state, value)
         });
         env.add_filter("unix_s", unix_s);
+        budget::install(&mut env);
+        url::install(&mut env);
         Templates { env: Arc::new(env) }
     }
 
@@ -165,19 +178,28 @@ impl Templates {
         }
         match whole_value_expr(source) {
             Some(expr) => self.add_expression(expr),
-            None => {
-                let name = text_name(source);
-                if self.env.get_template(&name).is_ok() {
-                    return Ok(());
-                }
-                self.env_mut()
-                    .add_template_owned(name, source.to_string())
-                    .map_err(|e| TemplateSyntaxError {
-                        source: source.to_string(),
-                        message: short_message(&e),
-                    })
-            }
+            None => self.add_text(text_name(source), source, |s| s.to_string()),
         }
+    }
+
+    /// Compile text template `source` as `name`, from `prepare(source)` metered.
+    fn add_text(
+        &mut self,
+        name: String,
+        source: &str,
+        prepare: impl Fn(&str) -> String,
+    ) -> Result<(), TemplateSyntaxError> {
+        if self.env.get_template(&name).is_ok() {
+            return Ok(());
+        }
+        let syntax_error = |message| TemplateSyntaxError {
+            source: source.to_string(),
+            message,
+        };
+        let metered = metered(&prepare(source), false).map_err(syntax_error)?;
+        self.env_mut()
+            .add_template_owned(name, metered)
+            .map_err(|e| syntax_error(short_message(&e)))
     }
 
     /// Compile a bare expression (a router `when`, or the inside of a whole-value template).
@@ -192,6 +214,12 @@ impl Templates {
                 message: "empty expression".into(),
             });
         }
+        if expr.contains("}}") {
+            return Err(TemplateSyntaxError {
+                source: expr.to_string(),
+                message: budget::CLOSING_BRACES.into(),
+            });
+        }
         // Parse as an expression first for a precise message, then register the wrapper.
         self.env
             .compile_expression(expr)
@@ -199,8 +227,12 @@ impl Templates {
                 source: expr.to_string(),
                 message: short_message(&e),
             })?;
+        let metered = metered(expr, true).map_err(|message| TemplateSyntaxError {
+            source: expr.to_string(),
+            message,
+        })?;
         self.env_mut()
-            .add_template_owned(name, wrap_expr(expr))
+            .add_template_owned(name, wrap_expr(&metered))
             .map_err(|e| TemplateSyntaxError {
                 source: expr.to_string(),
                 message: short_message(&e),
@@ -217,6 +249,16 @@ impl Templates {
         }
     }
 
+    /// Compile an outbound URL template (a step's `url`): like [`Templates::add`], with each
+    /// value from run data after the authority encoded as one path segment or query component
+    /// (the `url` module). Idempotent.
+    pub fn add_url(&mut self, source: &str) -> Result<(), TemplateSyntaxError> {
+        if !is_template(source) || whole_value_expr(source).is_some() {
+            return self.add(source);
+        }
+        self.add_text(url_name(source), source, url::encode_data)
+    }
+
     /// Render one config string. `field` names where it sits, for errors.
     pub fn render_str(&self, s: &str, ctx: &MjValue, field: &str) -> Result<Value, TemplateError> {
         if !is_template(s) {
@@ -224,23 +266,58 @@ impl Templates {
         }
         match whole_value_expr(s) {
             Some(expr) => self.eval_value(expr, ctx, field),
-            None => {
-                let name = text_name(s);
-                let mut out = CappedWriter::default();
-                let rendered = match self.env.get_template(&name) {
-                    Ok(t) => t.render_captured_to(ctx, &mut out).map(drop),
-                    Err(_) => self
-                        .env
-                        .template_from_str(s)
-                        .and_then(|t| t.render_captured_to(ctx, &mut out).map(drop)),
+            None => self.render_text(&text_name(s), s, |s| s.to_string(), ctx, field),
+        }
+    }
+
+    /// Render an outbound URL template ([`Templates::add_url`]): run data in its path and
+    /// query percent-encoded. A URL that is one whole value renders as [`Templates::render_str`].
+    pub fn render_url(&self, s: &str, ctx: &MjValue, field: &str) -> Result<Value, TemplateError> {
+        if !is_template(s) || whole_value_expr(s).is_some() {
+            return self.render_str(s, ctx, field);
+        }
+        self.render_text(&url_name(s), s, url::encode_data, ctx, field)
+    }
+
+    /// Render text template `name`, compiling `prepare(s)` on the spot when it was not added.
+    fn render_text(
+        &self,
+        name: &str,
+        s: &str,
+        prepare: impl Fn(&str) -> String,
+        ctx: &MjValue,
+        field: &str,
+    ) -> Result<Value, TemplateError> {
+        let mut out = CappedWriter::default();
+        let (rendered, source) = match self.env.get_template(name) {
+            Ok(t) => (t.render_captured_to(ctx, &mut out).map(drop), None),
+            Err(_) => {
+                let uncompiled = metered(&prepare(s), false).map_err(|message| TemplateError {
+                    missing: None,
+                    field: field.to_string(),
+                    message,
+                })?;
+                let r = self
+                    .env
+                    .template_from_str(&uncompiled)
+                    .and_then(|t| t.render_captured_to(ctx, &mut out).map(drop));
+                (r, Some(uncompiled))
+            }
+        };
+        match rendered {
+            Ok(()) => Ok(Value::String(String::from_utf8(out.buf).unwrap_or_else(
+                |e| String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            ))),
+            Err(_) if out.over => Err(too_large(field)),
+            Err(e) => {
+                // Error spans point into the compiled (metered) source.
+                let compiled = self.env.get_template(name);
+                let source = match (&source, &compiled) {
+                    (Some(u), _) => u.as_str(),
+                    (None, Ok(t)) => t.source(),
+                    (None, Err(_)) => s,
                 };
-                match rendered {
-                    Ok(()) => Ok(Value::String(String::from_utf8(out.buf).unwrap_or_else(
-                        |e| String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                    ))),
-                    Err(_) if out.over => Err(too_large(field)),
-                    Err(e) => Err(render_error(&e, s, field)),
-                }
+                Err(render_error(&e, source, field))
             }
         }
     }
@@ -276,23 +353,23 @@ impl Templates {
                 message: "missing value".into(),
             });
         }
-        // A plain path passes data through unchanged: bounded where it came in.
-        let capped = !is_plain_path(expr);
-        if capped && v.as_str().is_some_and(|s| s.len() > MAX_RENDERED_BYTES) {
-            return Err(too_large(field));
-        }
-        let json = mj_to_json(&v).map_err(|message| TemplateError {
-            missing: None,
-            field: field.to_string(),
-            message,
-        })?;
-        if capped && (json.is_array() || json.is_object()) {
-            let mut w = CappedWriter::counting();
-            if serde_json::to_writer(&mut w, &json).is_err() && w.over {
+        // A plain path passes data through unchanged: bounded where it came in. A built value
+        // is measured before it is converted (a list of a million references to one string
+        // is small in memory and huge as JSON).
+        if !is_plain_path(expr) {
+            let size = match v.as_str() {
+                Some(s) => s.len(),
+                None => budget::json_len(&v, None, MAX_RENDERED_BYTES),
+            };
+            if size > MAX_RENDERED_BYTES {
                 return Err(too_large(field));
             }
         }
-        Ok(json)
+        mj_to_json(&v).map_err(|message| TemplateError {
+            missing: None,
+            field: field.to_string(),
+            message,
+        })
     }
 
     /// Evaluate a router condition: truthiness of the expression; a missing path is `false`.
@@ -314,15 +391,21 @@ impl Templates {
         let tmpl = match self.env.get_template(&value_name(expr)) {
             Ok(t) => t,
             Err(_) => {
-                wrapped = wrap_expr(expr);
+                let metered = metered(expr, true).map_err(|m| {
+                    (
+                        minijinja::Error::new(ErrorKind::SyntaxError, m),
+                        String::new(),
+                    )
+                })?;
+                wrapped = wrap_expr(&metered);
                 self.env
                     .template_from_str(&wrapped)
-                    .map_err(|e| (e, wrap_expr(expr)))?
+                    .map_err(|e| (e, wrapped.clone()))?
             }
         };
         let captured = tmpl
             .render_captured(ctx)
-            .map_err(|e| (e, wrap_expr(expr)))?;
+            .map_err(|e| (e, tmpl.source().to_string()))?;
         Ok(captured
             .state()
             .lookup(VALUE_VAR)
@@ -382,6 +465,16 @@ impl Templates {
     }
 }
 
+/// The source to compile for `source` (a template, or with `expr` an expression): its
+/// operators metered ([`budget`]). A source that does not parse is returned as it is, so
+/// minijinja's own compiler reports the syntax error.
+fn metered(source: &str, expr: bool) -> Result<String, String> {
+    Ok(match budget::meter(source, expr)? {
+        Metered::Source(s) => s,
+        Metered::Unparsed => source.to_string(),
+    })
+}
+
 /// Convert a minijinja value to JSON; undefined → error.
 fn mj_to_json(v: &MjValue) -> Result<Value, String> {
     if v.is_undefined() {
@@ -395,18 +488,7 @@ fn mj_to_json(v: &MjValue) -> Result<Value, String> {
 struct CappedWriter {
     buf: Vec<u8>,
     len: usize,
-    /// Count only (measuring a JSON value's size).
-    count_only: bool,
     over: bool,
-}
-
-impl CappedWriter {
-    fn counting() -> Self {
-        CappedWriter {
-            count_only: true,
-            ..Default::default()
-        }
-    }
 }
 
 impl std::io::Write for CappedWriter {
@@ -416,9 +498,7 @@ impl std::io::Write for CappedWriter {
             return Err(std::io::Error::other("rendered value too large"));
         }
         self.len += b.len();
-        if !self.count_only {
-            self.buf.extend_from_slice(b);
-        }
+        self.buf.extend_from_slice(b);
         Ok(b.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -564,7 +644,19 @@ fn short_message(e: &minijinja::Error) -> String {
 
 fn render_error(e: &minijinja::Error, source: &str, field: &str) -> TemplateError {
     if e.kind() == ErrorKind::UndefinedError {
-        if let Some(path) = e.range().and_then(|r| path_around(source, r)) {
+        // A metered operator names its undefined operand itself.
+        if let Some(path) = e
+            .detail()
+            .and_then(|d| d.strip_prefix(budget::MISSING_PREFIX))
+        {
+            return TemplateError {
+                missing: Some(path.to_string()),
+                field: field.to_string(),
+                message: "missing value".into(),
+            };
+        }
+        let path = e.range().and_then(|r| path_around(source, r));
+        if let Some(path) = path.filter(|p| !p.contains("__fluxo_")) {
             return TemplateError {
                 missing: Some(path),
                 field: field.to_string(),
@@ -900,7 +992,7 @@ mod tests {
         // Doubling a string: 2^21 bytes > 1 MiB of text.
         let doubling = "{% set ns = namespace(s='x') %}{% for i in range(21) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
         let e = render(doubling, json!({})).unwrap_err();
-        assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+        assert!(e.to_string().contains("1048576 bytes"), "{e}");
         assert_eq!(e.field, "f");
         // Just under the cap is fine.
         let ok = "{% set ns = namespace(s='x') %}{% for i in range(19) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
@@ -962,5 +1054,113 @@ mod tests {
         assert!(t.is_costly(&json!({"a": ["{{ input.n + 1 }}"]})));
         assert!(t.is_costly(&json!("{% if input.a %}x{% endif %}")));
         assert!(t.is_costly(&json!("{{ input.a }}{{ input.b | upper }}")));
+    }
+    #[test]
+    fn amplifying_expressions_fail_on_the_memory_budget_not_the_process() {
+        let budget = |src: &str, input: Value| {
+            let e = render(src, input).expect_err(src);
+            assert!(
+                e.message.contains("memory budget") || e.message.contains("1048576 bytes"),
+                "{src}: {e}"
+            );
+        };
+        budget("{{ [1] * 100000000000 }}", json!({}));
+        budget("x{{ [1] * 1000000000 }}", json!({}));
+        budget("{{ [1] * input.n }}", json!({"n": 100_000_000_000u64}));
+        budget("{{ 'ab' * 100000000 }}", json!({}));
+        budget("{{ input.n * 'ab' }}", json!({"n": 100_000_000}));
+        budget(
+            "{% set ns = namespace(s='x') %}{% for i in range(31) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+            json!({}),
+        );
+        budget(
+            "{% set ns = namespace(s='x') %}{% for i in range(31) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}",
+            json!({}),
+        );
+        budget(
+            "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
+            json!({}),
+        );
+        budget("{{ 'a' | indent(100000000000) }}", json!({}));
+        budget("{{ 'a\nb' | indent(width=100000000) }}", json!({}));
+        budget("{{ ('x' * 1000) | replace('x', 'y' * 10000) }}", json!({}));
+        budget(
+            "{{ ([input.s] * 1000) | join(',') }}",
+            json!({"s": "z".repeat(10_000)}),
+        );
+        budget(
+            "{{ ([input.s] * 1000) | tojson }}",
+            json!({"s": "z".repeat(10_000)}),
+        );
+        budget(
+            "{{ ([input.s] * 1000) | string | length }}",
+            json!({"s": "z".repeat(10_000)}),
+        );
+        budget("{{ [input.s] * 1000 }}", json!({"s": "z".repeat(10_000)}));
+        budget("{{ '%999999999999s' | format('a') }}", json!({}));
+        budget("{{ [1] | batch(100000000000, 'x') | list }}", json!({}));
+        budget("{{ range(10) | slice(100000000000) | list }}", json!({}));
+        budget("{{ ('x' * 1048576) ~ 'y' }}", json!({}));
+        budget("{{ input.s | escape }}", json!({"s": "&".repeat(300_000)}));
+        // Ordinary use of the same operators and filters is unchanged.
+        let same = |src: &str, input: Value, want: Value| {
+            assert_eq!(render(src, input).unwrap(), want, "{src}");
+        };
+        same("{{ input.a + 1 }}", json!({"a": 41}), json!(42));
+        same("{{ input.a * 2.5 }}", json!({"a": 2}), json!(5.0));
+        same("{{ 'ab' * 3 }}", json!({}), json!("ababab"));
+        same("{{ [1, 2] * 2 }}", json!({}), json!([1, 2, 1, 2]));
+        same("{{ [1] + [2] }}", json!({}), json!([1, 2]));
+        same(
+            "{{ input.a ~ '-' ~ input.b }}",
+            json!({"a": "x", "b": 7}),
+            json!("x-7"),
+        );
+        same("n={{ (input.a + 1) * 2 }}", json!({"a": 1}), json!("n=4"));
+        same(
+            "{{ 'a\nb' | indent(2, true) }}",
+            json!({}),
+            json!("  a\n  b"),
+        );
+        same(
+            "{{ input.l | join(', ') }}",
+            json!({"l": [1, "b"]}),
+            json!("1, b"),
+        );
+        same(
+            "{{ input | tojson(indent=2) | length > 5 }}",
+            json!({"a": 1}),
+            json!(true),
+        );
+        same(
+            "{{ '%05.1f' | format(3.14159) }}",
+            json!({}),
+            json!("003.1"),
+        );
+        same("{{ 'a-b' | replace('-', '+') }}", json!({}), json!("a+b"));
+        same(
+            "{{ range(5) | batch(2) | list }}",
+            json!({}),
+            json!([[0, 1], [2, 3], [4]]),
+        );
+        // A missing operand is named, as before.
+        let e = render("{{ 'x' ~ input.missing }}", json!({})).unwrap_err();
+        assert_eq!(e.missing.as_deref(), Some("input.missing"), "{e}");
+        let e = render("{{ input.a + input.b.c }}", json!({"a": 1})).unwrap_err();
+        assert_eq!(e.missing.as_deref(), Some("input.b.c"), "{e}");
+    }
+
+    #[test]
+    fn captures_are_refused_at_compile_time() {
+        let mut t = Templates::new();
+        let e = t
+            .add("{% macro twice(s) %}{{ s }}{{ s }}{% endmacro %}{{ twice(input.a) }}")
+            .unwrap_err();
+        assert!(
+            e.message.contains("`{% macro %}` is not supported"),
+            "{}",
+            e.message
+        );
+        assert!(t.add("{{ input.a ~ input.b }}").is_ok());
     }
 }
