@@ -257,6 +257,12 @@ pub struct ServeArgs {
     /// interrupted for a person to resume.
     #[arg(long, value_enum, default_value_t = RecoverArg::ResumeSafe, env = "FLUXO_RECOVER")]
     pub recover: RecoverArg,
+    /// A run that was executing when the process died this many times in a row (e.g. a step
+    /// that makes it abort) is quarantined at the next start: recorded failed (error code
+    /// `quarantined`, the step named) and never executed again automatically; resume it once
+    /// the cause is fixed. 0: never.
+    #[arg(long, default_value_t = crate::app::quarantine::DEFAULT_QUARANTINE_AFTER, env = "FLUXO_QUARANTINE_AFTER")]
+    pub quarantine_after: u32,
     /// Seconds a client may take to send a request's headers (also the keep-alive idle
     /// time); then the connection is closed.
     #[arg(long, default_value_t = crate::server::listen::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), env = "FLUXO_HEADER_TIMEOUT_S", value_parser = clap::value_parser!(u64).range(1..))]
@@ -860,7 +866,7 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
             let mut t = Table::new();
             t.load_preset(UTF8_FULL_CONDENSED);
             t.set_header(vec![
-                "run", "workflow", "status", "mode", "trigger", "key", "created", "ms",
+                "run", "workflow", "status", "mode", "trigger", "key", "created", "ms", "error",
             ]);
             for r in &page.runs {
                 t.add_row(vec![
@@ -872,6 +878,8 @@ async fn cmd_runs(data_dir: Option<PathBuf>, c: RunsCommand) -> CliResult {
                     r.idempotency_key.clone().unwrap_or_default(),
                     crate::clock::rfc3339(r.created_at.0),
                     r.duration_ms.map(|d| d.to_string()).unwrap_or_default(),
+                    // The code only (`quarantined`, `http_status`, …): `runs show` has the rest.
+                    r.error_code.clone().unwrap_or_default(),
                 ]);
             }
             println!("{t}");
@@ -1315,6 +1323,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         ui_dir: ui_dir.clone(),
         data_dir: Some(dir.clone()),
         recover: a.recover.into(),
+        quarantine_after: a.quarantine_after,
         token_given: source == auth::TokenSource::Given,
         limits: crate::server::listen::ConnLimits {
             header_read_timeout: std::time::Duration::from_secs(a.header_timeout_s),

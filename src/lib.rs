@@ -21,12 +21,14 @@
 //! * [`store`]: storage traits (memory keys with TTL, runs, idempotency records, the shared
 //!   run queue with leases), the sled backend (embedded, the default; deliveries land in its
 //!   ingest journal), the PostgreSQL backend (several processes on one database; deliveries
-//!   land in its ingest inbox) and an in-memory backend.
+//!   land in its ingest inbox), an in-memory backend, and the in-flight log
+//!   ([`store::flight`]: which run was in which step when the process died).
 //! * [`telemetry`]: every Prometheus metric, named and described (`GET /metrics`).
 //! * [`app`]: the application layer every adapter calls, one function per use case: its
 //!   state, webhook ingest (claims and their caches), runs, workflow files, the check, Memory,
-//!   settings and the token, the worker pool, recovery, executions yielding to a burst at
-//!   the door ([`app::door_first`]), schedules, errors as [`app::AppError`].
+//!   settings and the token, the worker pool, recovery, no crash loops (a run in flight at
+//!   two consecutive crashes is quarantined: [`app::quarantine`]), executions yielding to a
+//!   burst at the door ([`app::door_first`]), schedules, errors as [`app::AppError`].
 //! * [`server`]: `fluxo serve`'s HTTP adapter: routes (parse, one [`app`] call, render),
 //!   problem+json, the door, SSE.
 //! * [`sandbox`]: `fluxo sandbox`, a local destination honouring `Idempotency-Key`.

@@ -15,7 +15,7 @@
 //! | `fluxo_commit_batch_size` | histogram | `lane` (`claims`, `runs`: writes per group-commit batch) |
 //! | `fluxo_commit_flush_seconds` | histogram | `lane` (write + flush of one batch) |
 //! | `fluxo_store_errors_total` | counter | |
-//! | `fluxo_runs_recovered_total` | counter | `outcome`: `resumed`, `interrupted` |
+//! | `fluxo_runs_recovered_total` | counter | `outcome`: `resumed`, `interrupted`, `quarantined` |
 //! | `fluxo_schedule_ticks_total` | counter | `outcome`: `fired`, `skipped` |
 //!
 //! Durations are in seconds (Prometheus' base unit). The recorder is process-wide: several
@@ -87,7 +87,8 @@ fn describe() {
     );
     describe_counter!(
         "fluxo_runs_recovered_total",
-        "Runs left running by a dead process, by outcome"
+        "Runs left running (or in flight) by a dead process, by outcome: resumed, interrupted, \
+         or quarantined (in flight at two consecutive crashes)"
     );
     describe_counter!(
         "fluxo_schedule_ticks_total",
@@ -163,7 +164,8 @@ pub fn store_error() {
     metrics::counter!("fluxo_store_errors_total").increment(1);
 }
 
-/// A run a dead process left `running`: `resumed` or `interrupted`.
+/// A run a dead process left `running`: `resumed` or `interrupted`; or in flight at as many
+/// consecutive crashes as the limit: `quarantined` (`app::quarantine`).
 pub fn recovered(outcome: &'static str) {
     metrics::counter!("fluxo_runs_recovered_total", "outcome" => outcome).increment(1);
 }

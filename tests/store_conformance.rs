@@ -504,7 +504,8 @@ async fn postgres_takers_of_one_process_never_share_a_run() {
                 let sq = store.shared_queue().expect("PostgreSQL has a shared queue");
                 start.wait().await;
                 let mut taken = Vec::new();
-                while let Some(run) = sq.take_queued("process-a", 60_000, T0).await.unwrap() {
+                while let Some(t) = sq.take_queued("process-a", 60_000, T0).await.unwrap() {
+                    let run = t.run;
                     // Answered as stored: the queued run itself.
                     assert_eq!(run.status, RunStatus::Queued);
                     taken.push(run.id);
@@ -595,7 +596,7 @@ async fn postgres_take_walks_the_queued_index_over_a_backlog() {
         .take_queued("process-a", 60_000, T0 + DAY)
         .await
         .expect("take");
-    assert_eq!(first, Some(record));
+    assert_eq!(first.map(|t| t.run), Some(record));
 }
 
 /// `run_values` has no foreign key (migration 0007): the statements that delete runs take
@@ -690,7 +691,8 @@ async fn postgres_renewed_leases_are_named() {
             .take_queued("me", 1_000, T0)
             .await
             .unwrap()
-            .expect("a queued run");
+            .expect("a queued run")
+            .run;
         taken.push(r.id);
     }
     taken.sort();
@@ -782,7 +784,8 @@ async fn postgres_claimed_runs_wait_in_the_inbox_until_moved() {
         .take_queued("me", 30_000, T0 + 10)
         .await
         .unwrap()
-        .expect("a run is taken");
+        .expect("a run is taken")
+        .run;
     assert_eq!(taken.id, "run-0");
     assert_eq!(rows_in(&store, "run_inbox").await, 0);
     assert_eq!(rows_in(&store, "runs").await, 3);

@@ -51,6 +51,7 @@ pub mod health;
 pub mod hosts;
 pub mod ingest;
 pub mod memory;
+pub mod quarantine;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;
@@ -190,6 +191,10 @@ pub struct ServerOptions {
     /// What start-up does with runs a dead process left `running` (`--recover`; default:
     /// resume those whose in-flight step is safe to repeat).
     pub recover: crate::runtime::RecoverPolicy,
+    /// A run in flight at this many consecutive crashes of the process is quarantined at the
+    /// next start instead of executed again (`--quarantine-after`; default
+    /// [`quarantine::DEFAULT_QUARANTINE_AFTER`], 2; 0: never): [`quarantine`].
+    pub quarantine_after: u32,
     /// Slow-client timeouts and the connection bound ([`ConnLimits`]).
     pub limits: ConnLimits,
     /// The token came from `--token`/`FLUXO_TOKEN`: on a shared database it is neither taken
@@ -210,6 +215,7 @@ impl Default for ServerOptions {
             ui_dir: None,
             data_dir: None,
             recover: crate::runtime::RecoverPolicy::default(),
+            quarantine_after: quarantine::DEFAULT_QUARANTINE_AFTER,
             limits: ConnLimits::default(),
             token_given: false,
         }
@@ -459,6 +465,7 @@ impl AppState {
 
 /// The work that runs without any adapter: the worker pool, retention and sweeping, schedules.
 pub struct Background {
+    state: AppState,
     store: Arc<dyn Store>,
     workers: Vec<tokio::task::JoinHandle<()>>,
     leases: Option<tokio::task::JoinHandle<()>>,
@@ -485,6 +492,7 @@ impl Background {
         }
         Ok(Background {
             leases: worker::spawn_lease_keeper(state.clone(), shutdown.clone()),
+            state: state.clone(),
             store: state.store().clone(),
             workers: worker::spawn_workers(
                 state.clone(),
@@ -513,5 +521,6 @@ impl Background {
         if let Err(e) = self.store.flush().await {
             tracing::error!(error = %e, "flushing the store at shutdown failed");
         }
+        quarantine::clean_stop(&self.state);
     }
 }

@@ -14,6 +14,10 @@
 //!   and recovers them by the same resume rule ([`recover_orphans`]); a `queued` run whose
 //!   taker died is simply taken again. A dead process's runs are therefore recovered at most
 //!   a lease and a quarter after its last heartbeat.
+//! * **No crash loops** (both): a run in flight at two consecutive crashes is quarantined
+//!   instead of executed or recovered again ([`super::quarantine`]): on one process by
+//!   [`recover`] at start, from the in-flight log; on a shared queue by the taker, from the
+//!   lease's takeover count.
 //!
 //! [`ServerOptions::lease`]: super::ServerOptions::lease
 
@@ -189,6 +193,9 @@ pub async fn with_lease<T>(
 /// original and its resume are written in one batch, so a crash during recovery never resumes
 /// a run twice. Then every `queued` run (the resumes included) goes back on the queue.
 pub async fn recover(state: &AppState) -> StoreResult<()> {
+    // Runs in flight at the last crashes first: those at the limit are quarantined, never
+    // recovered (`super::quarantine`).
+    super::quarantine::start(state).await?;
     let store = state.store();
     let policy = state.options().recover;
     for id in store.run_ids_with_status(RunStatus::Running).await? {
@@ -219,7 +226,10 @@ pub async fn recover(state: &AppState) -> StoreResult<()> {
 }
 
 /// Put `runs` in one batch (one transaction on sled).
-async fn write_all(store: &dyn crate::store::Store, runs: Vec<RunRecord>) -> StoreResult<()> {
+pub(super) async fn write_all(
+    store: &dyn crate::store::Store,
+    runs: Vec<RunRecord>,
+) -> StoreResult<()> {
     let n = runs.len();
     let writes: Vec<_> = runs.into_iter().map(BatchWrite::PutRun).collect();
     let out = store.write_batch(writes).await;
@@ -296,10 +306,19 @@ async fn shared_worker(state: AppState, index: usize, mut shutdown: watch::Recei
             .take_queued(&owner, lease_ms(&state), state.clock().now_ms())
             .await
         {
-            Ok(Some(run)) => {
-                let id = run.id.clone();
+            Ok(Some(taken)) => {
+                let id = taken.run.id.clone();
                 state.queue().hold(&id);
-                execute_taken(&state, run).await;
+                match super::quarantine::take_or_quarantine(&state, taken).await {
+                    Ok(Some(run)) => execute_taken(&state, run).await,
+                    Ok(None) => {}
+                    Err(e) => {
+                        // The lease is kept: it expires, and the next take quarantines it.
+                        tracing::error!(run_id = %id, error = %e, "the run could not be quarantined");
+                        state.queue().unhold(&id);
+                        continue;
+                    }
+                }
                 state.queue().unhold(&id);
                 if let Err(e) = sq.release_leases(&owner, std::slice::from_ref(&id)).await {
                     tracing::warn!(run_id = %id, error = %e, "could not release the run's lease");
@@ -405,8 +424,10 @@ async fn heartbeat(state: &AppState) {
 
 /// Take over `running` runs whose lease expired (their process died) and recover each by the
 /// resume rule, as [`recover`] does at start on one process: resumed when the step in flight
-/// is safe to repeat (the resume is queued for any process), else `interrupted`. Returns how
-/// many were recovered.
+/// is safe to repeat (the resume is queued for any process, carrying the run's takeover
+/// count), else `interrupted`; a run whose lineage was in flight at as many crashes as
+/// `--quarantine-after` is quarantined instead ([`super::quarantine`]). Returns how many were
+/// recovered.
 pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
     let Some(sq) = state.store().shared_queue() else {
         return Ok(0);
@@ -414,20 +435,28 @@ pub async fn recover_orphans(state: &AppState) -> StoreResult<usize> {
     let owner = state.instance_id().to_string();
     let store = state.store();
     let policy = state.options().recover;
-    let ids = sq
+    let taken = sq
         .take_orphans(&owner, lease_ms(state), state.clock().now_ms(), 100)
         .await?;
+    let ids: Vec<String> = taken.iter().map(|(id, _)| id.clone()).collect();
     let mut n = 0;
-    for id in &ids {
+    for (id, takeovers) in &taken {
         let run = match store.get_run(id).await? {
             Some(r) if r.status == RunStatus::Running => r,
             _ => continue,
         };
+        // In flight at as many crashes as the limit: quarantined, whatever `--recover` says.
+        if super::quarantine::quarantine_orphan(state, &run, *takeovers).await? {
+            n += 1;
+            continue;
+        }
         match state.engine().recover_running(run, policy).await {
             Recovery::Resumed {
                 original, resume, ..
             } => {
                 let resume_id = resume.id.clone();
+                // The resume carries the count: its own takeover is the lineage's next crash.
+                sq.carry_takeovers(&resume_id, *takeovers).await?;
                 write_all(store.as_ref(), vec![original, *resume]).await?;
                 tracing::warn!(run_id = %id, resume = %resume_id, "orphaned run resumed (its process died)");
                 crate::telemetry::recovered("resumed");

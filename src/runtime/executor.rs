@@ -119,6 +119,9 @@ pub struct Engine {
     journal: Arc<super::journal::EventJournal>,
     commit: Option<crate::store::GroupCommit>,
     children: Arc<RwLock<Option<Arc<super::children::ChildHooks>>>>,
+    /// The in-flight log steps are recorded in ([`Engine::set_flight_log`]), shared by every
+    /// clone.
+    flight: Arc<std::sync::OnceLock<crate::store::flight::FlightLog>>,
 }
 
 impl Engine {
@@ -139,7 +142,20 @@ impl Engine {
             journal,
             commit: None,
             children: Arc::new(RwLock::new(None)),
+            flight: Arc::default(),
         }
+    }
+
+    /// Record every step a stored run executes in `log` (the server's crash-loop guard,
+    /// [`crate::store::flight`]): one `write(2)` when the step starts and one when it is done.
+    /// Shared by every clone of this engine; set once (a second log is refused: `false`).
+    pub fn set_flight_log(&self, log: crate::store::flight::FlightLog) -> bool {
+        self.flight.set(log).is_ok()
+    }
+
+    /// The in-flight log, if one was set.
+    pub fn flight_log(&self) -> Option<&crate::store::flight::FlightLog> {
+        self.flight.get()
     }
 
     /// Make a live run's `running` state durable before its first step, and its final state
@@ -1000,6 +1016,13 @@ impl Walk<'_> {
     ) -> Result<StepOutput, ErrorInfo> {
         let def = &self.wf.workflow.steps[step];
         let kind = self.wf.kind(step).clone();
+        // In flight from before its config renders until it returns: a step that kills the
+        // process is found in the log at the next start (`crate::store::flight`).
+        let engine = self.engine;
+        let in_flight = match (self.persist, engine.flight.get()) {
+            (true, Some(log)) => log.step(&run.id, run.root(), &def.id),
+            _ => None,
+        };
         let clock = self.engine.clock.as_ref();
         let started = clock.now_ms();
         let t0 = Instant::now();
@@ -1087,6 +1110,7 @@ impl Walk<'_> {
                 result
             }
         };
+        drop(in_flight);
         let mut attempts = cx.take_attempts();
         drop(cx);
         let duration_ms = t0.elapsed().as_millis() as u64;

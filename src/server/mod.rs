@@ -143,8 +143,11 @@ impl RunningServer {
         }
         format!("http://{addr}")
     }
-    /// Stop accepting, let running runs finish (up to their deadline), flush the store.
+    /// Stop accepting, let running runs finish (up to their deadline), flush the store. A
+    /// clean stop: the runs in flight are no crash suspects at the next start, even when the
+    /// caller stops waiting (`crate::app::quarantine`).
     pub async fn shutdown(self) {
+        crate::app::quarantine::clean_stop(&self.state);
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
     }

@@ -36,6 +36,7 @@
 pub mod commit;
 mod common;
 pub mod counts;
+pub mod flight;
 pub mod journal;
 
 /// Lower the calling thread's CPU priority to nice value `nice` (Linux, where a nice value
@@ -712,7 +713,7 @@ pub trait SharedQueue: Send + Sync {
         owner: &str,
         lease_ms: i64,
         now_ms: i64,
-    ) -> StoreResult<Option<RunRecord>>;
+    ) -> StoreResult<Option<Taken>>;
     /// Lease `run_id` to `owner` (a run executed at once, before or after its row exists):
     /// `true` when `owner` holds it now, `false` when another live lease does.
     async fn lease(
@@ -735,14 +736,29 @@ pub trait SharedQueue: Send + Sync {
     /// Drop `owner`'s leases on `run_ids` (the runs ended).
     async fn release_leases(&self, owner: &str, run_ids: &[String]) -> StoreResult<()>;
     /// Take over at most `max` `running` runs that no live lease holds (their process died),
-    /// leased to `owner`; oldest first.
+    /// leased to `owner`; oldest first. Each with its takeover count ([`Taken::takeovers`]).
     async fn take_orphans(
         &self,
         owner: &str,
         lease_ms: i64,
         now_ms: i64,
         max: usize,
-    ) -> StoreResult<Vec<String>>;
+    ) -> StoreResult<Vec<(String, u32)>>;
+    /// Start `run_id`'s takeover count at `takeovers` (an automatic resume of a run taken
+    /// over, before it is queued: it carries the count of the run it resumes). Its lease stays
+    /// free to take, and its first take is not counted.
+    async fn carry_takeovers(&self, run_id: &str, takeovers: u32) -> StoreResult<()>;
+}
+
+/// A run [`SharedQueue::take_queued`] took.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    /// As stored when taken.
+    pub run: RunRecord,
+    /// How many times its lease was taken over from a process that died holding it (this take
+    /// included), plus the count an automatic resume carried ([`SharedQueue::carry_takeovers`]):
+    /// the crashes it was in flight at (`app::quarantine`).
+    pub takeovers: u32,
 }
 
 /// Everything the engine and server need from a backend.

@@ -2063,15 +2063,19 @@ const LEASE_CHOSEN: &str = "INSERT INTO run_leases (run_id, owner, lease_until) 
      WHERE run_leases.lease_until <= $3 OR run_leases.owner = EXCLUDED.owner \
      RETURNING run_id";
 
-/// The lease CTE `l` of [`TAKE_CHOSEN`] and [`TAKE_CHOSEN_WITH_RECORD`].
+/// The lease CTE `l` of [`TAKE_CHOSEN`] and [`TAKE_CHOSEN_WITH_RECORD`]. A lease row that is
+/// there and expired was left by a holder that died while executing the run (a live holder
+/// renews it, an ended run's is deleted): the take counts a takeover (migration 0009), unless
+/// the row was seeded with no owner ([`SharedQueue::carry_takeovers`]).
 macro_rules! take_lease {
     () => {
         "l AS (INSERT INTO run_leases (run_id, owner, lease_until) \
            SELECT id, $1, $2 FROM c \
            ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, \
-             lease_until = EXCLUDED.lease_until \
+             lease_until = EXCLUDED.lease_until, \
+             takeovers = run_leases.takeovers + (run_leases.owner <> '')::int \
            WHERE run_leases.lease_until <= $3 \
-           RETURNING run_id)"
+           RETURNING run_id, takeovers)"
     };
 }
 
@@ -2086,7 +2090,7 @@ macro_rules! take_lease {
 /// it from an empty queue.
 const TAKE_CHOSEN: &str = concat!(
     take_lease!(),
-    " SELECT (SELECT count(*) FROM c) AS found, l.run_id FROM (SELECT 1) AS one \
+    " SELECT (SELECT count(*) FROM c) AS found, l.run_id, l.takeovers FROM (SELECT 1) AS one \
      LEFT JOIN l ON TRUE"
 );
 
@@ -2094,7 +2098,8 @@ const TAKE_CHOSEN: &str = concat!(
 /// as it stood when taken: the worker needs no second statement to read it.
 const TAKE_CHOSEN_WITH_RECORD: &str = concat!(
     take_lease!(),
-    " SELECT (SELECT count(*) FROM c) AS found, l.run_id, t.record::text AS record \
+    " SELECT (SELECT count(*) FROM c) AS found, l.run_id, l.takeovers, \
+       t.record::text AS record \
      FROM (SELECT 1) AS one LEFT JOIN l ON TRUE LEFT JOIN runs t ON t.id = l.run_id"
 );
 
@@ -2231,7 +2236,7 @@ impl SharedQueue for PgStore {
         owner: &str,
         lease_ms: i64,
         now_ms: i64,
-    ) -> StoreResult<Option<RunRecord>> {
+    ) -> StoreResult<Option<super::Taken>> {
         for _ in 0..TAKE_RETRIES {
             let rows = sqlx::query(TAKE_QUEUED_SQL.as_str())
                 .bind(owner)
@@ -2242,12 +2247,19 @@ impl SharedQueue for PgStore {
                 .map_err(db)?;
             let taken = rows
                 .first()
-                .map(|r| r.try_get::<Option<String>, _>("record"))
+                .map(|r| {
+                    Ok::<_, sqlx::Error>((
+                        r.try_get::<Option<String>, _>("record")?,
+                        r.try_get::<Option<i32>, _>("takeovers")?,
+                    ))
+                })
                 .transpose()
-                .map_err(db)?
-                .flatten();
-            if let Some(text) = taken {
-                return from_json("run record", &text).map(Some);
+                .map_err(db)?;
+            if let Some((Some(text), takeovers)) = taken {
+                return Ok(Some(super::Taken {
+                    run: from_json("run record", &text)?,
+                    takeovers: takeovers.unwrap_or(0).max(0) as u32,
+                }));
             }
             // No queued run in `runs`: bring some from the ingest inbox, then take again.
             if take_rows(rows)?.0 == 0 && self.move_inbox(MOVE_FOR_TAKE, false).await? == 0 {
@@ -2317,7 +2329,7 @@ impl SharedQueue for PgStore {
         lease_ms: i64,
         now_ms: i64,
         max: usize,
-    ) -> StoreResult<Vec<String>> {
+    ) -> StoreResult<Vec<(String, u32)>> {
         let sql = format!(
             "WITH c AS (SELECT r.id FROM runs r WHERE r.status = 'running' \
                AND {LIVE_LEASE_FREE} \
@@ -2333,16 +2345,32 @@ impl SharedQueue for PgStore {
             .map_err(db)?;
         Ok(take_rows(rows)?.1)
     }
+
+    async fn carry_takeovers(&self, run_id: &str, takeovers: u32) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO run_leases (run_id, owner, lease_until, takeovers) VALUES ($1, '', 0, $2) \
+             ON CONFLICT (run_id) DO UPDATE SET takeovers = GREATEST(run_leases.takeovers, \
+               EXCLUDED.takeovers)",
+        )
+        .bind(run_id)
+        .bind(i32::try_from(takeovers).unwrap_or(i32::MAX))
+        .execute(&self.queue)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
 }
 
-/// The rows of a [`TAKE_CHOSEN`] statement: how many runs its CTE chose, and those taken.
-fn take_rows(rows: Vec<PgRow>) -> StoreResult<(i64, Vec<String>)> {
+/// The rows of a [`TAKE_CHOSEN`] statement: how many runs its CTE chose, and those taken with
+/// their takeover counts.
+fn take_rows(rows: Vec<PgRow>) -> StoreResult<(i64, Vec<(String, u32)>)> {
     let mut found = 0;
     let mut taken = Vec::new();
     for r in &rows {
         found = r.try_get::<i64, _>("found").map_err(db)?;
         if let Some(id) = r.try_get::<Option<String>, _>("run_id").map_err(db)? {
-            taken.push(id);
+            let n = r.try_get::<Option<i32>, _>("takeovers").map_err(db)?;
+            taken.push((id, n.unwrap_or(0).max(0) as u32));
         }
     }
     Ok((found, taken))
