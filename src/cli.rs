@@ -209,9 +209,15 @@ pub struct ServeArgs {
     /// Folder of workflow files, the source of truth (PUT writes the file).
     #[arg(long, default_value = "workflows", env = "FLUXO_WORKFLOWS")]
     pub workflows: PathBuf,
-    /// API token for /api/v1 (default: `<data-dir>/token`, generated on first start).
+    /// API token for /api/v1 (default: `<data-dir>/token`, generated on first start). On the
+    /// command line it is visible to every user of the machine (`ps`): prefer `--token-file`
+    /// or `FLUXO_TOKEN`.
     #[arg(long, env = "FLUXO_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A file holding the API token (its first line; surrounding white space is trimmed), as
+    /// systemd credentials and Docker secrets provide one. Errors: unreadable or empty.
+    #[arg(long, env = "FLUXO_TOKEN_FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// Runs executed at once.
     #[arg(long, default_value_t = 8, env = "FLUXO_WORKERS")]
     pub workers: usize,
@@ -1276,6 +1282,25 @@ async fn cmd_db_migrate(url: &str) -> CliResult {
     Ok(EXIT_OK)
 }
 
+/// The API token in `path` (`--token-file`): its first line, trimmed. Errors: the file cannot
+/// be read, or holds no token.
+fn read_token_file(path: &Path) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::bad_input(format!(
+            "cannot read the API token from {} (--token-file): {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "{} (--token-file) holds no token: its first line is empty",
+            path.display()
+        )));
+    }
+    Ok(token)
+}
+
 async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
     use crate::server::{self, auth, ServerOptions};
     let dir = resolve_data_dir(data_dir.clone())?;
@@ -1291,7 +1316,13 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
             a.workflows.display()
         ))
     })?;
-    let (token, source) = auth::resolve_token(a.token, &dir).map_err(|e| {
+    // A token on the command line shows in `ps` (an environment variable does not).
+    let token_in_argv = std::env::args().any(|x| x == "--token" || x.starts_with("--token="));
+    let given = match &a.token_file {
+        Some(path) => Some(read_token_file(path)?),
+        None => a.token.clone(),
+    };
+    let (token, source) = auth::resolve_token(given, &dir).map_err(|e| {
         CliError::bad_input(format!(
             "cannot write the API token in {}: {e}",
             dir.display()
@@ -1421,7 +1452,16 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
             false
         }
         auth::TokenSource::Given => {
-            println!("  API token: as given (--token / FLUXO_TOKEN)");
+            match &a.token_file {
+                Some(path) => println!("  API token: as given in {}", path.display()),
+                None => println!("  API token: as given (--token / FLUXO_TOKEN)"),
+            }
+            if token_in_argv {
+                println!(
+                    "  warning: --token shows the token to every user of this machine (ps, \
+                     /proc/<pid>/cmdline); prefer --token-file or FLUXO_TOKEN"
+                );
+            }
             false
         }
     };

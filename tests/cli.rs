@@ -687,3 +687,50 @@ async fn runs_bulk_previews_then_resumes_every_failed_run_once() {
     assert_eq!(sandbox.state().records("deals").len(), 2);
     sandbox.shutdown().await;
 }
+
+/// Issue 42: a token on the command line shows in `ps`. `--token-file` reads it from a file
+/// (its first line); `--token` says so in the banner; an empty or missing file is refused.
+#[test]
+fn serve_takes_the_token_from_a_file_and_warns_about_one_in_argv() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let file = dir.path().join("api-token");
+    std::fs::write(&file, "file-token-0123456789abcdef0123456789\n").unwrap();
+    let from_file = serve_banner(&data, &["--token-file", file.to_str().unwrap()]);
+    assert!(
+        from_file.contains(&format!("API token: as given in {}", file.display())),
+        "{from_file}"
+    );
+    assert!(!from_file.contains("file-token-"), "{from_file}");
+    assert!(!from_file.contains("warning: --token"), "{from_file}");
+
+    let in_argv = serve_banner(&data, &["--token", "argv-token-0123456789abcdef0123456789"]);
+    assert!(
+        in_argv.contains("warning: --token shows the token to every user"),
+        "{in_argv}"
+    );
+
+    std::fs::write(&file, "\n").unwrap();
+    let out = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["serve", "--addr", "127.0.0.1:0", "--token-file"])
+        .arg(&file)
+        .env_remove("FLUXO_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds no token"), "{err}");
+    let out = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["serve", "--addr", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("missing"))
+        .env_remove("FLUXO_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read the API token from"), "{err}");
+}
