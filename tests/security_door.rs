@@ -1205,3 +1205,47 @@ async fn a_replayed_signature_cannot_claim_another_events_key() {
         "{detail}"
     );
 }
+
+/// Issue 42, low items: wrong API tokens are limited per client address. Twenty wrong tokens in
+/// a row from 127.0.0.2 are each 401; then that address gets 429 `too_many_auth_failures` with
+/// `Retry-After`, even with the right token (its guesses are no longer compared), while
+/// 127.0.0.3 with the right token is served; a request without a token counts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_tokens_are_limited_per_client_address() {
+    let s = Setup::new().start().await;
+    let client_from = |ip: &str| {
+        reqwest::Client::builder()
+            .no_proxy()
+            .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap()
+    };
+    let (guesser, other) = (client_from("127.0.0.2"), client_from("127.0.0.3"));
+    let url = format!("{}/api/v1/workflows", s.running().url());
+    let get = |c: &reqwest::Client, token: Option<&str>| {
+        let mut r = c.get(&url);
+        if let Some(t) = token {
+            r = r.header("authorization", format!("Bearer {t}"));
+        }
+        r.send()
+    };
+    for _ in 0..20 {
+        assert_eq!(get(&guesser, None).await.unwrap().status(), 401);
+    }
+    for i in 0..fluxo::server::auth::FAILURES_ALLOWED {
+        let a = get(&guesser, Some(&format!("guess-{i}"))).await.unwrap();
+        assert_eq!(a.status(), 401, "wrong token {i}");
+    }
+    let held = get(&guesser, Some(common::server::TOKEN)).await.unwrap();
+    assert_eq!(held.status(), 429);
+    let retry: u64 = held.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&retry), "Retry-After {retry}");
+    let p: serde_json::Value = held.json().await.unwrap();
+    assert_eq!(p["code"], "too_many_auth_failures");
+    let served = get(&other, Some(common::server::TOKEN)).await.unwrap();
+    assert_eq!(served.status(), 200);
+}

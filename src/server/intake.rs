@@ -149,6 +149,11 @@ struct PerIp {
 }
 
 /// One connection as the intake knows it.
+/// The client address of a request (its connection's peer), set by the connection layer as
+/// a request extension: what per-address rules read (wrong API tokens, [`super::auth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
 pub struct Conn {
     id: u64,
     ip: IpAddr,
@@ -166,6 +171,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The client's address.
+    pub(super) fn ip(&self) -> IpAddr {
+        self.ip
+    }
+
     /// Why it was shed, if it was.
     pub fn shed(&self) -> Option<Shed> {
         let limit = || self.shed_limit.load(Ordering::Acquire) as usize;

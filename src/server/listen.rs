@@ -60,7 +60,7 @@ use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use super::intake::{BodySlot, Conn, Intake};
+use super::intake::{BodySlot, ClientAddr, Conn, Intake};
 use super::layers::{BodyRules, GuardedBody};
 pub use crate::app::{
     ConnLimits, DEFAULT_BODY_DEADLINE, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_RATE_GRACE,
@@ -189,8 +189,9 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
         self.conn.clock.begin();
+        req.extensions_mut().insert(ClientAddr(self.conn.ip()));
         let slot = BodySlot::new(self.intake.clone(), self.conn.clone());
         let rules = self.rules;
         TrackedFuture {

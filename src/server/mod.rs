@@ -84,7 +84,10 @@ pub fn router(state: AppState) -> Router {
     let (api, _) = api_routes().split_for_parts();
     let api = api
         .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            (
+                state.clone(),
+                std::sync::Arc::new(auth::AuthFailures::default()),
+            ),
             auth::require_token,
         ))
         // Unknown API paths are problems, not the UI's index.html.

@@ -140,24 +140,35 @@ fn optional_bodies(api: &mut OpenApi) {
     }
 }
 
-/// Every operation of `api` needs the bearer token, and may answer `401 unauthorized`.
+/// Every operation of `api` needs the bearer token, and may answer `401 unauthorized` and
+/// `429 too_many_auth_failures` ([`super::auth::AuthFailures`]).
 fn require_token(api: &mut OpenApi) {
-    let unauthorized = ResponseBuilder::new()
-        .description(
-            "`unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token.",
-        )
-        .content(
-            PROBLEM_JSON,
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("Problem")))
-                .build(),
-        )
-        .build();
+    let problem = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                PROBLEM_JSON,
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build()
+    };
+    let unauthorized =
+        problem("`unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token.");
+    let held_off = problem(
+        "`too_many_auth_failures`: 20 wrong tokens in a row came from this client address; \
+         its requests are refused until `Retry-After` (10 s, doubling with each further wrong \
+         token up to 300 s).",
+    );
     for op in operations_mut(api) {
         op.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
         op.responses
             .responses
             .insert("401".into(), unauthorized.clone().into());
+        op.responses
+            .responses
+            .insert("429".into(), held_off.clone().into());
     }
 }
 

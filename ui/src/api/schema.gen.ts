@@ -2056,6 +2056,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     validate: {
@@ -2117,6 +2126,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     get_workflow: {
@@ -2160,6 +2178,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2240,6 +2267,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `save_failed`: the file could not be written. */
             500: {
                 headers: {
@@ -2290,6 +2326,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2365,6 +2410,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     put_draft: {
@@ -2422,6 +2476,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2488,6 +2551,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2565,6 +2637,15 @@ export interface operations {
             };
             /** @description `workflow_invalid`: the draft has validation errors (see `problems`); `invalid_workflow`: not structurally a workflow. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2664,6 +2745,15 @@ export interface operations {
             };
             /** @description `workflow_invalid`: the given `workflow` has validation errors (see `problems`). */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2772,6 +2862,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `unavailable`: the sandbox could not start; retry after `Retry-After`. */
             503: {
                 headers: {
@@ -2814,6 +2913,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2882,6 +2990,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2961,6 +3078,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `unavailable`: a store failure. */
             503: {
                 headers: {
@@ -3033,6 +3159,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `unavailable`: a store failure. */
             503: {
                 headers: {
@@ -3082,6 +3217,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     templates: {
@@ -3113,6 +3257,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3158,6 +3311,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     events: {
@@ -3192,6 +3354,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3258,6 +3429,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3378,6 +3558,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal`: the run task failed. */
             500: {
                 headers: {
@@ -3481,6 +3670,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `unavailable`: a store failure. */
             503: {
                 headers: {
@@ -3557,6 +3755,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3653,6 +3860,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `unavailable`: a store failure before the first byte. */
             503: {
                 headers: {
@@ -3707,6 +3923,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3829,6 +4054,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal`: the run task failed. */
             500: {
                 headers: {
@@ -3923,6 +4157,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4045,6 +4288,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal`: the run task failed. */
             500: {
                 headers: {
@@ -4146,6 +4398,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `unavailable`: a store failure. */
             503: {
                 headers: {
@@ -4220,6 +4481,15 @@ export interface operations {
             };
             /** @description `too_many_runs`: more than 10,000 failed runs match; nothing was started. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4308,6 +4578,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `unavailable`: a store failure. */
             503: {
                 headers: {
@@ -4350,6 +4629,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4411,6 +4699,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     get_settings: {
@@ -4442,6 +4739,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4509,6 +4815,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `save_failed`: the settings file could not be written. */
             500: {
                 headers: {
@@ -4556,6 +4871,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     regenerate_token: {
@@ -4587,6 +4911,15 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
