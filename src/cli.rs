@@ -239,9 +239,10 @@ pub struct ServeArgs {
     /// a dead process's runs are recovered by another process after it.
     #[arg(long, default_value_t = 30, env = "FLUXO_LEASE_S", value_parser = clap::value_parser!(u64).range(1..))]
     pub lease_s: u64,
-    /// Who may read GET /metrics: `loopback` (anyone when listening on a loopback address,
-    /// the API token otherwise), `token` (always the token) or `none` (always open).
-    #[arg(long, value_enum, default_value_t = crate::app::MetricsAuth::Loopback, env = "FLUXO_METRICS_AUTH")]
+    /// Who may read GET /metrics: `token` (the API token, the default), `loopback` (anyone
+    /// when listening on a loopback address, else the token; never behind a reverse proxy on
+    /// the same host, whose requests all come from loopback) or `none` (always open).
+    #[arg(long, value_enum, default_value_t = crate::app::MetricsAuth::Token, env = "FLUXO_METRICS_AUTH")]
     pub metrics_auth: crate::app::MetricsAuth,
     /// Request body limit in bytes (413 above it).
     #[arg(long, default_value_t = crate::server::DEFAULT_BODY_LIMIT, env = "FLUXO_BODY_LIMIT")]

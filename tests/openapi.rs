@@ -72,7 +72,6 @@ const PUBLIC_ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/{workflow_id}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
-    ("GET", "/metrics"),
     ("GET", "/api/v1/openapi.json"),
 ];
 
@@ -179,8 +178,9 @@ async fn openapi_lists_every_route_with_its_methods() {
             }
         } else {
             assert!(
-                path.starts_with("/api/v1/"),
-                "{m} {path}: only /api/v1 is protected"
+                path.starts_with("/api/v1/") || path == "/metrics",
+                "{m} {path}: only /api/v1 and /metrics (--metrics-auth token, the default) are \
+                 protected"
             );
             assert!(
                 is_secured(op),

@@ -232,6 +232,7 @@ impl Serve {
     async fn metrics(&self) -> String {
         self.client
             .get(format!("{}/metrics", self.url))
+            .bearer_auth(TOKEN)
             .send()
             .await
             .unwrap()

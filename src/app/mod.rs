@@ -78,10 +78,11 @@ use crate::workflow::dir::WorkflowDir;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum MetricsAuth {
     /// Open when the server listens on a loopback address (a scraper on the same host);
-    /// the API token otherwise.
-    #[default]
+    /// the API token otherwise. Not behind a reverse proxy on the same host: every request
+    /// it forwards comes from loopback.
     Loopback,
-    /// Always the API token (`Authorization: Bearer …`).
+    /// Always the API token (`Authorization: Bearer …`): the default (issue 42).
+    #[default]
     Token,
     /// Always open (a private network, or a proxy in front that authenticates).
     None,
@@ -175,8 +176,7 @@ pub struct ServerOptions {
     /// The runtime the workers execute runs on (`None`, the default: the caller's). `fluxo
     /// serve` gives one whose threads run at a lower CPU priority ([`worker::run_runtime`]).
     pub run_on: Option<tokio::runtime::Handle>,
-    /// Who may read `GET /metrics` ([`MetricsAuth`], default: anyone when the server is bound
-    /// to a loopback address, the API token otherwise).
+    /// Who may read `GET /metrics` ([`MetricsAuth`], default: the API token).
     pub metrics_auth: MetricsAuth,
     /// How long a run taken from a shared queue (PostgreSQL) stays leased to this process
     /// without a heartbeat (default 30 s): a dead process's runs are taken over after it

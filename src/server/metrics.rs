@@ -16,11 +16,12 @@ use crate::run::RunStatus;
     path = "/metrics",
     tag = "meta",
     summary = "Prometheus metrics",
+    security(("bearer" = [])),
     description = "The Prometheus text exposition format: webhook deliveries by outcome, runs \
         by workflow and final status, step attempts and retries by kind, run and step \
         durations, queue depth and the oldest queued run's age, group-commit batches, store \
-        errors, recovered runs, schedule ticks (the list: `src/telemetry.rs`). Open when the \
-        server listens on loopback, else the API token (`--metrics-auth loopback|token|none`).",
+        errors, recovered runs, schedule ticks (the list: `src/telemetry.rs`). Needs the API \
+        token unless `--metrics-auth none` (or `loopback`: open on a loopback address).",
     responses(
         (status = 200, description = "The metrics.", body = String,
             content_type = "text/plain; version=0.0.4"),

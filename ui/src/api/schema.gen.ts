@@ -72,7 +72,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description The Prometheus text exposition format: webhook deliveries by outcome, runs by workflow and final status, step attempts and retries by kind, run and step durations, queue depth and the oldest queued run's age, group-commit batches, store errors, recovered runs, schedule ticks (the list: `src/telemetry.rs`). Open when the server listens on loopback, else the API token (`--metrics-auth loopback|token|none`).
+         * @description The Prometheus text exposition format: webhook deliveries by outcome, runs by workflow and final status, step attempts and retries by kind, run and step durations, queue depth and the oldest queued run's age, group-commit batches, store errors, recovered runs, schedule ticks (the list: `src/telemetry.rs`). Needs the API token unless `--metrics-auth none` (or `loopback`: open on a loopback address).
          */
         get: operations["metrics"];
         put?: never;
