@@ -63,7 +63,7 @@ PG=${PG:-1}
 PG_CEILING=${PG_CEILING:-1}
 NODE_RED=${NODE_RED:-1}
 BODY=tests/fixtures/payloads/stripe/invoice.paid.json
-TOKEN=load-token
+TOKEN=load-token-0123456789abcdef0123456789
 
 if ! command -v wrk >/dev/null 2>&1; then
   echo "load: installing wrk (Debian package)"

@@ -108,7 +108,7 @@ async def main():
     log = open(f"{tmp}/serve.log", "w")
     child = subprocess.Popen(
         [BIN, "serve", "--addr", f"127.0.0.1:{port}", "--workflows", f"{tmp}/workflows",
-         "--data-dir", f"{tmp}/data", "--token", "measure-token"],
+         "--data-dir", f"{tmp}/data", "--token", "measure-token-0123456789abcdef0123456789"],
         stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "FLUXO_LOG": "warn"})
     try:
         health = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()

@@ -1323,6 +1323,18 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         Some(path) => Some(read_token_file(path)?),
         None => a.token.clone(),
     };
+    if let Some(n) = given
+        .as_deref()
+        .map(|t| t.trim().chars().count())
+        .filter(|n| (1..crate::app::settings::MIN_TOKEN_CHARS).contains(n))
+    {
+        return Err(CliError::bad_input(format!(
+            "the API token given (--token, FLUXO_TOKEN or --token-file) has {n} characters; at \
+             least {} are needed (leave it out for a generated one of 64, or use `openssl rand \
+             -hex 32`)",
+            crate::app::settings::MIN_TOKEN_CHARS
+        )));
+    }
     let (token, source) = auth::resolve_token(given, &dir).map_err(|e| {
         CliError::bad_input(format!(
             "cannot write the API token in {}: {e}",

@@ -24,7 +24,7 @@ use fluxo::server::{self, ServerOptions};
 use fluxo::store::{SledConfig, SledStore, Store};
 use fluxo::workflow::dir::WorkflowDir;
 
-const TOKEN: &str = "c10-token-0123456789";
+const TOKEN: &str = "c10-token-0123456789-0123456789abcdef0123456789";
 const WF: &str = "invoice-paid-once";
 
 fn root() -> PathBuf {

@@ -66,7 +66,7 @@ use common::child::{free_port, serve_command, wait_ready};
 use fluxo::sandbox::conn::{ConnHandle, KillableListener};
 use fluxo::sandbox::{router, SandboxConfig, SandboxState, FAULT_HEADER};
 
-const TOKEN: &str = "chaos-test-token";
+const TOKEN: &str = "chaos-test-token-0123456789abcdef0123456789";
 const WF: &str = "chaos";
 
 /// Longest a sender keeps trying one delivery.

@@ -453,8 +453,17 @@ fn serve_prints_the_token_only_when_it_generated_it() {
     );
     assert!(again.contains("#token=<API token>"), "{again}");
 
-    let given = serve_banner(&data, &["--token", "given-secret-token-123"]);
-    assert!(!given.contains("given-secret-token-123"), "{given}");
+    let given = serve_banner(
+        &data,
+        &[
+            "--token",
+            "given-secret-token-123-0123456789abcdef0123456789",
+        ],
+    );
+    assert!(
+        !given.contains("given-secret-token-123-0123456789abcdef0123456789"),
+        "{given}"
+    );
     assert!(!given.contains(&token), "{given}");
     assert!(given.contains("as given"), "{given}");
 }
@@ -733,4 +742,27 @@ fn serve_takes_the_token_from_a_file_and_warns_about_one_in_argv() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot read the API token from"), "{err}");
+
+    // A short token is refused at start, wherever it comes from.
+    std::fs::write(&file, "short-token\n").unwrap();
+    for how in [
+        vec!["--token", "short-token"],
+        vec!["--token-file", file.to_str().unwrap()],
+    ] {
+        let out = Command::new(BIN)
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(&how)
+            .env_remove("FLUXO_TOKEN")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{how:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("has 11 characters; at least 32 are needed"),
+            "{how:?}: {err}"
+        );
+        assert!(!err.contains("short-token"), "the token was echoed: {err}");
+    }
 }

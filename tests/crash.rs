@@ -29,7 +29,7 @@ use common::child::{free_port, serve_command, wait_ready};
 use fluxo::run::RunStatus;
 use fluxo::store::{RunQuery, RunStore, SledConfig, SledStore};
 
-const TOKEN: &str = "crash-test-token";
+const TOKEN: &str = "crash-test-token-0123456789abcdef0123456789";
 const CLIENTS: usize = 12;
 const KILLS: usize = 20;
 

@@ -122,7 +122,7 @@ async fn serve(wf_id: Option<&str>, token: &str, args: &[&str], env: &[(&str, &s
 async fn json_logs_carry_request_run_and_workflow_ids() {
     let served = serve(
         Some("logged"),
-        "log-token",
+        "log-token-0123456789abcdef0123456789",
         &["--log-format", "json"],
         &[("FLUXO_LOG", "info")],
     )
@@ -171,7 +171,13 @@ async fn json_logs_carry_request_run_and_workflow_ids() {
 /// exposition parses, and off loopback the token is required.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_what_a_small_storm_did() {
-    let served = serve(Some("counted"), "metrics-token", &[], &[]).await;
+    let served = serve(
+        Some("counted"),
+        "metrics-token-0123456789abcdef0123456789",
+        &[],
+        &[],
+    )
+    .await;
     let (client, url) = (&served.client, &served.url);
     // 6 new events, 4 repeats, 2 rejections (unknown workflow, bad JSON).
     for i in 0..6 {
@@ -206,7 +212,7 @@ async fn metrics_count_what_a_small_storm_did() {
     let scrape = loop {
         let text = client
             .get(format!("{url}/metrics"))
-            .bearer_auth("metrics-token")
+            .bearer_auth("metrics-token-0123456789abcdef0123456789")
             .send()
             .await
             .unwrap()
@@ -286,12 +292,12 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)])
 /// the former loopback default open to everyone); `--metrics-auth none` opens it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_need_the_token_unless_opened() {
-    let served = serve(None, "metrics-token", &[], &[]).await;
+    let served = serve(None, "metrics-token-0123456789abcdef0123456789", &[], &[]).await;
     let (client, url) = (&served.client, &served.url);
     let open = client.get(format!("{url}/metrics")).send().await.unwrap();
     let with = client
         .get(format!("{url}/metrics"))
-        .bearer_auth("metrics-token")
+        .bearer_auth("metrics-token-0123456789abcdef0123456789")
         .send()
         .await
         .unwrap();
@@ -299,7 +305,13 @@ async fn metrics_need_the_token_unless_opened() {
     assert_eq!(open.status().as_u16(), 401);
     assert_eq!(with.status().as_u16(), 200);
 
-    let served = serve(None, "metrics-token", &["--metrics-auth", "none"], &[]).await;
+    let served = serve(
+        None,
+        "metrics-token-0123456789abcdef0123456789",
+        &["--metrics-auth", "none"],
+        &[],
+    )
+    .await;
     let open = served
         .client
         .get(format!("{}/metrics", served.url))
@@ -414,7 +426,7 @@ async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
         port,
         &tmp.path().join("workflows"),
         &tmp.path().join("data"),
-        "trace-token",
+        "trace-token-0123456789abcdef0123456789",
         &log,
     )
     .args(["--otlp-endpoint", &collector])
@@ -469,7 +481,7 @@ async fn traces_of_a_run_reach_the_collector_in_the_senders_trace() {
     let (api_trace, api_span) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
     let r = client
         .post(format!("{url}/api/v1/workflows/traced/runs"))
-        .bearer_auth("trace-token")
+        .bearer_auth("trace-token-0123456789abcdef0123456789")
         .header("traceparent", format!("00-{api_trace}-{api_span}-01"))
         .header("prefer", "respond-async")
         .json(&json!({"input": {"id": "evt_api"}}))

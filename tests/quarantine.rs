@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::child::{free_port, serve_command, wait_ready};
 use serde_json::{json, Value};
 
-const TOKEN: &str = "quarantine-token";
+const TOKEN: &str = "quarantine-token-0123456789abcdef0123456789";
 
 /// A destination that SIGKILLs the `fluxo serve` child when a request reaches it while armed
 /// (or, while `hold` is on, keeps the request unanswered for a minute).

@@ -19,7 +19,7 @@ use common::child::{free_port, serve_command, wait_ready};
 use common::{Action, Mock};
 use serde_json::{json, Value};
 
-const TOKEN: &str = "recovery-kill-token";
+const TOKEN: &str = "recovery-kill-token-0123456789abcdef0123456789";
 
 fn workflow(keyed: bool) -> Value {
     let mut headers = json!({});

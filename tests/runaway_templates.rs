@@ -196,7 +196,7 @@ async fn over_http_a_runaway_template_never_stalls_healthz_and_never_succeeds() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terabyte_templates_fail_on_the_memory_budget_and_the_process_lives() {
     use common::child::{free_port, serve_command_limited, wait_ready, wait_run_final};
-    const TOKEN: &str = "runaway-templates-token";
+    const TOKEN: &str = "runaway-templates-token-0123456789abcdef0123456789";
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
     let wf = json!({

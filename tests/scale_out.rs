@@ -36,7 +36,7 @@ use common::pg::TestPg;
 use fluxo::run::{RunRecord, RunStatus, Trigger};
 use fluxo::store::{PgStore, RunQuery, RunStore};
 
-const TOKEN: &str = "scale-out-token";
+const TOKEN: &str = "scale-out-token-0123456789abcdef0123456789";
 const PROCESSES: usize = 3;
 const CLIENTS: usize = 6;
 const LEASE_S: u64 = 2;

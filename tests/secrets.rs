@@ -28,7 +28,7 @@ const COOKIE: &str = "sid_9f8e7d6c5b4a39281706";
 /// From the settings, secret by `secret_env` only (its name does not say so).
 const HOOK_URL_SECRET: &str = "hooks-T1234-B5678-xyzzy";
 const SECRETS: [&str; 4] = [API_KEY, DB_PASSWORD, COOKIE, HOOK_URL_SECRET];
-const TOKEN: &str = "secrets-test-token";
+const TOKEN: &str = "secrets-test-token-0123456789abcdef0123456789";
 
 /// Fail naming where a secret showed up.
 fn assert_no_secret(what: &str, text: &str) {

@@ -20,7 +20,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const TOKEN: &str = "slow-intake-test-token";
+const TOKEN: &str = "slow-intake-test-token-0123456789abcdef0123456789";
 const ATTACKERS: usize = 600;
 /// Every probe must be answered within this.
 const WITHIN: Duration = Duration::from_secs(3);

@@ -267,6 +267,10 @@ pub fn resolve_token(
     Ok((token, TokenSource::Generated))
 }
 
+/// The shortest API token `fluxo serve` accepts when one is given (`--token`, `FLUXO_TOKEN`,
+/// `--token-file`), in characters: a generated one has 64.
+pub const MIN_TOKEN_CHARS: usize = 32;
+
 /// A new random token: 32 bytes from the OS RNG, hex.
 pub fn generate_token() -> String {
     use rand::RngCore;

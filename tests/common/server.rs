@@ -27,7 +27,7 @@ use fluxo::store::{
 use fluxo::workflow::dir::WorkflowDir;
 
 /// The API token every test server uses.
-pub const TOKEN: &str = "test-token-0123456789";
+pub const TOKEN: &str = "test-token-0123456789-0123456789abcdef0123456789";
 
 /// The Stripe `invoice.paid` fixture (~6 KB).
 pub fn invoice_paid() -> Vec<u8> {

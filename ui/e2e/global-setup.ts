@@ -62,7 +62,7 @@ export async function startFluxo(): Promise<Fluxo> {
   const dataDir = join(tmp, 'data');
   cpSync(join(repo, 'workflows'), workflows, { recursive: true, filter: (src) => !src.endsWith('~') });
   const port = await freePort();
-  const token = `e2e-${Math.random().toString(36).slice(2)}`;
+  const token = `e2e-${Math.random().toString(36).slice(2)}-0123456789abcdef0123456789`;
   const url = `http://127.0.0.1:${port}`;
   let output = '';
   // No FLUXO_ENV_* variables: `env.CRM_URL` is missing (dry runs use a placeholder for it).

@@ -51,7 +51,7 @@ test.beforeAll(async () => {
   const release = join(repo, 'target', 'release', 'fluxo');
   const bin = process.env.FLUXO_BIN ?? (existsSync(release) ? release : join(repo, 'target', 'debug', 'fluxo'));
   const port = await freePort();
-  tok = `perf-${Math.random().toString(36).slice(2)}`;
+  tok = `perf-${Math.random().toString(36).slice(2)}-0123456789abcdef0123456789`;
   url = `http://127.0.0.1:${port}`;
   child = spawn(
     bin,
