@@ -25,6 +25,11 @@ use std::sync::OnceLock;
 
 use sqlx::Connection;
 
+/// Server options that bound a test cluster's WAL on disk: checkpoints every 16 MiB of WAL, and
+/// 2 MiB of recycled segments kept (the defaults are 1 GiB and 80 MiB). Durability is
+/// unchanged: `fsync` and full-page writes stay on.
+const SMALL_WAL: &str = " -c min_wal_size=2MB -c max_wal_size=16MB";
+
 /// A running PostgreSQL server in a temporary directory.
 #[derive(Debug)]
 pub struct TestPg {
@@ -103,6 +108,9 @@ impl TestPg {
             .arg("-D")
             .arg(&data)
             .args(["-A", "trust", "-U", "fluxo", "-E", "UTF8", "--locale=C"])
+            // 1 MiB WAL segments (the default is 16): with `SMALL_WAL` below, a test cluster
+            // keeps a few MiB of WAL rather than up to 1 GiB, on CI machines short of disk.
+            .arg("--wal-segsize=1")
             .output()
             .expect("run initdb");
         assert!(
@@ -142,7 +150,7 @@ impl TestPg {
         for _ in 0..5 {
             pg.port = free_port();
             let opts = format!(
-                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300{tls_opts}",
+                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300{SMALL_WAL}{tls_opts}",
                 pg.port,
                 pg.root.join("sock").display()
             );
@@ -199,7 +207,7 @@ impl TestPg {
     pub fn start_again(&self) {
         let data = self.root.join("data");
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300{SMALL_WAL}",
             self.port,
             self.root.join("sock").display()
         );
