@@ -16,7 +16,7 @@ use fluxo::runtime::{Engine, RunRequest};
 use fluxo::steps::Registry;
 use fluxo::store::{InMemoryStore, MemoryStore, SledConfig, SledStore, Store, WriteOptions};
 use fluxo::workflow::load_text;
-use fluxo::workflow::template::{Scope, Templates};
+use fluxo::workflow::template::{EnvView, Scope, Templates};
 use serde_json::json;
 
 // The same allocator as the `fluxo` binary.
@@ -100,7 +100,7 @@ fn templates(c: &mut Criterion) {
     let scope = Scope::new(
         &json!({"invoice_id": "INV-1", "customer": {"name": "Ada"}, "amount": 1000}),
         &json!({"id": "r"}),
-        &BTreeMap::new(),
+        EnvView::plain(&BTreeMap::new()),
     );
     let ctx = scope.context();
     let mut g = c.benchmark_group("template");
@@ -116,7 +116,13 @@ fn templates(c: &mut Criterion) {
     ))
     .unwrap();
     g.bench_function("scope_from_6kb_payload", |b| {
-        b.iter(|| Scope::new(&payload, &json!({"id": "r"}), &BTreeMap::new()))
+        b.iter(|| {
+            Scope::new(
+                &payload,
+                &json!({"id": "r"}),
+                EnvView::plain(&BTreeMap::new()),
+            )
+        })
     });
     g.bench_function("clone_6kb_payload", |b| b.iter(|| payload.clone()));
     g.finish();

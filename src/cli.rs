@@ -790,22 +790,31 @@ fn cmd_validate(a: ValidateArgs) -> CliResult {
     let mut any_error = false;
     let mut report = Vec::new();
     for f in &a.files {
-        let problems = match std::fs::read_to_string(f) {
-            Ok(text) => workflow::check_text(&text, &registry).1,
-            Err(e) => vec![Problem::error(
-                "io",
-                f.display().to_string(),
+        let (compiled, problems) = match std::fs::read_to_string(f) {
+            Ok(text) => workflow::check_text(&text, &registry),
+            Err(e) => (
                 None,
-                format!("cannot read: {e}"),
-            )],
+                vec![Problem::error(
+                    "io",
+                    f.display().to_string(),
+                    None,
+                    format!("cannot read: {e}"),
+                )],
+            ),
         };
+        let secrets = compiled
+            .as_ref()
+            .map(|c| workflow::env::secrets_read_json(&c.workflow))
+            .unwrap_or_else(|| Value::Array(Vec::new()));
         let errors = problems
             .iter()
             .filter(|p| p.severity == Severity::Error)
             .count();
         any_error |= errors > 0;
         if a.json {
-            report.push(serde_json::json!({"file": f, "valid": errors == 0, "problems": problems}));
+            report.push(serde_json::json!({
+                "file": f, "valid": errors == 0, "problems": problems, "secrets": secrets
+            }));
         } else {
             let warnings = problems.len() - errors;
             let verdict = if errors == 0 { "ok" } else { "INVALID" };
@@ -815,6 +824,16 @@ fn cmd_validate(a: ValidateArgs) -> CliResult {
             );
             for p in &problems {
                 println!("  {p}");
+            }
+            if let Some(c) = &compiled {
+                for (name, steps) in workflow::env::secrets_read(&c.workflow) {
+                    let by = if steps.is_empty() {
+                        "read by no step".to_string()
+                    } else {
+                        format!("read by {}", steps.join(", "))
+                    };
+                    println!("  secret env.{name}: {by}");
+                }
             }
         }
     }

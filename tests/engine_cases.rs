@@ -1010,13 +1010,17 @@ async fn c9_rendered_values_are_never_evaluated_again() {
 
 #[tokio::test]
 async fn c9_templates_directly() {
-    use fluxo::workflow::template::{Scope, Templates};
+    use fluxo::workflow::template::{EnvView, Scope, Templates};
     use std::collections::BTreeMap;
     let src = "Invoice {{ input.invoice_id }} for {{ input.customer.name }}";
     let mut t = Templates::new();
     t.add(src).unwrap();
     let env = BTreeMap::new();
-    let scope = Scope::new(&json!({"invoice_id": "INV-1"}), &json!({}), &env);
+    let scope = Scope::new(
+        &json!({"invoice_id": "INV-1"}),
+        &json!({}),
+        EnvView::plain(&env),
+    );
     let err = t.render_str(src, &scope.context(), "subject").unwrap_err();
     assert_eq!(err.missing.as_deref(), Some("input.customer.name"));
     assert!(err.to_string().contains("input.customer.name"));
@@ -1025,7 +1029,7 @@ async fn c9_templates_directly() {
     let scope = Scope::new(
         &json!({"invoice_id": null, "customer": {"name": "Ada"}}),
         &json!({}),
-        &env,
+        EnvView::plain(&env),
     );
     assert_eq!(
         t.render_str(src, &scope.context(), "subject").unwrap(),
@@ -1034,7 +1038,7 @@ async fn c9_templates_directly() {
     // env is only what was given.
     let mut env = BTreeMap::new();
     env.insert("CRM_URL".to_string(), "http://crm".to_string());
-    let scope = Scope::new(&json!({}), &json!({}), &env);
+    let scope = Scope::new(&json!({}), &json!({}), EnvView::plain(&env));
     let mut t = Templates::new();
     t.add("{{ env.CRM_URL }}/x").unwrap();
     t.add("{{ env.PATH }}").unwrap();

@@ -30,7 +30,7 @@ use fluxo::run::{Mode, RunStatus, Trigger};
 use fluxo::runtime::{Engine, RunRequest};
 use fluxo::steps::Registry;
 use fluxo::store::InMemoryStore;
-use fluxo::workflow::template::{Scope, Templates};
+use fluxo::workflow::template::{EnvView, Scope, Templates};
 use fluxo::workflow::{check_text, check_value, Severity};
 
 /// `default` cases, or `PROPTEST_CASES` when set (`make fuzz`).
@@ -580,7 +580,7 @@ proptest! {
         input in json_value(),
         env in env_map(),
     ) {
-        let scope = Scope::new(&input, &json!({"id": "r", "attempt": 1}), &env);
+        let scope = Scope::new(&input, &json!({"id": "r", "attempt": 1}), EnvView::plain(&env));
         let ctx = scope.context();
         let mut t = Templates::new();
         let added = t.add(&src);
@@ -688,7 +688,7 @@ proptest! {
     #[test]
     fn metered_operators_answer_as_minijinja_does(expr in small_expr(), n in -3i64..4) {
         let input = json!({"n": n, "s": "xy", "l": [1, 2], "o": {"a": 1}});
-        let scope = Scope::new(&input, &json!({}), &Default::default());
+        let scope = Scope::new(&input, &json!({}), EnvView::plain(&Default::default()));
         let mut t = Templates::new();
         let src = format!("<{{{{ {expr} }}}}>");
         let ours = t.add(&src).map_err(|e| e.message).and_then(|()| {
@@ -715,7 +715,7 @@ proptest! {
     #[test]
     fn amplifying_templates_stay_within_the_memory_budget(expr in amplifying(), n in 0u64..200_000_000_000) {
         let input = json!({"n": n, "s": "ab".repeat(500)});
-        let scope = Scope::new(&input, &json!({}), &Default::default());
+        let scope = Scope::new(&input, &json!({}), EnvView::plain(&Default::default()));
         let src = if expr.starts_with("{%") { expr.clone() } else { format!("{{{{ {expr} }}}}") };
         let mut t = Templates::new();
         if t.add(&src).is_ok() {

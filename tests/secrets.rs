@@ -30,15 +30,34 @@ const HOOK_URL_SECRET: &str = "hooks-T1234-B5678-xyzzy";
 const SECRETS: [&str; 4] = [API_KEY, DB_PASSWORD, COOKIE, HOOK_URL_SECRET];
 const TOKEN: &str = "secrets-test-token-0123456789abcdef0123456789";
 
-/// Fail naming where a secret showed up.
+/// Fail naming where a secret, or a transformed one, showed up: the secret, reversed, upper-
+/// and lower-cased, and every 8-character window of each of these.
 fn assert_no_secret(what: &str, text: &str) {
     for s in SECRETS {
-        assert!(
-            !text.contains(s),
-            "{what} contains the secret `{s}`:\n{}",
-            excerpt(text, s)
-        );
+        for form in derived(s) {
+            assert!(
+                !text.contains(&form),
+                "{what} contains `{form}`, from the secret `{s}`:\n{}",
+                excerpt(text, &form)
+            );
+        }
     }
+}
+
+fn derived(s: &str) -> Vec<String> {
+    let whole = [
+        s.to_string(),
+        s.chars().rev().collect(),
+        s.to_uppercase(),
+        s.to_lowercase(),
+    ];
+    let mut out = Vec::new();
+    for w in whole {
+        let chars: Vec<char> = w.chars().collect();
+        out.extend(chars.windows(8).map(|c| c.iter().collect::<String>()));
+        out.push(w);
+    }
+    out
 }
 
 fn excerpt(text: &str, s: &str) -> String {
@@ -104,19 +123,19 @@ fn leaky_workflow() -> Value {
         "id": "leaky",
         "name": "leaky",
         "version": 1,
+        "secrets": ["API_KEY", "DB_PASSWORD", "NOTIFY_URL"],
         "steps": [
             {"id": "hook", "kind": "webhook_trigger", "config": {}},
             {"id": "send", "kind": "http_request", "config": {
                 "method": "POST",
-                "url": "{{ env.CRM_URL }}/deals?api_key={{ env.API_KEY }}&region=eu",
+                "url": "{{ env.CRM_URL }}/deals?region=eu",
                 "headers": {
                     "Authorization": "Bearer {{ env.API_KEY }}",
                     "X-Db-Pass": "{{ env.DB_PASSWORD }}",
                     "X-Notify": "{{ env.NOTIFY_URL }}",
                     "Idempotency-Key": "deal-{{ input.id }}"
                 },
-                "body": {"id": "{{ input.id }}", "note": "key {{ env.API_KEY }} end",
-                         "password": "{{ env.DB_PASSWORD }}"},
+                "body": {"id": "{{ input.id }}"},
                 "retries": 0
             }},
             {"id": "shape", "kind": "transform", "config": {"fields": {
@@ -128,7 +147,7 @@ fn leaky_workflow() -> Value {
                 "body": {"got": "{{ steps.shape.output.cookie }}"}, "retries": 0
             }},
             {"id": "broken", "kind": "http_request", "config": {
-                "method": "GET", "url": "{{ env.NOTIFY_URL }}:{{ env.API_KEY }}", "retries": 0
+                "method": "GET", "url": "{{ env.NOTIFY_URL }}:not-a-port/x", "retries": 0
             }}
         ],
         "edges": [
@@ -163,8 +182,6 @@ async fn engine_records_are_masked_but_the_destination_gets_the_secret() {
     );
     assert_eq!(got[0]["headers"]["x-db-pass"], DB_PASSWORD);
     assert_eq!(got[0]["headers"]["x-notify"], HOOK_URL_SECRET);
-    assert_eq!(got[0]["body"]["password"], DB_PASSWORD);
-    assert!(got[0]["target"].as_str().unwrap().contains(API_KEY));
 
     // Later steps' templates saw the real output (masking is for records only): the cookie
     // went on to the destination, though every record of it is masked.
@@ -185,10 +202,9 @@ async fn engine_records_are_masked_but_the_destination_gets_the_secret() {
     );
     assert_eq!(
         cfg["url"],
-        format!("{}/deals?api_key=••••A2c9&region=eu", dest.url),
+        format!("{}/deals?region=eu", dest.url),
         "env.CRM_URL is not secret: the URL stays readable"
     );
-    assert_eq!(cfg["body"]["note"], "key ••••A2c9 end");
     let out = send.output.as_ref().unwrap();
     assert_eq!(
         out["headers"]["set-cookie"], "••••Only",
@@ -200,7 +216,7 @@ async fn engine_records_are_masked_but_the_destination_gets_the_secret() {
     let error = broken.error.as_ref().expect("broken fails");
     assert!(error.message.contains("••••yzzy"), "{error:?}");
     assert!(
-        run.error.as_ref().unwrap().message.contains("••••A2c9"),
+        run.error.as_ref().unwrap().message.contains("••••yzzy"),
         "{:?}",
         run.error
     );
@@ -392,4 +408,226 @@ async fn a_secret_never_reaches_records_exports_or_logs() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.is_empty(), "the log captured something");
     assert_no_secret("the server log", &text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Derived secrets (issue 42, hole 5): a template never computes on a secret
+// ---------------------------------------------------------------------------------------------
+
+/// A workflow that declares `API_KEY` and sends one request whose header `X-Probe` is `probe`:
+/// each probe below fails the render, naming the secret.
+fn probe_workflow(id: &str, field: (&str, &str)) -> Value {
+    let (place, template) = field;
+    let mut send = json!({
+        "method": "POST",
+        "url": "{{ env.CRM_URL }}/probe",
+        "headers": {"Idempotency-Key": "probe-{{ input.id }}"},
+        "body": {"id": "{{ input.id }}"},
+        "retries": 0
+    });
+    match place {
+        "header" => send["headers"]["X-Probe"] = json!(template),
+        "body" => send["body"]["probe"] = json!(template),
+        _ => send["url"] = json!(template),
+    }
+    json!({
+        "id": id,
+        "name": id,
+        "version": 1,
+        "secrets": ["API_KEY"],
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "send", "kind": "http_request", "config": send}
+        ],
+        "edges": [{"from": "hook", "to": "send"}]
+    })
+}
+
+/// Templates that would leak a transformed secret, where each sits, and the secret the error
+/// must name.
+const PROBES: &[(&str, &str, &str)] = &[
+    ("header", "{{ env.API_KEY | reverse }}", "API_KEY"),
+    ("header", "{{ env.API_KEY | upper }}", "API_KEY"),
+    ("header", "{{ env.API_KEY | lower }}", "API_KEY"),
+    ("header", "{{ env.API_KEY[0:8] }}", "API_KEY"),
+    ("header", "{{ env.API_KEY[3] }}", "API_KEY"),
+    ("header", "{{ env.API_KEY | list | join(',') }}", "API_KEY"),
+    ("header", "{{ env.API_KEY.lower() }}", "API_KEY"),
+    (
+        "header",
+        "{{ ('Bearer ' ~ env.API_KEY) | title }}",
+        "API_KEY",
+    ),
+    (
+        "header",
+        "{% if env.API_KEY == 'x' %}yes{% else %}no{% endif %}",
+        "API_KEY",
+    ),
+    (
+        "header",
+        "{% if 'sk_' in env.API_KEY %}yes{% endif %}",
+        "API_KEY",
+    ),
+    (
+        "header",
+        "{{ env.API_KEY is startingwith('sk') }}",
+        "API_KEY",
+    ),
+    ("header", "{{ env.API_KEY + 'x' }}", "API_KEY"),
+    (
+        "header",
+        "{{ [env.API_KEY] | map('reverse') | join }}",
+        "API_KEY",
+    ),
+    ("header", "Bearer {{ env.DB_PASSWORD }}", "DB_PASSWORD"),
+    ("body", "key {{ env.API_KEY }}", "API_KEY"),
+    (
+        "url",
+        "{{ env.CRM_URL }}/probe?key={{ env.API_KEY }}",
+        "API_KEY",
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transformed_secrets_fail_naming_the_secret_and_are_never_stored_or_previewed() {
+    let dest = echo().await;
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    for (i, (place, template, _)) in PROBES.iter().enumerate() {
+        let wf = probe_workflow(&format!("probe-{i}"), (place, template));
+        std::fs::write(
+            workflows.path().join(format!("probe-{i}.json")),
+            serde_json::to_string_pretty(&wf).unwrap(),
+        )
+        .unwrap();
+    }
+    // The control: the secret whole in a header reaches the destination.
+    let ok = probe_workflow("whole", ("header", "Bearer {{ env.API_KEY }}"));
+    std::fs::write(workflows.path().join("whole.json"), ok.to_string()).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("serve.log");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut child = serve_command(port, workflows.path(), data.path(), TOKEN, &log)
+        .env("FLUXO_ENV_API_KEY", API_KEY)
+        .env("FLUXO_ENV_DB_PASSWORD", DB_PASSWORD)
+        .env("FLUXO_ENV_CRM_URL", &dest.url)
+        .spawn()
+        .expect("spawn fluxo serve");
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    wait_ready(&client, &url, &mut child, &log).await;
+    let auth = format!("Bearer {TOKEN}");
+    let post = |path: String, body: Value| {
+        client
+            .post(format!("{url}{path}"))
+            .header("authorization", &auth)
+            .json(&body)
+            .send()
+    };
+    let deliver = |id: String| {
+        client
+            .post(format!("{url}/hooks/{id}"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", format!("evt-{id}"))
+            .body(json!({"id": format!("evt-{id}")}).to_string())
+            .send()
+    };
+
+    let r = deliver("whole".into()).await.unwrap();
+    assert_eq!(r.status(), 202);
+    let run_id = r.json::<Value>().await.unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let detail = wait_run_final(&client, &url, TOKEN, &run_id).await;
+    assert_eq!(detail["status"], "succeeded", "{detail}");
+    assert_eq!(
+        dest.got.lock().unwrap()[0]["headers"]["x-probe"],
+        format!("Bearer {API_KEY}")
+    );
+
+    let mut answers = String::new();
+    for (i, (place, template, secret)) in PROBES.iter().enumerate() {
+        let id = format!("probe-{i}");
+        let r = deliver(id.clone()).await.unwrap();
+        assert_eq!(r.status(), 202, "{template}");
+        let run_id = r.json::<Value>().await.unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let detail = wait_run_final(&client, &url, TOKEN, &run_id).await;
+        assert_eq!(detail["status"], "failed", "{template}: {detail}");
+        let error = &detail["error"];
+        assert_eq!(error["code"], "template_error", "{template}: {error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("env.{secret}")),
+            "{template}: the error names the secret: {message}"
+        );
+        answers.push_str(&detail.to_string());
+        // The replay and resume previews walk the same templates.
+        for path in [
+            format!("/api/v1/runs/{run_id}/replay/preview"),
+            format!("/api/v1/runs/{run_id}/resume/preview"),
+        ] {
+            let r = post(path.clone(), json!({})).await.unwrap();
+            let text = r.text().await.unwrap();
+            assert!(
+                text.contains(&format!("env.{secret}")),
+                "{path} of {template}: {text}"
+            );
+            answers.push_str(&text);
+        }
+        // The editor's preview of the field, told where it sits and what the workflow declares.
+        let r = post(
+            "/api/v1/templates/preview".into(),
+            json!({"template": template, "secrets": ["API_KEY"],
+                   "place": if *place == "body" { "other" } else { place },
+                   "input": {"id": "x"}}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 200);
+        let answer: Value = r.json().await.unwrap();
+        let why = answer["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{template}: {answer}"));
+        assert!(why.contains(&format!("env.{secret}")), "{template}: {why}");
+        answers.push_str(&answer.to_string());
+    }
+    assert_eq!(dest.got.lock().unwrap().len(), 1, "no probe sent anything");
+    assert_no_secret("the runs, previews and template previews", &answers);
+
+    // A whole secret in a header previews as its mask.
+    let r = post(
+        "/api/v1/templates/preview".into(),
+        json!({"template": "Bearer {{ env.API_KEY }}", "secrets": ["API_KEY"], "place": "header"}),
+    )
+    .await
+    .unwrap();
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["value"], "Bearer ••••A2c9", "{answer}");
+
+    let _ = child.kill();
+    let _ = child.wait();
+    // Every byte the server stored.
+    let mut stack = vec![data.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                assert_no_secret(
+                    &format!("the stored file {}", p.display()),
+                    &String::from_utf8_lossy(&bytes),
+                );
+            }
+        }
+    }
 }

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::server::{
-    hook_workflow, slow_api_workflow, Answer, GatedMock, Setup, TestServer, TOKEN,
+    declaring, hook_workflow, slow_api_workflow, Answer, GatedMock, Setup, TestServer, TOKEN,
 };
 use fluxo::clock::Clock;
 use fluxo::server::hooks::sign;
@@ -46,9 +46,9 @@ async fn read_until_closed(c: &mut TcpStream, within: Duration) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extreme_signature_timestamps_are_401_not_a_panic() {
     let s = Setup::new()
-        .workflow(hook_workflow(
-            "signed",
-            json!({"signing_secret": "{{ env.HOOK_SECRET }}"}),
+        .workflow(declaring(
+            hook_workflow("signed", json!({"signing_secret": "{{ env.HOOK_SECRET }}"})),
+            "HOOK_SECRET",
         ))
         .env("HOOK_SECRET", "s3cret")
         .start()
@@ -1116,9 +1116,9 @@ async fn webhooks_take_json_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_signature_cannot_claim_another_events_key() {
     let s = Setup::new()
-        .workflow(hook_workflow(
-            "signed",
-            json!({"signing_secret": "{{ env.HOOK_SECRET }}"}),
+        .workflow(declaring(
+            hook_workflow("signed", json!({"signing_secret": "{{ env.HOOK_SECRET }}"})),
+            "HOOK_SECRET",
         ))
         .env("HOOK_SECRET", "s3cret")
         .start()

@@ -7,7 +7,9 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::server::{fixture, hook_workflow, invoice_paid, Setup, StoreKind, TestServer};
+use common::server::{
+    declaring, fixture, hook_workflow, invoice_paid, Setup, StoreKind, TestServer,
+};
 use fluxo::clock::Clock;
 use fluxo::run::{RunStatus, Trigger};
 use fluxo::server::hooks::sign;
@@ -511,9 +513,9 @@ async fn no_key_no_dedupe() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hmac_signatures() {
     let s = Setup::new()
-        .workflow(hook_workflow(
-            "signed",
-            json!({"signing_secret": "{{ env.HOOK_SECRET }}"}),
+        .workflow(declaring(
+            hook_workflow("signed", json!({"signing_secret": "{{ env.HOOK_SECRET }}"})),
+            "HOOK_SECRET",
         ))
         .env("HOOK_SECRET", "s3cret")
         .start()

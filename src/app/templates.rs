@@ -9,14 +9,14 @@
 //! bound it) holding its slot, so a flood of slow previews waits for slots instead of taking
 //! every core, and other requests keep being served.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
 use super::{AppError, AppResult, AppState};
-use crate::template::{Scope, Templates};
+use crate::template::{reveal, Scope, Sink, Templates};
 use crate::workflow::env::{dry_placeholder, scan_env};
 
 /// Longest template previewed, in bytes.
@@ -45,6 +45,25 @@ pub struct TemplatePreview {
     /// Outputs of earlier steps by step id (`steps.<id>.output`), e.g. from the last run.
     #[serde(default)]
     pub steps: Map<String, Value>,
+    /// The secrets the workflow declares (its `secrets`): with it, a secret it does not declare
+    /// is an error, as in a run; without it, every secret renders (masked).
+    #[serde(default)]
+    pub secrets: Option<Vec<String>>,
+    /// Where the field sits, for the rule on secrets: `header` (a header value: a secret may
+    /// render whole), `url` (an outbound URL: in its credentials or at its start) or `other`
+    /// (no secret may render). Without it a secret renders anywhere. Secrets are always
+    /// answered masked.
+    #[serde(default)]
+    pub place: Option<PreviewPlace>,
+}
+
+/// Where a previewed field sits ([`TemplatePreview::place`]).
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PreviewPlace {
+    Header,
+    Url,
+    Other,
 }
 
 /// `{"value": <rendered JSON>}` or `{"error": "<why, as a run would say it>"}`; `env` lists the
@@ -102,7 +121,13 @@ fn render_preview(state: &AppState, req: &TemplatePreview) -> Value {
     }
     let input = req.input.clone().unwrap_or_else(|| json!({}));
     let run = json!({"id": "preview", "attempt": 1, "mode": "dry"});
-    let mut scope = Scope::new(&input, &run, &env as &BTreeMap<String, String>);
+    let engine = state.engine();
+    let view = match &req.secrets {
+        Some(declared) => engine.env_view(&env, declared),
+        // Every secret counts as declared.
+        None => engine.env_view(&env, &engine.secret_env_names(&env)),
+    };
+    let mut scope = Scope::new(&input, &run, view);
     for (id, output) in &req.steps {
         scope.set_output(id, output);
     }
@@ -121,7 +146,18 @@ fn render_preview(state: &AppState, req: &TemplatePreview) -> Value {
             .eval_condition(&req.template, &ctx, "preview")
             .map(Value::Bool)
     } else {
-        templates.render_str(&req.template, &ctx, "preview")
+        // The run's rule on where a secret may go decides; the answer shows masks only.
+        let sink = match req.place {
+            Some(PreviewPlace::Header) | None => Sink::Whole,
+            Some(PreviewPlace::Url) => Sink::Url,
+            Some(PreviewPlace::Other) => Sink::Nowhere,
+        };
+        templates
+            .render_str(&req.template, &ctx, "preview")
+            .and_then(|v| {
+                reveal(&ctx, v.clone(), "preview", sink)?;
+                reveal(&ctx, v, "preview", Sink::Masked)
+            })
     };
     // Secret env values are never shown (as in run records): masked in the answer.
     let masker = state.engine().masker();

@@ -158,11 +158,16 @@ pub fn delete(state: &AppState, id: &str) -> AppResult<()> {
 }
 
 /// Every problem of a definition, errors and lint warnings at once, and an `env_unset`
-/// warning per variable the steps use that the settings lack: `{valid, problems}`.
+/// warning per variable the steps use that the settings lack, and the secrets it declares with
+/// the steps that read each: `{valid, problems, secrets}`.
 pub fn validate(state: &AppState, definition: &Value) -> Value {
     let (compiled, mut problems) = check_value(definition, state.engine().registry());
     problems.extend(env_problems(state, definition));
-    json!({"valid": compiled.is_some(), "problems": problems})
+    let secrets = compiled
+        .as_ref()
+        .map(|c| crate::workflow::env::secrets_read_json(&c.workflow))
+        .unwrap_or_else(|| json!([]));
+    json!({"valid": compiled.is_some(), "problems": problems, "secrets": secrets})
 }
 
 /// `env_unset` (a warning at the first step that uses it) for every `env.NAME` of

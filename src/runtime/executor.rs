@@ -262,6 +262,37 @@ impl Engine {
             .clone()
     }
 
+    /// `env` (this engine's, or a dry run's with placeholders) as the templates of a workflow
+    /// declaring `declared` see it: secret variables (by name, the settings' `secret_env`, or
+    /// declared) as handles, the undeclared ones unusable ([`crate::template::EnvView`]).
+    pub fn env_view(
+        &self,
+        env: &BTreeMap<String, String>,
+        declared: &[String],
+    ) -> crate::template::EnvView {
+        let flagged = self
+            .env
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .secret_names
+            .clone();
+        let declared: std::collections::BTreeSet<String> = declared.iter().cloned().collect();
+        crate::template::EnvView::new(
+            env,
+            |name| crate::secrets::is_secret_env(name, &flagged),
+            &declared,
+        )
+    }
+
+    /// The names in `env` that are secret (by name, or the settings' `secret_env`), sorted.
+    pub fn secret_env_names(&self, env: &BTreeMap<String, String>) -> Vec<String> {
+        let layers = self.env.read().unwrap_or_else(|e| e.into_inner());
+        env.keys()
+            .filter(|n| crate::secrets::is_secret_env(n, &layers.secret_names))
+            .cloned()
+            .collect()
+    }
+
     /// The variables templates see as `env`.
     pub fn env(&self) -> BTreeMap<String, String> {
         self.env
@@ -473,7 +504,11 @@ impl Engine {
                 ),
             },
         };
-        let scope = Scope::new(&run.input, &run_meta, &env);
+        let scope = Scope::new(
+            &run.input,
+            &run_meta,
+            self.env_view(&env, &wf.workflow.secrets),
+        );
         let deadline_ms = started
             .saturating_add((wf.workflow.settings.run_timeout_s as i64).saturating_mul(1000));
         let t0 = Instant::now();
@@ -956,24 +991,30 @@ impl Walk<'_> {
     async fn render_config(
         &self,
         def: &crate::workflow::model::StepDef,
-        skip: &'static [&'static str],
-        urls: &[&'static str],
+        fields: Fields<'_>,
         ctx: &minijinja::Value,
     ) -> (serde_json::Map<String, Value>, Option<StepError>) {
+        let Fields { skip, urls, secret } = fields;
         let templates = &self.wf.templates;
         let costly = def.config.as_object().is_some_and(|o| {
             o.iter()
                 .any(|(f, v)| !skip.contains(&f.as_str()) && templates.is_costly(v))
         });
         if !costly {
-            return render_fields(templates, &def.id, &def.config, skip, urls, ctx, None);
+            let fields = Fields { skip, urls, secret };
+            return render_fields(templates, &def.id, &def.config, fields, ctx, None);
         }
         let cancel = Arc::new(AtomicBool::new(false));
         let task = {
             let (templates, config, id) = (templates.clone(), def.config.clone(), def.id.clone());
             let (ctx, cancel, urls) = (ctx.clone(), cancel.clone(), urls.to_vec());
             tokio::task::spawn_blocking(move || {
-                render_fields(&templates, &id, &config, skip, &urls, &ctx, Some(&cancel))
+                let fields = Fields {
+                    skip,
+                    urls: &urls,
+                    secret,
+                };
+                render_fields(&templates, &id, &config, fields, &ctx, Some(&cancel))
             })
         };
         let remaining = self.deadline_ms - self.engine.clock.now_ms();
@@ -1032,8 +1073,11 @@ impl Walk<'_> {
         let (resolved, render_error) = self
             .render_config(
                 def,
-                kind.unrendered_fields(),
-                self.wf.url_fields(step),
+                Fields {
+                    skip: kind.unrendered_fields(),
+                    urls: self.wf.url_fields(step),
+                    secret: kind.secret_fields(),
+                },
                 &ctx,
             )
             .await;
@@ -1226,18 +1270,31 @@ impl Walk<'_> {
     }
 }
 
+/// How the fields of a step's config render.
+#[derive(Clone, Copy)]
+struct Fields<'a> {
+    /// Copied as written ([`crate::steps::StepKind::unrendered_fields`]).
+    skip: &'static [&'static str],
+    /// Outbound URLs: run data encoded, a secret allowed in the credentials or at the start.
+    urls: &'a [&'static str],
+    /// Where a secret renders whole ([`crate::steps::StepKind::secret_fields`]).
+    secret: &'static [&'static str],
+}
+
 /// Render every field of `config` but `skip` (copied as written), the outbound URL fields
-/// `urls` with run data encoded ([`crate::workflow::template::Templates::render_url`]); stops
-/// at the first error, answering the fields rendered so far.
+/// `urls` with run data encoded ([`crate::workflow::template::Templates::render_url`]), then
+/// put each secret in where its field allows it ([`crate::template::reveal`]); stops at the
+/// first error, answering the fields rendered so far.
 fn render_fields(
     templates: &crate::workflow::template::Templates,
     step_id: &str,
     config: &Value,
-    skip: &[&str],
-    urls: &[&str],
+    fields: Fields<'_>,
     ctx: &minijinja::Value,
     cancel: Option<&AtomicBool>,
 ) -> (serde_json::Map<String, Value>, Option<StepError>) {
+    use crate::template::{reveal, Sink};
+    let Fields { skip, urls, secret } = fields;
     let mut resolved = serde_json::Map::new();
     if let Some(obj) = config.as_object() {
         for (field, value) in obj {
@@ -1245,12 +1302,19 @@ fn render_fields(
                 resolved.insert(field.clone(), value.clone());
                 continue;
             }
+            let is_url = urls.contains(&field.as_str());
             let rendered = match value {
-                Value::String(s) if urls.contains(&field.as_str()) => {
-                    templates.render_url(s, ctx, field)
-                }
+                Value::String(s) if is_url => templates.render_url(s, ctx, field),
                 _ => templates.render_value_until(value, ctx, field, cancel),
             };
+            let sink = if is_url {
+                Sink::Url
+            } else if secret.contains(&field.as_str()) {
+                Sink::Whole
+            } else {
+                Sink::Nowhere
+            };
+            let rendered = rendered.and_then(|v| reveal(ctx, v, field, sink));
             match rendered {
                 Ok(v) => {
                     resolved.insert(field.clone(), v);

@@ -43,6 +43,7 @@ use crate::run::{Mode, Trigger};
 use crate::runtime::RunRequest;
 use crate::steps::key_text;
 use crate::steps::webhook_trigger;
+use crate::template::{reveal, EnvView, Sink};
 use crate::workflow::template::{Scope, Templates};
 
 /// Signature header: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
@@ -108,15 +109,17 @@ async fn deliver(
     )?;
     let now = state.clock().now_ms();
 
+    let env = state
+        .engine()
+        .env_view(&state.engine().env(), &wf.workflow.secrets);
     if let Some(secret_tmpl) = &config.signing_secret {
-        let secret =
-            render_text(secret_tmpl, &Value::Null, &state.engine().env()).map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "signing_secret_unavailable",
-                    format!("the trigger's signing_secret cannot be resolved: {e}"),
-                )
-            })?;
+        let secret = render_text(secret_tmpl, &Value::Null, &env).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "signing_secret_unavailable",
+                format!("the trigger's signing_secret cannot be resolved: {e}"),
+            )
+        })?;
         verify_signature(&headers, &body, &secret, now / 1000)?;
     }
 
@@ -140,7 +143,7 @@ async fn deliver(
     let key = match header_key {
         Some(k) => Some(k),
         None => {
-            let k = template_key(config, &input, &state.engine().env())?;
+            let k = template_key(config, &input, &env)?;
             if let Some(k) = &k {
                 if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now) {
                     return Ok(delivery_answer(d));
@@ -199,7 +202,7 @@ pub fn delivery_key(
     headers: &HeaderMap,
     config: &webhook_trigger::Config,
     input: &Value,
-    env: &std::collections::BTreeMap<String, String>,
+    env: &EnvView,
 ) -> ApiResult<Option<String>> {
     if config.signing_secret.is_some() {
         return template_key(config, input, env);
@@ -231,7 +234,7 @@ pub fn header_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
 pub fn template_key(
     config: &webhook_trigger::Config,
     input: &Value,
-    env: &std::collections::BTreeMap<String, String>,
+    env: &EnvView,
 ) -> ApiResult<Option<String>> {
     let signed = config.signing_secret.is_some();
     let Some(tmpl) = config
@@ -250,9 +253,11 @@ pub fn template_key(
     let mut t = Templates::new();
     t.add(tmpl)
         .map_err(|e| ApiError::conflict("workflow_invalid", format!("dedupe_key: {e}")))?;
-    let scope = Scope::new(input, &Value::Null, env);
+    let scope = Scope::new(input, &Value::Null, env.clone());
+    let ctx = scope.context();
     let v = t
-        .render_str(tmpl, &scope.context(), "dedupe_key")
+        .render_str(tmpl, &ctx, "dedupe_key")
+        .and_then(|v| reveal(&ctx, v, "dedupe_key", Sink::Nowhere))
         .map_err(|e| {
             ApiError::bad_request(
                 "invalid_idempotency_key",
@@ -270,15 +275,15 @@ pub fn template_key(
     Ok(Some(key))
 }
 
-fn render_text(
-    tmpl: &str,
-    input: &Value,
-    env: &std::collections::BTreeMap<String, String>,
-) -> Result<String, String> {
+fn render_text(tmpl: &str, input: &Value, env: &EnvView) -> Result<String, String> {
     let mut t = Templates::new();
     t.add(tmpl).map_err(|e| e.to_string())?;
-    let scope = Scope::new(input, &Value::Null, env);
-    match t.render_str(tmpl, &scope.context(), "signing_secret") {
+    let scope = Scope::new(input, &Value::Null, env.clone());
+    let ctx = scope.context();
+    let rendered = t
+        .render_str(tmpl, &ctx, "signing_secret")
+        .and_then(|v| reveal(&ctx, v, "signing_secret", Sink::Whole));
+    match rendered {
         Ok(Value::String(s)) if !s.is_empty() => Ok(s),
         Ok(_) => Err("it rendered empty".into()),
         Err(e) => Err(e.to_string()),

@@ -407,6 +407,17 @@ pub struct Validation {
     pub valid: bool,
     /// Every error and linter warning at once.
     pub problems: Vec<ValidationProblem>,
+    /// The secrets the workflow declares (`secrets`), each with the steps that read it.
+    pub secrets: Vec<SecretRead>,
+}
+
+/// One declared secret and the steps that read it (`Validation::secrets`).
+#[derive(ToSchema)]
+pub struct SecretRead {
+    /// The env variable's name (`API_KEY`).
+    pub name: String,
+    /// Ids of the steps whose config reads `env.<name>`.
+    pub steps: Vec<String>,
 }
 
 /// `GET /api/v1/runs/stats`.

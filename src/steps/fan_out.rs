@@ -162,6 +162,9 @@ impl StepKind for FanOut {
             let v = cx
                 .templates
                 .render_str(&c.key, &ctx, &field)
+                .and_then(|v| {
+                    crate::template::reveal(&ctx, v, &field, crate::template::Sink::Nowhere)
+                })
                 .map_err(|e| StepError::new("template_error", e.to_string()))?;
             keys.push(key_text(&v, &field)?);
         }

@@ -237,6 +237,9 @@ impl StepKind for FindOrCreate {
         }
         urls
     }
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["headers"]
+    }
     fn unrendered_fields(&self) -> &'static [&'static str] {
         &["dry_run"]
     }

@@ -341,6 +341,9 @@ impl StepKind for HttpRequest {
             Err(_) => Vec::new(),
         }
     }
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["headers"]
+    }
     fn unrendered_fields(&self) -> &'static [&'static str] {
         &["dry_run"]
     }

@@ -314,6 +314,12 @@ pub trait StepKind: Send + Sync + 'static {
     fn outbound_urls(&self, _config: &Value) -> Vec<OutboundUrl> {
         Vec::new()
     }
+    /// Config fields where a secret may render whole (`Bearer {{ env.API_KEY }}`): header
+    /// maps, a signing secret. Anywhere else but the outbound URLs' credentials (and their very
+    /// start), a secret fails the render ([`crate::template::reveal`]). Default: none.
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// A resumed run is about to reuse this step's recorded `output` (with `config` as it
     /// was rendered then) instead of executing it: answer whether the reuse still holds in the
     /// world as it is now, restoring what the step established where it can. `false` executes

@@ -133,6 +133,9 @@ impl StepKind for PublishOutput {
             Err(_) => Vec::new(),
         }
     }
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["headers"]
+    }
     fn unrendered_fields(&self) -> &'static [&'static str] {
         &["dry_run"]
     }

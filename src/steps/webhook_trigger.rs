@@ -263,6 +263,9 @@ impl StepKind for WebhookTrigger {
         problems
     }
     /// The trigger's templates are rendered by the server against the request, not per run.
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["signing_secret"]
+    }
     fn unrendered_fields(&self) -> &'static [&'static str] {
         &[
             "dedupe_key",

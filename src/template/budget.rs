@@ -34,6 +34,8 @@ use minijinja::machinery::{self, ast, Token, WhitespaceConfig};
 use minijinja::value::{Rest, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Expression, State, UndefinedBehavior, Value};
 
+use super::secret;
+
 /// The largest string (or text of a value) one render may build, in bytes: 1 MiB.
 pub const MAX_VALUE_BYTES: usize = super::MAX_RENDERED_BYTES;
 
@@ -164,6 +166,7 @@ impl Walker<'_> {
             S::ForLoop(f) => {
                 self.expr(&f.target);
                 self.expr(&f.iter);
+                self.plain(&f.iter);
                 if let Some(x) = &f.filter_expr {
                     self.expr(x);
                 }
@@ -222,6 +225,7 @@ impl Walker<'_> {
             E::Var(_) | E::Const(_) => {}
             E::Slice(s) => {
                 self.expr(&s.expr);
+                self.plain_sliced(&s.expr);
                 for x in [&s.start, &s.stop, &s.step].into_iter().flatten() {
                     self.expr(x);
                 }
@@ -239,10 +243,20 @@ impl Walker<'_> {
                 if let Some((func, op)) = guarded {
                     self.guard(b, func, op);
                 }
+                use ast::BinOpKind as K;
+                if matches!(
+                    b.op,
+                    K::Eq | K::Ne | K::Lt | K::Lte | K::Gt | K::Gte | K::In
+                ) {
+                    self.plain(&b.left);
+                    self.plain(&b.right);
+                }
             }
             E::Compare(c) => {
                 self.expr(&c.expr);
                 c.ops.iter().for_each(|o| self.expr(&o.expr));
+                self.plain(&c.expr);
+                c.ops.iter().for_each(|o| self.plain(&o.expr));
             }
             E::IfExpr(i) => {
                 self.expr(&i.test_expr);
@@ -254,11 +268,17 @@ impl Walker<'_> {
             E::Filter(f) => {
                 if let Some(x) = &f.expr {
                     self.expr(x);
+                    if !secret::WHOLE_FILTERS.contains(&f.name) {
+                        self.plain(x);
+                    }
                 }
                 self.args(&f.args);
             }
             E::Test(t) => {
                 self.expr(&t.expr);
+                if !secret::PRESENCE_TESTS.contains(&t.name) {
+                    self.plain(&t.expr);
+                }
                 self.args(&t.args);
             }
             E::GetAttr(g) => self.expr(&g.expr),
@@ -276,6 +296,45 @@ impl Walker<'_> {
                 m.values.iter().for_each(|x| self.expr(x));
             }
         }
+    }
+
+    /// `x` → `x|__fluxo_plain`: the value `x` gives to a filter, a test or a comparison is
+    /// checked not to be a secret (the `secret` module). A filter binds tighter than any
+    /// operator, so the guard sees what the consumer after it sees (a compound operand is
+    /// already a call, or in parentheses); it is placed after every closing at its offset.
+    fn plain(&mut self, x: &ast::Expr<'_>) {
+        self.edits.push(Edit {
+            at: extent(x).1,
+            order: (0, i64::MAX),
+            len: 0,
+            text: format!("|{}", secret::GUARD),
+        });
+    }
+
+    /// `x[a:b]` → `(x|__fluxo_plain)[a:b]` (a filter cannot precede a subscript unparenthesized).
+    /// Only when `x` holds no metered operator, whose rewrite starts at a span of its own; a
+    /// secret inside such an `x` is text that slicing cannot reveal (the `secret` module).
+    fn plain_sliced(&mut self, x: &ast::Expr<'_>) {
+        let (from, to) = extent(x);
+        let Some(text) = self.src.get(from..to) else {
+            return;
+        };
+        if text.contains(['+', '*', '~']) {
+            return;
+        }
+        let width = 2 * (to - from) as i64 + 1;
+        self.edits.push(Edit {
+            at: from,
+            order: (2, -width),
+            len: 0,
+            text: "(".into(),
+        });
+        self.edits.push(Edit {
+            at: to,
+            order: (0, width),
+            len: 0,
+            text: format!("|{})", secret::GUARD),
+        });
     }
 
     /// `left OP right` → `func(left , right, "left", "right")`, from the operation's span:
@@ -528,6 +587,8 @@ fn int_value(n: i128) -> Value {
 fn add(a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
     missing(&a, left, '+')?;
     missing(&b, right, '+')?;
+    secret::check_operand(&a, '+')?;
+    secret::check_operand(&b, '+')?;
     if is_list(&a) && is_list(&b) {
         check_items(items(&a).zip(items(&b)).map(|(x, y)| x + y), "`+`")?;
     } else if let (Some(x), Some(y)) = (a.as_str(), b.as_str()) {
@@ -544,6 +605,8 @@ fn add(a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
 fn mul(a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
     missing(&a, left, '*')?;
     missing(&b, right, '*')?;
+    secret::check_operand(&a, '*')?;
+    secret::check_operand(&b, '*')?;
     for (x, n) in [(&a, &b), (&b, &a)] {
         if let (Some(s), Some(n)) = (x.as_str(), n.as_usize()) {
             check_bytes(s.len().checked_mul(n), "repeating a string with `*`")?;
@@ -769,6 +832,10 @@ pub(super) fn install(env: &mut Environment<'static>) {
     for name in BUILDING_FILTERS {
         let Some(inner) = builtin(name) else { continue };
         env.add_filter(*name, move |state: &State, args: Rest<Value>| {
+            // Also reached through `map`, `select`, … whose input was never guarded.
+            if let Some(input) = args.first() {
+                secret::check_operand(input, '|')?;
+            }
             before(name, &args)?;
             let out = inner.call(state, &args)?;
             after(name, &out)?;
@@ -803,7 +870,7 @@ mod tests {
         );
         assert_eq!(
             src("{% for x in y %}{{ x*2 }}{% endfor %}"),
-            "{% for x in y %}{{ __fluxo_mul(x,2, \"x\", \"\") }}{% endfor %}"
+            "{% for x in y|__fluxo_plain %}{{ __fluxo_mul(x,2, \"x\", \"\") }}{% endfor %}"
         );
         // `**` is not `*`, and a `*` inside a string is text.
         assert_eq!(src("{{ 2 ** 3 }}{{ '*' }}*"), "{{ 2 ** 3 }}{{ '*' }}*");

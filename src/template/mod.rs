@@ -41,6 +41,8 @@ use serde_json::Value;
 mod budget;
 use budget::Metered;
 pub use budget::{MAX_ITEMS, MAX_VALUE_BYTES};
+mod secret;
+pub use secret::{reveal, EnvView, Sink};
 mod url;
 pub use url::{uses_raw_path, AUTHOR_ROOTS};
 
@@ -163,6 +165,7 @@ impl Templates {
         env.add_filter("unix_s", unix_s);
         budget::install(&mut env);
         url::install(&mut env);
+        secret::install(&mut env);
         Templates { env: Arc::new(env) }
     }
 
@@ -631,6 +634,9 @@ fn short_message(e: &minijinja::Error) -> String {
              large, or one that never ends)"
         );
     }
+    if let Some(d) = e.detail().filter(|d| d.starts_with(secret::MESSAGE_PREFIX)) {
+        return d.to_string();
+    }
     let mut msg = e.kind().to_string();
     if let Some(d) = e.detail() {
         msg.push_str(": ");
@@ -746,14 +752,15 @@ impl Clone for Scope {
 }
 
 impl Scope {
-    /// A scope with the trigger payload, the run's metadata and the env variables.
-    pub fn new(input: &Value, run: &Value, env: &BTreeMap<String, String>) -> Self {
+    /// A scope with the trigger payload, the run's metadata and the env variables (secrets as
+    /// handles: the `secret` module).
+    pub fn new(input: &Value, run: &Value, env: EnvView) -> Self {
         Scope {
             input: MjValue::from_serialize(input),
             steps: Arc::new(StepOutputs::default()),
             run: MjValue::from_serialize(run),
             error: None,
-            env: MjValue::from_serialize(env),
+            env: MjValue::from_object(env),
         }
     }
 
@@ -888,7 +895,7 @@ mod tests {
     fn render(src: &str, input: Value) -> Result<Value, TemplateError> {
         let mut t = Templates::new();
         t.add(src).unwrap();
-        let scope = Scope::new(&input, &json!({}), &BTreeMap::new());
+        let scope = Scope::new(&input, &json!({}), EnvView::plain(&BTreeMap::new()));
         t.render_str(src, &scope.context(), "f")
     }
 
@@ -941,7 +948,7 @@ mod tests {
         let mut t = Templates::new();
         t.add("{{ steps.a.output }}").unwrap();
         t.add("{{ steps | list }}").unwrap();
-        let mut scope = Scope::new(&json!({}), &json!({}), &BTreeMap::new());
+        let mut scope = Scope::new(&json!({}), &json!({}), EnvView::plain(&BTreeMap::new()));
         let before = scope.context();
         scope.set_output("b", &json!(2));
         scope.set_output("a", &json!(1));

@@ -56,6 +56,35 @@ pub fn env_names(wf: &Workflow) -> Vec<String> {
     names.into_iter().collect()
 }
 
+/// The secrets `wf` declares, each with the ids of the steps that read it (none for an unused
+/// one), in `secrets` order: what `fluxo validate` and the API's validation list.
+pub fn secrets_read(wf: &Workflow) -> Vec<(String, Vec<String>)> {
+    wf.secrets
+        .iter()
+        .map(|name| {
+            let steps = wf
+                .steps
+                .iter()
+                .filter(|s| {
+                    let mut names = BTreeSet::new();
+                    visit_strings(&s.config, &mut |t| scan_env(t, &mut names));
+                    names.contains(name)
+                })
+                .map(|s| s.id.clone())
+                .collect();
+            (name.clone(), steps)
+        })
+        .collect()
+}
+
+/// `[{"name": "API_KEY", "steps": ["send"]}, …]`: [`secrets_read`] as JSON.
+pub fn secrets_read_json(wf: &Workflow) -> Value {
+    secrets_read(wf)
+        .into_iter()
+        .map(|(name, steps)| serde_json::json!({"name": name, "steps": steps}))
+        .collect()
+}
+
 pub(crate) fn visit_strings(v: &Value, f: &mut impl FnMut(&str)) {
     match v {
         Value::String(s) => f(s),

@@ -20,6 +20,13 @@
 //!   is otherwise one percent-encoded path segment ([`crate::template`]'s URL rule).
 //! * `unknown_sample`: `settings.sample` names no built-in sample payload
 //!   ([`crate::samples::PAYLOADS`]).
+//! * `lint_secret_undeclared`: a step reads `env.NAME` whose name says it is secret
+//!   ([`crate::secrets::is_secret_env`]) and the workflow's `secrets` does not list it: a run
+//!   fails on it (the `template::secret` module).
+//! * `lint_secret_misplaced`: a secret (declared, or secret by its name) in a field where no
+//!   secret may render: anything but a header value, an outbound URL or a signing secret
+//!   ([`crate::steps::StepKind::secret_fields`]).
+//! * `lint_secret_unused`: a name in `secrets` no step reads.
 
 use serde_json::Value;
 
@@ -30,6 +37,69 @@ use crate::steps::retry::{RetryPolicy, RetryStrategy};
 use crate::steps::{
     error_handler, http_request, memory, publish_output, webhook_trigger, Registry,
 };
+
+/// `lint_secret_undeclared`, `lint_secret_misplaced` and `lint_secret_unused` (module doc).
+fn secret_rules(wf: &Workflow, registry: &Registry, out: &mut Vec<Problem>) {
+    use std::collections::BTreeSet;
+    let declared: BTreeSet<&str> = wf.secrets.iter().map(String::as_str).collect();
+    let no_flags = BTreeSet::new();
+    let is_secret = |n: &str| declared.contains(n) || crate::secrets::is_secret_env(n, &no_flags);
+    let mut read = BTreeSet::new();
+    for (i, s) in wf.steps.iter().enumerate() {
+        let Some(kind) = registry.get(&s.kind) else {
+            continue;
+        };
+        let urls: Vec<&str> = kind
+            .outbound_urls(&s.config)
+            .iter()
+            .map(|u| u.field)
+            .collect();
+        let Some(fields) = s.config.as_object() else {
+            continue;
+        };
+        for (field, value) in fields {
+            let mut names = BTreeSet::new();
+            super::env::visit_strings(value, &mut |t| super::env::scan_env(t, &mut names));
+            let allowed =
+                kind.secret_fields().contains(&field.as_str()) || urls.contains(&field.as_str());
+            for name in names.into_iter().filter(|n| is_secret(n)) {
+                let path = format!("steps[{i}].config.{field}");
+                if !declared.contains(name.as_str()) {
+                    out.push(Problem::warning(
+                        "lint_secret_undeclared",
+                        path.clone(),
+                        Some(&s.id),
+                        format!(
+                            "env.{name} looks secret and the workflow's `secrets` does not list \
+                             it: a run fails on it. Add \"{name}\" to `secrets`."
+                        ),
+                    ));
+                }
+                if !allowed {
+                    out.push(Problem::warning(
+                        "lint_secret_misplaced",
+                        path,
+                        Some(&s.id),
+                        format!(
+                            "env.{name} is secret and `{field}` is not a place for one: a \
+                             secret renders only whole in a header value, an outbound URL's \
+                             credentials or a signing secret; a run fails here."
+                        ),
+                    ));
+                }
+                read.insert(name);
+            }
+        }
+    }
+    for name in declared.iter().filter(|n| !read.contains(**n)) {
+        out.push(Problem::warning(
+            "lint_secret_unused",
+            "secrets",
+            None,
+            format!("`secrets` lists {name}, which no step reads: remove it"),
+        ));
+    }
+}
 
 /// Lint a workflow that validated without errors.
 pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
@@ -48,6 +118,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
             ));
         }
     }
+    secret_rules(wf, registry, &mut out);
     for (i, s) in wf.steps.iter().enumerate() {
         let Some(kind) = registry.get(&s.kind) else {
             continue;

@@ -29,6 +29,11 @@ pub struct Workflow {
     pub version: u64,
     #[serde(default)]
     pub settings: Settings,
+    /// The secret env variables this workflow reads (`["API_KEY"]`), sorted, without
+    /// duplicates: any other secret is refused to its templates, and a declared one renders
+    /// only whole where a secret may go (the `template::secret` module; SPEC §5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
     pub steps: Vec<StepDef>,
     #[serde(default)]
     pub edges: Vec<Edge>,

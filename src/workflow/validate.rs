@@ -25,9 +25,51 @@ const TOP_FIELDS: &[&str] = &[
     "description",
     "version",
     "settings",
+    "secrets",
     "steps",
     "edges",
 ];
+
+/// The `secrets` list: env variable names (`[A-Za-z_][A-Za-z0-9_]*`), sorted, duplicates
+/// dropped; `bad_field` naming the entry otherwise.
+fn declared_secrets(v: Option<&Value>, problems: &mut Vec<Problem>) -> Vec<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let items = match v {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            problems.push(Problem::error(
+                "bad_field",
+                "secrets",
+                None,
+                "`secrets` must be a list of env variable names, e.g. [\"API_KEY\"]",
+            ));
+            return Vec::new();
+        }
+    };
+    for (i, item) in items.iter().enumerate() {
+        let name = item.as_str().unwrap_or("");
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if valid {
+            out.insert(name.to_string());
+        } else {
+            problems.push(Problem::error(
+                "bad_field",
+                format!("secrets[{i}]"),
+                None,
+                format!(
+                    "secrets[{i}] must be an env variable name (letters, digits and `_`, not \
+                     starting with a digit), got {item}"
+                ),
+            ));
+        }
+    }
+    out.into_iter().collect()
+}
 
 /// Is `s` a valid workflow id: `[a-z0-9][a-z0-9_-]{0,63}` (it names the file and the URL).
 pub fn valid_workflow_id(s: &str) -> bool {
@@ -208,6 +250,7 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
             }
         },
     };
+    let secrets = declared_secrets(top.get("secrets"), &mut problems);
 
     // Steps, one by one so every bad step is reported.
     let mut steps: Vec<StepDef> = Vec::new();
@@ -574,6 +617,7 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
         description,
         version,
         settings,
+        secrets,
         steps,
         edges,
     };

@@ -56,6 +56,13 @@ pub fn hook_workflow(id: &str, trigger_config: Value) -> Value {
     })
 }
 
+/// `workflow` declaring the secret `name` (its `secrets`).
+#[allow(dead_code)]
+pub fn declaring(mut workflow: Value, name: &str) -> Value {
+    workflow["secrets"] = json!([name]);
+    workflow
+}
+
 /// `manual_trigger` → `transform` echoing `input.invoice_id` (default `none`).
 pub fn api_workflow(id: &str) -> Value {
     json!({

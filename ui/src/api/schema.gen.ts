@@ -1125,6 +1125,11 @@ export interface components {
             /** @description Why repeating it is not safe. */
             repeat_reason?: string;
         };
+        /**
+         * @description Where a previewed field sits ([`TemplatePreview::place`]).
+         * @enum {string}
+         */
+        PreviewPlace: "header" | "url" | "other";
         /** @description Something a person should know before acting. */
         PreviewWarning: {
             /**
@@ -1486,6 +1491,13 @@ export interface components {
             /** @description The next tick after now, RFC 3339 in UTC (absent if the expression never fires again). */
             next_at?: string;
         };
+        /** @description One declared secret and the steps that read it (`Validation::secrets`). */
+        SecretRead: {
+            /** @description The env variable's name (`API_KEY`). */
+            name: string;
+            /** @description Ids of the steps whose config reads `env.<name>`. */
+            steps: string[];
+        };
         /** @description The settings and read-only facts. */
         SettingsView: {
             /** @description The settings, each secret env value masked (`••••1234`). */
@@ -1586,6 +1598,12 @@ export interface components {
             steps?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The secrets the workflow declares (its `secrets`): with it, a secret it does not declare
+             *     is an error, as in a run; without it, every secret renders (masked).
+             */
+            secrets?: string[] | null;
+            place?: null | components["schemas"]["PreviewPlace"];
         };
         /**
          * @description The answer to a template preview (`POST /api/v1/templates/preview`): the rendered value, or
@@ -1626,6 +1644,8 @@ export interface components {
             valid: boolean;
             /** @description Every error and linter warning at once. */
             problems: components["schemas"]["ValidationProblem"][];
+            /** @description The secrets the workflow declares (`secrets`), each with the steps that read it. */
+            secrets: components["schemas"]["SecretRead"][];
         };
         /** @description One validation error or lint warning, with where it is. */
         ValidationProblem: {

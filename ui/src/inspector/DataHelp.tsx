@@ -111,8 +111,19 @@ export function DataTree({ upstream, onPick }: { upstream: string[]; onPick(path
 }
 
 /** The field rendered by the server against the sample input and the last run (debounced). */
-export function TemplatePreviewLine({ template, expression, upstream }: { template: string; expression?: boolean; upstream: string[] }) {
+export function TemplatePreviewLine({
+  template,
+  expression,
+  upstream,
+  place,
+}: {
+  template: string;
+  expression?: boolean;
+  upstream: string[];
+  place?: 'header' | 'url' | 'other';
+}) {
   const api = useEditor((s) => s.api);
+  const secrets = useEditor((s) => s.meta.secrets);
   const sample = useSample();
   const outputs = useUpstreamOutputs(upstream);
   const [result, setResult] = useState<TemplatePreviewAnswer | null>(null);
@@ -122,7 +133,7 @@ export function TemplatePreviewLine({ template, expression, upstream }: { templa
     let live = true;
     const t = setTimeout(() => {
       api
-        .previewTemplate({ template, expression, input: sample, steps: outputs })
+        .previewTemplate({ template, expression, input: sample, steps: outputs, secrets: secrets ?? [], place: place ?? 'other' })
         .then((r) => live && setResult(r))
         .catch((e: Error) => live && setResult({ error: e.message, env_unset: [] }));
     }, 250);
@@ -130,7 +141,7 @@ export function TemplatePreviewLine({ template, expression, upstream }: { templa
       live = false;
       clearTimeout(t);
     };
-  }, [api, template, expression, sample, outputs, shown]);
+  }, [api, template, expression, sample, outputs, shown, secrets, place]);
   if (!shown) return null;
   if (sample === undefined) return <div className="fx-tpl-preview fx-muted">Preview: the run input is not JSON</div>;
   if (!result) return <div className="fx-tpl-preview fx-muted" data-testid="tpl-preview" data-state="pending">Preview: …</div>;

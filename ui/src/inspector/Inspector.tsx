@@ -306,6 +306,7 @@ function WorkflowForm() {
         />
         <div className="field-description">Backoff waits count; no retry is scheduled past it.</div>
       </div>
+      <SecretsField secrets={meta.secrets} onChange={(secrets) => setMeta({ secrets }, 'meta:secrets')} />
       {hasWebhook && (
         <section className="fx-inspector-section">
           <h4>Webhook</h4>
@@ -325,6 +326,38 @@ function WorkflowForm() {
 }
 
 /** The saved workflow's next tick (from `listSchedules`), or why there is none. */
+/** The workflow's `secrets`: the secret env variables it may read, typed as a comma list. */
+function SecretsField({ secrets, onChange }: { secrets?: string[]; onChange(v: string[] | undefined): void }) {
+  const [text, setText] = useState((secrets ?? []).join(', '));
+  useEffect(() => {
+    // A change from elsewhere (undo, another workflow) replaces what is typed.
+    const current = text.split(',').map((x) => x.trim()).filter(Boolean);
+    if (!sameJson(current, secrets ?? [])) setText((secrets ?? []).join(', '));
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [secrets]);
+  return (
+    <div className="form-group">
+      <label className="control-label" htmlFor="workflow-secrets">Secrets</label>
+      <input
+        id="workflow-secrets"
+        className="fx-input"
+        data-testid="workflow-secrets-field"
+        value={text}
+        placeholder="API_KEY, DB_PASSWORD"
+        onChange={(e) => {
+          setText(e.target.value);
+          const names = e.target.value.split(',').map((x) => x.trim()).filter(Boolean);
+          onChange(names.length ? names : undefined);
+        }}
+      />
+      <div className="field-description">
+        Secret env variables this workflow may read. A secret renders only whole, as {'{{ env.API_KEY }}'}, in a header value or a
+        URL&apos;s credentials; it is never shown.
+      </div>
+    </div>
+  );
+}
+
 function NextRun({ id }: { id: string | null }) {
   const sched = useEditor((s) => (id ? s.schedules[id] : undefined));
   const dirty = useEditor((s) => s.dirty);

@@ -80,6 +80,8 @@ export interface TemplateInputProps {
   disabled?: boolean;
   invalid?: boolean;
   testId?: string;
+  /** Where the field sits, for the preview's rule on secrets (default `other`). */
+  place?: 'header' | 'url' | 'other';
 }
 
 /**
@@ -87,7 +89,7 @@ export interface TemplateInputProps {
  * textarea over a highlighted copy), and a hint with the names in scope that inserts them.
  */
 export function TemplateInput(props: TemplateInputProps) {
-  const { id, value, onChange, placeholder, multiline, expression, plain, disabled, invalid, testId } = props;
+  const { id, value, onChange, placeholder, multiline, expression, plain, disabled, invalid, testId, place } = props;
   const info = useContext(InspectorContext);
   const [focused, setFocused] = useState(false);
   const [dataOpen, setDataOpen] = useState(false);
@@ -204,7 +206,7 @@ export function TemplateInput(props: TemplateInputProps) {
           </button>
           {!expression && <span className="fx-muted">· {'{{ x | default("") }}'} for optional values</span>}
           {dataOpen && <DataTree upstream={info.upstream} onPick={insert} />}
-          <TemplatePreviewLine template={value} expression={expression} upstream={info.upstream} />
+          <TemplatePreviewLine template={value} expression={expression} upstream={info.upstream} place={place} />
         </div>
       )}
     </div>

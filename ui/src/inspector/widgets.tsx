@@ -67,6 +67,7 @@ function TemplateWidget(props: WidgetProps) {
       disabled={disabled || readonly}
       invalid={!!rawErrors?.length}
       testId={`input-${id}`}
+      place={/(^|_)url$/.test(id) ? 'url' : 'other'}
     />
   );
 }
@@ -174,6 +175,7 @@ function MapField(props: FieldProps) {
               placeholder={r.json ? 'JSON, e.g. true or 3' : 'value or {{ template }}'}
               onChange={(v) => commit(rows.map((x, j) => (j === i ? { ...x, text: v } : x)))}
               plain={r.json}
+              place={base === 'headers' ? 'header' : 'other'}
             />
             <ServerErrors path={`${base}.${r.key}`} />
           </div>

@@ -40,6 +40,8 @@ export interface Workflow {
   description?: string;
   version: number;
   settings?: WorkflowSettings;
+  /** The secret env variables the workflow reads (`["API_KEY"]`); any other secret is refused. */
+  secrets?: string[];
   steps: StepDef[];
   edges: EdgeDef[];
 }
