@@ -49,10 +49,13 @@ pub struct AppSettings {
     pub sandbox: Option<bool>,
     /// Non-public destinations that steps with `allow_input_host` may still reach (SPEC §5):
     /// host names (`crm.internal`: whatever it resolves to), IP addresses (`127.0.0.1`,
-    /// `::1`) and CIDR blocks (`10.0.0.0/8`, `fd00::/8`). Without an entry, a host from run
-    /// data that is or resolves to a loopback, private, link-local, CGNAT, multicast or
-    /// cloud-metadata address is refused (`url_not_allowed`). Hosts written in a workflow or
-    /// taken from `env.*` need no entry. `FLUXO_OUTBOUND_ALLOW` (comma-separated) adds to it.
+    /// `::1`) and CIDR blocks (`10.0.0.0/8`, `fd00::/8`), on every port, or with `:port` on
+    /// that port only (`crm.internal:8443`, `127.0.0.1:9000`, `10.0.0.0/8:8080`; IPv6 in
+    /// brackets: `[::1]:9000`, `[fd00::]/8:8080`). The port is the request's: the URL's, or
+    /// 80 / 443 by its scheme. Without an entry, a host from run data that is or resolves to a
+    /// loopback, private, link-local, CGNAT, multicast or cloud-metadata address is refused
+    /// (`url_not_allowed`). Hosts written in a workflow or taken from `env.*` need no entry.
+    /// `FLUXO_OUTBOUND_ALLOW` (comma-separated, same forms) adds to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outbound_allow: Vec<String>,
     /// More names the server answers to, besides its bound address and `localhost`,
@@ -394,5 +397,40 @@ mod tests {
         };
         let e = s.validate().unwrap_err().to_string();
         assert!(e.contains("allowed_hosts[1]"), "{e}");
+    }
+
+    #[test]
+    fn outbound_allow_entries_with_a_port_are_validated() {
+        let with = |entries: &[&str]| AppSettings {
+            outbound_allow: entries.iter().map(|e| e.to_string()).collect(),
+            ..Default::default()
+        };
+        let ok = with(&[
+            "crm.internal",
+            "crm.internal:8443",
+            "127.0.0.1:9000",
+            "10.0.0.0/8:8080",
+            "[::1]:9000",
+            "[fd00::]/8:8080",
+        ]);
+        ok.validate().unwrap();
+        let allow = ok.outbound_allow().unwrap();
+        assert!(allow.allows_ip("127.0.0.1".parse().unwrap(), Some(9000)));
+        assert!(!allow.allows_ip("127.0.0.1".parse().unwrap(), Some(9090)));
+        for (bad, why) in [
+            ("127.0.0.1:0", "port 0"),
+            ("127.0.0.1:70000", "port `70000` is over 65535"),
+            ("crm.internal:", "the port after `:` is missing"),
+            ("::1:99999", "goes in brackets: `[::1]:99999`"),
+        ] {
+            let e = with(&["crm.internal", bad]).validate().unwrap_err();
+            assert!(matches!(e, SettingsError::BadOutboundAllow(_)), "{e:?}");
+            let e = e.to_string();
+            assert!(
+                e.starts_with(&format!("outbound_allow[1] `{bad}`: ")),
+                "{e}"
+            );
+            assert!(e.contains(why), "{e}");
+        }
     }
 }

@@ -60,14 +60,24 @@ impl Lookup for FakeDns {
 
 /// A harness whose live transport resolves through `dns` and allows `allow`.
 fn harness_with(dns: Arc<FakeDns>, allow: &[&str]) -> Harness {
+    harness_and_policy(dns, allow).0
+}
+
+/// [`harness_with`], and the policy of its transport (to change the allowlist later).
+fn harness_and_policy(dns: Arc<FakeDns>, allow: &[&str]) -> (Harness, Arc<OutboundPolicy>) {
     let policy = Arc::new(OutboundPolicy::new(dns));
     policy.set_allow(OutboundAllow::parse(allow).unwrap());
     let mut h = Harness::new();
     h.engine = h
         .engine
         .clone()
-        .with_http(Arc::new(LiveHttp::with_policy(policy)));
-    h
+        .with_http(Arc::new(LiveHttp::with_policy(policy.clone())));
+    (h, policy)
+}
+
+/// The port of a mock (`http://127.0.0.1:<port>`).
+fn port_of(m: &Mock) -> u16 {
+    m.url().rsplit(':').next().unwrap().parse().unwrap()
 }
 
 /// `manual_trigger → call` where `call` is an `http_request` with `config` (method GET,
@@ -314,6 +324,161 @@ async fn an_allowlisted_local_sandbox_still_works() {
     let run = h.run(&wf, json!({"id": "d1"})).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
     assert_eq!(sandbox.requests().last().unwrap().target, "/deals/d1");
+}
+
+/// Issue 42 (low items): `outbound_allow: ["127.0.0.1"]` opened every local port (Fluxo's own
+/// `/metrics` among them). An entry with `:port` opens that port only: for IP literals
+/// (checked before sending) and for names (checked by the resolver with the port).
+#[tokio::test]
+async fn an_entry_with_a_port_allows_that_port_only() {
+    let allowed = Mock::always(Action::json(200, json!({"ok": true}))).await;
+    let other = Mock::always(Action::json(200, json!({"admin": "secret"}))).await;
+    let (a, b) = (port_of(&allowed), port_of(&other));
+    let (h, policy) = harness_and_policy(
+        FakeDns::with(&[("svc.test", &[&["127.0.0.1"]])]),
+        &[&format!("127.0.0.1:{a}")],
+    );
+    let wf = compile(&input_url());
+
+    // An IP literal on the listed port goes through; the same address on another port is
+    // refused before any connection, and the message names the port and the entry to add.
+    let run = h
+        .run(&wf, json!({"url": format!("http://127.0.0.1:{a}/x")}))
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    assert_eq!(allowed.count(), 1);
+    let run = h
+        .run(&wf, json!({"url": format!("http://127.0.0.1:{b}/x")}))
+        .await;
+    let message = failed_with(&run, "url_not_allowed");
+    assert!(message.contains(&format!("on port {b}")), "{message}");
+    assert!(message.contains(&format!("`127.0.0.1:{b}`")), "{message}");
+    assert_eq!(step(&run, "call").attempts.len(), 1);
+    // Port 80 (the scheme's) is not the listed port either.
+    let run = h.run(&wf, json!({"url": "http://127.0.0.1/x"})).await;
+    failed_with(&run, "url_not_allowed");
+
+    // A name resolving to the address: the resolver checks it with the request's port.
+    let run = h
+        .run(&wf, json!({"url": format!("http://svc.test:{a}/x")}))
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    assert_eq!(allowed.count(), 2);
+    let run = h
+        .run(&wf, json!({"url": format!("http://svc.test:{b}/x")}))
+        .await;
+    let message = failed_with(&run, "url_not_allowed");
+    assert!(message.contains("127.0.0.1 is loopback"), "{message}");
+    assert_eq!(other.count(), 0, "the other port got a request");
+
+    // The allowlist changes while running: the port named before is closed at once, the new
+    // one opens, for literals and names alike.
+    policy.set_allow(OutboundAllow::parse(&[format!("127.0.0.1:{b}")]).unwrap());
+    for host in ["127.0.0.1", "svc.test"] {
+        let run = h
+            .run(&wf, json!({"url": format!("http://{host}:{a}/x")}))
+            .await;
+        failed_with(&run, "url_not_allowed");
+        let run = h
+            .run(&wf, json!({"url": format!("http://{host}:{b}/x")}))
+            .await;
+        assert_eq!(run.status, RunStatus::Succeeded, "{host}: {}", dump(&run));
+    }
+    assert_eq!((allowed.count(), other.count()), (2, 2));
+
+    // A host name with a port: that name on that port, not its address by other names.
+    let h = harness_with(
+        FakeDns::with(&[
+            ("svc.test", &[&["127.0.0.1"]]),
+            ("alias.test", &[&["127.0.0.1"]]),
+        ]),
+        &[&format!("svc.test:{a}")],
+    );
+    let run = h
+        .run(&wf, json!({"url": format!("http://svc.test:{a}/x")}))
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    for url in [
+        format!("http://svc.test:{b}/x"),
+        format!("http://alias.test:{a}/x"),
+        format!("http://127.0.0.1:{a}/x"),
+    ] {
+        failed_with(&h.run(&wf, json!({ "url": url })).await, "url_not_allowed");
+    }
+
+    // A block with a port, and an entry for every port next to it.
+    let h = harness_with(
+        FakeDns::with(&[("svc.test", &[&["127.0.0.1"]])]),
+        &[&format!("127.0.0.0/8:{a}"), "crm.internal"],
+    );
+    let run = h
+        .run(&wf, json!({"url": format!("http://svc.test:{a}/x")}))
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    failed_with(
+        &h.run(&wf, json!({"url": format!("http://127.0.0.1:{b}/x")}))
+            .await,
+        "url_not_allowed",
+    );
+    assert_eq!((allowed.count(), other.count()), (4, 2));
+}
+
+#[tokio::test]
+async fn redirect_hops_are_checked_with_their_port() {
+    // A same-origin redirect on the listed port is followed, its hop resolved and checked
+    // again (with the port: it is the same origin's).
+    let m = Mock::start(
+        [Action::status(302).header("location", "/next")],
+        Action::json(200, json!({"ok": true})),
+    )
+    .await;
+    let port = port_of(&m);
+    let h = harness_with(
+        FakeDns::with(&[("svc.test", &[&["127.0.0.1"]])]),
+        &[&format!("127.0.0.1:{port}")],
+    );
+    let wf = compile(&input_url());
+    let run = h
+        .run(&wf, json!({"url": format!("http://svc.test:{port}/start")}))
+        .await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    let sent = m.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].target, "/next");
+
+    // DNS rebinding under a port entry: the second hop's address is not the listed one.
+    let r = Mock::always(Action::status(302).header("location", "/next")).await;
+    let port = port_of(&r);
+    let h = harness_with(
+        FakeDns::with(&[("rebind.test", &[&["127.0.0.1"], &["127.0.0.2"]])]),
+        &[&format!("127.0.0.1:{port}")],
+    );
+    let run = h
+        .run(
+            &wf,
+            json!({"url": format!("http://rebind.test:{port}/start")}),
+        )
+        .await;
+    let message = failed_with(&run, "url_not_allowed");
+    assert!(message.contains("127.0.0.2"), "{message}");
+    assert_eq!(r.count(), 1, "only the first hop connected");
+
+    // A redirect to the other port of the same host is another origin: not followed.
+    let target = Mock::always(Action::status(200)).await;
+    let jump =
+        Mock::always(Action::status(302).header("location", &format!("{}/x", target.url()))).await;
+    let h = harness_with(
+        FakeDns::default().into(),
+        &[
+            &format!("127.0.0.1:{}", port_of(&jump)),
+            &format!("127.0.0.1:{}", port_of(&target)),
+        ],
+    );
+    let run = h
+        .run(&wf, json!({"url": format!("{}/go", jump.url())}))
+        .await;
+    failed_with(&run, "redirect_not_followed");
+    assert_eq!(target.count(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -599,6 +764,84 @@ async fn over_http_a_webhook_cannot_make_the_server_fetch_loopback_until_it_is_a
         .await;
     assert_eq!(put.status.as_u16(), 400, "{}", put.text);
     assert!(put.text.contains("10.0.0.0/99"), "{}", put.text);
+}
+
+/// Issue 42 (low items), through `fluxo serve` and its settings: with
+/// `outbound_allow: ["127.0.0.1:<port>"]` a webhook's URL reaches that port only, not another
+/// local listener nor the server itself (its `/metrics`); bad port forms are refused at
+/// `PUT /settings`, naming the entry and what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_an_allowlisted_port_is_the_only_local_port_a_webhook_reaches() {
+    let sandbox = Mock::always(Action::json(200, json!({"ok": true}))).await;
+    let internal = Mock::always(Action::json(200, json!({"admin": "secret-config"}))).await;
+    let wf = workflow(
+        "fetch",
+        Value::Null,
+        json!([
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "call", "kind": "http_request",
+             "config": {"method": "GET", "url": "{{ input.url }}", "allow_input_host": true,
+                        "retries": 0}}
+        ]),
+        json!([{"from": "hook", "to": "call"}]),
+    );
+    let s = Setup::new().workflow(wf).start().await;
+    let mut settings = s.get_json("/settings").await["settings"].clone();
+    let entry = format!("127.0.0.1:{}", port_of(&sandbox));
+    settings["outbound_allow"] = json!([entry]);
+    let put = s
+        .api(Method::PUT, "/settings", &[], Some(&settings.to_string()))
+        .await;
+    assert_eq!(put.status.as_u16(), 200, "{}", put.text);
+    assert_eq!(
+        s.get_json("/settings").await["settings"]["outbound_allow"],
+        json!([entry])
+    );
+
+    let deliver = |key: &'static str, url: String| {
+        let s = &s;
+        async move {
+            let body = json!({ "url": url }).to_string();
+            let a = s.hook("fetch", Some(key), body.as_bytes()).await;
+            assert_eq!(a.status.as_u16(), 202, "{}", a.text);
+            s.wait_final(a.json()["run_id"].as_str().unwrap()).await
+        }
+    };
+    let run = deliver("evt-1", format!("{}/x", sandbox.url())).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{}", dump(&run));
+    assert_eq!(sandbox.count(), 1);
+
+    let run = deliver("evt-2", format!("{}/admin", internal.url())).await;
+    failed_with(&run, "url_not_allowed");
+    assert_eq!(internal.count(), 0);
+    assert!(!dump(&run).contains("secret-config"));
+    let run = deliver("evt-3", format!("{}/metrics", s.url)).await;
+    failed_with(&run, "url_not_allowed");
+
+    // Bad forms: 400 naming the entry and the reason; the stored list is unchanged.
+    for (bad, why) in [
+        ("127.0.0.1:0", "port 0"),
+        ("127.0.0.1:65536", "over 65535"),
+        ("crm.internal:", "the port after `:` is missing"),
+        ("fd00::/8:8080", "`[fd00::]/8:8080`"),
+    ] {
+        settings["outbound_allow"] = json!(["crm.internal:8443", bad]);
+        let put = s
+            .api(Method::PUT, "/settings", &[], Some(&settings.to_string()))
+            .await;
+        assert_eq!(put.status.as_u16(), 400, "{bad}: {}", put.text);
+        assert!(put.text.contains("invalid_settings"), "{}", put.text);
+        assert!(
+            put.text.contains("outbound_allow[1]"),
+            "{bad}: {}",
+            put.text
+        );
+        assert!(put.text.contains(why), "{bad}: {}", put.text);
+    }
+    assert_eq!(
+        s.get_json("/settings").await["settings"]["outbound_allow"],
+        json!([entry])
+    );
 }
 
 /// Issue 42, hole 6: input in a URL path. With `{{ env.API_URL }}/echo/{{ input.path }}` and

@@ -3,8 +3,8 @@
 //! The live transport applies the outbound rules of [`super::outbound`]: hosts from run data
 //! checked after DNS resolution, redirects within one origin, responses capped.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -106,14 +106,26 @@ pub trait HttpTransport: Send + Sync {
     ) -> Result<HttpAnswer, TransportError>;
 }
 
-/// The real network, through two reqwest clients: one for hosts the author chose (pooled, the
-/// system's proxy settings apply) and one for hosts from run data (every address checked by
-/// the resolver, never pooled, never through a proxy, which would resolve the name itself).
-/// Both follow redirects within one origin only.
+/// The real network, through reqwest clients: one for hosts the author chose (pooled, the
+/// system's proxy settings apply) and others for hosts from run data (every address checked
+/// by the resolver, never pooled, never through a proxy, which would resolve the name itself).
+/// All follow redirects within one origin only.
+///
+/// The resolver of a client for hosts from run data must know the port the connection goes
+/// to, since an `outbound_allow` entry may allow one port only (`127.0.0.1:9000`), and reqwest
+/// gives a resolver the name alone (`PolicyResolver`). So there is one such client for every
+/// port some entry names, built when first needed, whose resolver checks with that port, and
+/// one for every other port, whose resolver counts only the entries without a port (for a port
+/// no entry names, those are exactly the entries that allow it). A call picks its client by
+/// its URL's port; a same-origin redirect keeps the port.
 #[derive(Debug, Clone)]
 pub struct LiveHttp {
     open: reqwest::Client,
+    /// Hosts from run data, on a port no `outbound_allow` entry names.
     checked: reqwest::Client,
+    /// Hosts from run data, on a port some entry names: one client per port (ports no longer
+    /// named are dropped when another is picked).
+    checked_on: Arc<Mutex<HashMap<u16, reqwest::Client>>>,
     policy: Arc<OutboundPolicy>,
 }
 
@@ -132,23 +144,32 @@ impl LiveHttp {
 
     /// The network under `policy` (its allowlist and resolver; the engine shares its own).
     pub fn with_policy(policy: Arc<OutboundPolicy>) -> Self {
-        let build = |checked: bool| {
-            let mut b = reqwest::Client::builder()
-                .user_agent(concat!("fluxo/", env!("CARGO_PKG_VERSION")))
-                .dns_resolver(Arc::new(PolicyResolver {
-                    policy: policy.clone(),
-                    checked,
-                }))
-                .redirect(redirect_policy(checked.then(|| policy.clone())));
-            if checked {
-                b = b.no_proxy().pool_max_idle_per_host(0);
-            }
-            b.build().unwrap_or_else(|_| reqwest::Client::new())
-        };
         LiveHttp {
-            open: build(false),
-            checked: build(true),
+            open: build_client(&policy, false, None).unwrap_or_else(|_| reqwest::Client::new()),
+            checked: build_client(&policy, true, None).unwrap_or_else(|_| reqwest::Client::new()),
+            checked_on: Arc::default(),
             policy,
+        }
+    }
+
+    /// The client for a host from run data on `port`: the one whose resolver checks with that
+    /// port when an `outbound_allow` entry names it, else the one that counts only entries
+    /// without a port. (Should the entries change before the resolver runs, it checks against
+    /// the new ones; with the port it knows, or with none, which allows no more than any port.)
+    fn checked_client(&self, port: Option<u16>) -> reqwest::Client {
+        let allow = self.policy.allow();
+        let Some(port) = port.filter(|&p| allow.names_port(p)) else {
+            return self.checked.clone();
+        };
+        let mut on = self.checked_on.lock().unwrap_or_else(|e| e.into_inner());
+        on.retain(|&p, _| allow.names_port(p));
+        if let Some(c) = on.get(&port) {
+            return c.clone();
+        }
+        match build_client(&self.policy, true, Some(port)) {
+            Ok(c) => on.entry(port).or_insert(c).clone(),
+            // Never seen (the TLS setup failed): the client for unnamed ports allows less.
+            Err(_) => self.checked.clone(),
         }
     }
 
@@ -158,10 +179,32 @@ impl LiveHttp {
     }
 }
 
+/// A client whose resolver checks (`checked`, for requests to `port` when that is known) or
+/// not (`PolicyResolver`).
+fn build_client(
+    policy: &Arc<OutboundPolicy>,
+    checked: bool,
+    port: Option<u16>,
+) -> reqwest::Result<reqwest::Client> {
+    let mut b = reqwest::Client::builder()
+        .user_agent(concat!("fluxo/", env!("CARGO_PKG_VERSION")))
+        .dns_resolver(Arc::new(PolicyResolver {
+            policy: policy.clone(),
+            checked,
+            port,
+        }))
+        .redirect(redirect_policy(checked.then(|| policy.clone())));
+    if checked {
+        b = b.no_proxy().pool_max_idle_per_host(0);
+    }
+    b.build()
+}
+
 /// Follow a redirect only within the origin of the URL that answered it (RFC 6454: scheme,
 /// host, port), at most [`MAX_REDIRECTS`]; otherwise hand the 3xx back (the transport turns
 /// it into `redirect_not_followed`). For a host from run data, an IP-literal hop is checked
-/// too (a name is checked by the resolver when connecting).
+/// too, on its own port (a name is checked by the resolver when connecting). The origin
+/// includes the port, so a followed hop goes to the port the client was picked for.
 fn redirect_policy(checked: Option<Arc<OutboundPolicy>>) -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(move |attempt| {
         let same_origin = attempt
@@ -206,9 +249,9 @@ impl HttpTransport for LiveHttp {
             self.policy
                 .check_url(&url, &format!("{} {}", call.method, call.url))
                 .map_err(|r| TransportError::refused(r, None))?;
-            &self.checked
+            self.checked_client(url.port_or_known_default())
         } else {
-            &self.open
+            self.open.clone()
         };
         let mut req = client.request(method, url).timeout(timeout);
         if !call.query.is_empty() {

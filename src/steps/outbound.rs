@@ -12,14 +12,20 @@
 //!    data that is, or resolves to, a non-public address ([`non_public`]: loopback, private
 //!    RFC 1918 / RFC 4193, link-local, CGNAT, unspecified, multicast, documentation, reserved,
 //!    cloud metadata) is refused before any connection (`url_not_allowed`) unless settings
-//!    `outbound_allow` lists the host name or the address (an IP or a CIDR). The check is in
-//!    the HTTP client's DNS resolver, so the connection goes to an address that was checked
-//!    (no second lookup an attacker's DNS could answer differently), and IP-literal URLs are
-//!    checked before sending. Connections for such calls are never pooled: every request and
-//!    every redirect hop resolves and is checked again. `localhost` and `*.localhost` are
-//!    loopback without asking DNS (RFC 6761 §6.3). Hosts the author wrote, or took from
-//!    `env.*`, are the author's choice and are not checked: the local sandbox through
-//!    `{{ env.CRM_URL }}` keeps working.
+//!    `outbound_allow` lists the host name or the address (an IP or a CIDR), on every port or,
+//!    written with `:port` (`127.0.0.1:9000`, `crm.internal:8443`, `10.0.0.0/8:8080`,
+//!    `[::1]:9000`), on that port only ([`OutboundAllow`] has the forms). The port is the
+//!    request's: the URL's, or 80 / 443 by its scheme. So allowing a local sandbox's port does
+//!    not open Fluxo's own `/metrics` or any other local port. The check is in the HTTP
+//!    client's DNS resolver, so the connection goes to an address that was checked (no second
+//!    lookup an attacker's DNS could answer differently), and IP-literal URLs are checked
+//!    before sending. The resolver is told the port by its client: one client per port an
+//!    entry names, one for the rest (`PolicyResolver`, [`crate::steps::http::LiveHttp`]).
+//!    Connections for such calls are never pooled: every request and every redirect hop
+//!    resolves and is checked again (a hop stays on its origin's port, rule 3). `localhost`
+//!    and `*.localhost` are loopback without asking DNS (RFC 6761 §6.3). Hosts the author
+//!    wrote, or took from `env.*`, are the author's choice and are not checked: the local
+//!    sandbox through `{{ env.CRM_URL }}` keeps working.
 //! 3. **Redirects stay within one origin** (scheme, host and port, RFC 6454): a redirect to
 //!    another origin is not followed and fails the step with `redirect_not_followed` (naming
 //!    the status and the target's origin), so the body and headers such as `X-Api-Key` are never
@@ -41,8 +47,9 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
 pub const MAX_MAX_RESPONSE_BYTES: u64 = 100 * 1024 * 1024;
 /// Same-origin redirects followed at most (the limit browsers and reqwest use).
 pub const MAX_REDIRECTS: usize = 10;
-/// Process variable with extra `outbound_allow` entries, comma-separated (for the CLI, which
-/// reads no settings file): `FLUXO_OUTBOUND_ALLOW=127.0.0.1,10.0.0.0/8,crm.internal`.
+/// Process variable with extra `outbound_allow` entries, comma-separated, in the same forms
+/// (for the CLI, which reads no settings file):
+/// `FLUXO_OUTBOUND_ALLOW=127.0.0.1:9000,10.0.0.0/8,crm.internal:8443`.
 pub const ALLOW_ENV: &str = "FLUXO_OUTBOUND_ALLOW";
 
 // ---------------------------------------------------------------------------------------------
@@ -328,65 +335,211 @@ fn normal_host(host: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// Settings `outbound_allow`: host names, IP addresses and CIDR blocks a host from run data
-/// may reach even though it is not public. A host name allows whatever it resolves to; an
-/// address or block allows the addresses in it.
+/// may reach even though it is not public, each on every port or, written with `:port`, on
+/// that port only. A host name allows whatever it resolves to; an address or block allows the
+/// addresses in it.
+///
+/// | entry | allows |
+/// | --- | --- |
+/// | `crm.internal` | the name, whatever it resolves to, on every port |
+/// | `crm.internal:8443` | the name on port 8443 only |
+/// | `127.0.0.1`, `::1`, `[::1]` | the address on every port |
+/// | `127.0.0.1:9000`, `[::1]:9000` | the address on port 9000 only |
+/// | `10.0.0.0/8`, `fd00::/8`, `[fd00::]/8` | the block on every port |
+/// | `10.0.0.0/8:8080`, `[fd00::]/8:8080`, `[fd00::/8]:8080` | the block on port 8080 only |
+///
+/// The port is the one the request goes to: the URL's, or 80 / 443 by its scheme. It is 1 to
+/// 65535; `name:` (an empty port) is refused rather than read as every port. An IPv6 address
+/// or block with a port is written in brackets: without them every `:` belongs to the address
+/// (`::1:8080` is the address `::1:8080`, on every port, as before ports existed), and a form
+/// that only parses with its last `:…` taken as a port (`fd00::/8:8080`, `::1:99999`) is
+/// refused with the bracketed spelling.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutboundAllow {
-    hosts: Vec<String>,
-    nets: Vec<(IpAddr, u8)>,
+    /// Host names (lower case, no trailing dot), each with its one port (`None`: every port).
+    hosts: Vec<(String, Option<u16>)>,
+    /// Blocks (an address is a block of 32 or 128 bits), each with its one port.
+    nets: Vec<(IpAddr, u8, Option<u16>)>,
 }
 
-/// An `outbound_allow` entry that is neither a host name, an IP address nor a CIDR block.
+/// An `outbound_allow` entry that is not one of the forms of [`OutboundAllow`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("outbound_allow[{index}] `{entry}` is not a host name, an IP address or a CIDR block (e.g. crm.internal, 127.0.0.1, 10.0.0.0/8, fd00::/8)")]
+#[error("outbound_allow[{index}] `{entry}`: {why}. An entry is a host name, an IP address or a CIDR block, with `:port` to allow that port only (e.g. crm.internal, crm.internal:8443, 127.0.0.1, 127.0.0.1:9000, 10.0.0.0/8, 10.0.0.0/8:8080, fd00::/8, [::1]:8080, [fd00::]/8:8080)")]
 pub struct BadAllowEntry {
     /// The entry's position in the list (0-based).
     pub index: usize,
     /// The entry as given.
     pub entry: String,
+    /// What is wrong with it (`port 0 is not a port a request can go to (1 to 65535)`).
+    pub why: String,
+}
+
+/// What an entry allows, before its port.
+enum Target {
+    Host(String),
+    Net(IpAddr, u8),
+}
+
+/// One entry (trimmed): its target and its port (`None`: every port), or why it is none.
+fn parse_entry(raw: &str) -> Result<(Target, Option<u16>), String> {
+    if raw.is_empty() {
+        return Err("the entry is empty".into());
+    }
+    if raw.contains("://") {
+        return Err(
+            "a URL: write only the host, address or block (and `:port` to limit it to \
+                    one port), without the scheme or a path"
+                .into(),
+        );
+    }
+    if raw.chars().any(char::is_whitespace) {
+        return Err("it has a space".into());
+    }
+    let (target, port, bracketed) = if let Some(rest) = raw.strip_prefix('[') {
+        let (inner, after) = rest
+            .split_once(']')
+            .ok_or("an address in brackets lacks its `]`")?;
+        let (bits, port) = match after.split_once(':') {
+            Some((b, p)) => (b, Some(p)),
+            None => (after, None),
+        };
+        if !(bits.is_empty() || bits.starts_with('/')) {
+            return Err(format!(
+                "`{after}` after `]` is neither `/bits` nor `:port`"
+            ));
+        }
+        (format!("{inner}{bits}"), port, true)
+    } else {
+        match raw.split_once(':') {
+            None => (raw.to_string(), None, false),
+            Some((t, p)) if !p.contains(':') => (t.to_string(), Some(p), false),
+            // Two or more `:`: IPv6 without brackets, where every `:` is the address's.
+            Some(_) => {
+                if let Err(e) = parse_net(raw) {
+                    if let Some((t, p)) = raw.rsplit_once(':') {
+                        let digits = !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+                        if digits && parse_net(t).is_ok() {
+                            let (a, bits) = t
+                                .split_once('/')
+                                .map_or((t, String::new()), |(a, b)| (a, format!("/{b}")));
+                            return Err(format!(
+                                "an IPv6 address or block with a port goes in brackets: \
+                                 `[{a}]{bits}:{p}`"
+                            ));
+                        }
+                    }
+                    // An address with a bad prefix length: say that.
+                    if let Some((a, _)) = raw.split_once('/') {
+                        if a.parse::<IpAddr>().is_ok() {
+                            return Err(e);
+                        }
+                    }
+                    let why = "not an IPv6 address or block, and a host name has at most one \
+                               `:` (before its port)";
+                    return Err(why.into());
+                }
+                (raw.to_string(), None, false)
+            }
+        }
+    };
+    let port = port.map(parse_port).transpose()?;
+    if target.is_empty() {
+        return Err("nothing before the `:port`".into());
+    }
+    if bracketed || target.contains('/') || target.parse::<IpAddr>().is_ok() {
+        let (ip, bits) = parse_net(&target).map_err(|e| {
+            if bracketed {
+                format!("{e} (brackets hold an IP address or block)")
+            } else {
+                e
+            }
+        })?;
+        return Ok((Target::Net(ip, bits), port));
+    }
+    let host = normal_host(&target);
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    };
+    if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
+        return Err(format!(
+            "`{target}` is neither an IP address nor a host name (letters, digits, `-` and `_` \
+             in labels separated by `.`)"
+        ));
+    }
+    Ok((Target::Host(host), port))
+}
+
+/// `addr` or `addr/bits` (either family), without brackets.
+fn parse_net(s: &str) -> Result<(IpAddr, u8), String> {
+    match s.split_once('/') {
+        Some((addr, bits)) => {
+            let ip: IpAddr = addr
+                .parse()
+                .map_err(|_| format!("`{addr}` before `/` is not an IP address"))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            match bits.parse::<u8>() {
+                Ok(b) if b <= max => Ok((ip, b)),
+                _ => Err(format!("`/{bits}` is not a prefix length from 0 to {max}")),
+            }
+        }
+        None => {
+            let ip: IpAddr = s
+                .parse()
+                .map_err(|_| format!("`{s}` is not an IP address"))?;
+            Ok((ip, if ip.is_ipv4() { 32 } else { 128 }))
+        }
+    }
+}
+
+/// The text after an entry's `:`: a port from 1 to 65535.
+fn parse_port(p: &str) -> Result<u16, String> {
+    if p.is_empty() {
+        return Err("the port after `:` is missing (leave out the `:` to allow every port)".into());
+    }
+    if !p.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("port `{p}` is not a number"));
+    }
+    match p.parse::<u32>() {
+        Ok(0) => Err("port 0 is not a port a request can go to (1 to 65535)".into()),
+        Ok(n) if n <= u32::from(u16::MAX) => Ok(n as u16),
+        _ => Err(format!("port `{p}` is over 65535")),
+    }
+}
+
+/// Whether an entry with port `entry` covers a request to `port` (`None`: a port not known,
+/// which only an entry for every port covers).
+fn port_covers(entry: Option<u16>, port: Option<u16>) -> bool {
+    entry.is_none() || entry == port
+}
+
+/// How an allowlist entry for `addr` on `port` is written (`127.0.0.1:9000`, `[::1]:9000`).
+fn entry_with_port(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
 }
 
 impl OutboundAllow {
-    /// Parse entries: `crm.internal`, `127.0.0.1`, `::1`, `[::1]`, `10.0.0.0/8`, `fd00::/8`.
+    /// Parse entries (each trimmed), in the forms of [`OutboundAllow`]: `crm.internal`,
+    /// `crm.internal:8443`, `127.0.0.1`, `127.0.0.1:9000`, `::1`, `[::1]`, `[::1]:9000`,
+    /// `10.0.0.0/8`, `10.0.0.0/8:8080`, `fd00::/8`, `[fd00::]/8:8080`.
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, BadAllowEntry> {
         let mut allow = OutboundAllow::default();
         for (index, e) in entries.iter().enumerate() {
             let raw = e.as_ref().trim();
-            let bad = || BadAllowEntry {
+            let (target, port) = parse_entry(raw).map_err(|why| BadAllowEntry {
                 index,
                 entry: raw.to_string(),
-            };
-            if raw.is_empty() {
-                return Err(bad());
-            }
-            let unbracket = |s: &str| {
-                s.strip_prefix('[')
-                    .and_then(|x| x.strip_suffix(']'))
-                    .map(String::from)
-                    .unwrap_or_else(|| s.to_string())
-            };
-            if let Some((addr, bits)) = raw.split_once('/') {
-                let ip: IpAddr = unbracket(addr).parse().map_err(|_| bad())?;
-                let bits: u8 = bits.parse().map_err(|_| bad())?;
-                let max = if ip.is_ipv4() { 32 } else { 128 };
-                if bits > max {
-                    return Err(bad());
-                }
-                allow.nets.push((ip, bits));
-            } else if let Ok(ip) = unbracket(raw).parse::<IpAddr>() {
-                allow.nets.push((ip, if ip.is_ipv4() { 32 } else { 128 }));
-            } else {
-                let host = normal_host(raw);
-                let label_ok = |l: &str| {
-                    !l.is_empty()
-                        && l.len() <= 63
-                        && l.bytes()
-                            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
-                };
-                if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
-                    return Err(bad());
-                }
-                allow.hosts.push(host);
+                why,
+            })?;
+            match target {
+                Target::Host(h) => allow.hosts.push((h, port)),
+                Target::Net(ip, bits) => allow.nets.push((ip, bits, port)),
             }
         }
         Ok(allow)
@@ -394,9 +547,15 @@ impl OutboundAllow {
 
     /// Entries from [`ALLOW_ENV`] (empty when unset; bad entries are skipped with a warning).
     pub fn from_process_env() -> Self {
-        let Ok(v) = std::env::var(ALLOW_ENV) else {
-            return Self::default();
-        };
+        match std::env::var(ALLOW_ENV) {
+            Ok(v) => Self::from_env_value(&v),
+            Err(_) => Self::default(),
+        }
+    }
+
+    /// Comma-separated entries as [`ALLOW_ENV`] gives them, each parsed as a settings entry;
+    /// a bad one is skipped with a warning naming it and what is wrong.
+    pub fn from_env_value(v: &str) -> Self {
         let mut allow = Self::default();
         for e in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             match Self::parse(&[e]) {
@@ -412,29 +571,41 @@ impl OutboundAllow {
         self.nets.extend(other.nets);
     }
 
-    /// Whether the host name is listed.
-    pub fn allows_host(&self, host: &str) -> bool {
+    /// Whether the host name is listed for a request to `port` (`None`: a port not known, so
+    /// only entries without a port count).
+    pub fn allows_host(&self, host: &str, port: Option<u16>) -> bool {
         let h = normal_host(host);
-        self.hosts.contains(&h)
+        self.hosts
+            .iter()
+            .any(|(name, p)| *name == h && port_covers(*p, port))
     }
 
-    /// Whether the address is in a listed address or block (an IPv4-mapped IPv6 address also
-    /// matches IPv4 entries).
-    pub fn allows_ip(&self, ip: IpAddr) -> bool {
+    /// Whether the address is in a listed address or block for a request to `port` (`None`:
+    /// a port not known, so only entries without a port count). An IPv4-mapped IPv6 address
+    /// also matches IPv4 entries.
+    pub fn allows_ip(&self, ip: IpAddr, port: Option<u16>) -> bool {
         let mapped = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4),
             _ => None,
         };
-        self.nets.iter().any(|&(net, bits)| {
-            [Some(ip), mapped]
-                .into_iter()
-                .flatten()
-                .any(|ip| match (ip, net) {
-                    (IpAddr::V4(a), IpAddr::V4(n)) => in_v4(a, n.octets(), bits as u32),
-                    (IpAddr::V6(a), IpAddr::V6(n)) => in_v6(a, n, bits as u32),
-                    _ => false,
-                })
+        self.nets.iter().any(|&(net, bits, p)| {
+            port_covers(p, port)
+                && [Some(ip), mapped]
+                    .into_iter()
+                    .flatten()
+                    .any(|ip| match (ip, net) {
+                        (IpAddr::V4(a), IpAddr::V4(n)) => in_v4(a, n.octets(), bits as u32),
+                        (IpAddr::V6(a), IpAddr::V6(n)) => in_v6(a, n, bits as u32),
+                        _ => false,
+                    })
         })
+    }
+
+    /// Whether some entry is limited to `port` (requests to it need a resolver that knows
+    /// their port: see `PolicyResolver`).
+    pub fn names_port(&self, port: u16) -> bool {
+        self.hosts.iter().any(|&(_, p)| p == Some(port))
+            || self.nets.iter().any(|&(_, _, p)| p == Some(port))
     }
 }
 
@@ -525,33 +696,39 @@ impl OutboundPolicy {
         self.allow.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Check an IP-literal host (no DNS): `Err` when it is not public and not allowed.
-    pub fn check_ip(&self, ip: IpAddr, what: &str) -> Result<(), Refused> {
+    /// Check an IP-literal host (no DNS) for a request to `port` (`None`: a port not known,
+    /// so only `outbound_allow` entries without a port count): `Err` when it is not public and
+    /// not allowed.
+    pub fn check_ip(&self, ip: IpAddr, port: Option<u16>, what: &str) -> Result<(), Refused> {
         match non_public(ip) {
-            Some(why) if !self.allow().allows_ip(ip) => {
-                Err(not_allowed(what, &ip.to_string(), why))
+            Some(why) if !self.allow().allows_ip(ip, port) => {
+                Err(not_allowed(what, &ip.to_string(), why, port))
             }
             _ => Ok(()),
         }
     }
 
-    /// Check the host of `url` when it is an IP literal (a name is checked when resolved).
+    /// Check the host of `url` when it is an IP literal, on the port the request goes to (the
+    /// URL's, or its scheme's default); a name is checked when resolved.
     pub fn check_url(&self, url: &reqwest::Url, what: &str) -> Result<(), Refused> {
         match ip_host(url) {
-            Some(ip) => self.check_ip(ip, what),
+            Some(ip) => self.check_ip(ip, url.port_or_known_default(), what),
             None => Ok(()),
         }
     }
 
-    /// Resolve `host` and keep the addresses a host from run data may reach (every one when
-    /// the name is listed); `Err` when none is left.
+    /// Resolve `host` for a request to `port` (`None`: a port not known, so only
+    /// `outbound_allow` entries without a port count) and keep the addresses a host from run
+    /// data may reach there (every one when the name is listed for that port); `Err` when none
+    /// is left.
     pub async fn resolve_checked(
         &self,
         host: &str,
+        port: Option<u16>,
     ) -> Result<Vec<IpAddr>, Box<dyn std::error::Error + Send + Sync>> {
         let name = normal_host(host);
         let allow = self.allow();
-        if allow.allows_host(&name) {
+        if allow.allows_host(&name, port) {
             return Ok(self.lookup.lookup(&name).await?);
         }
         if is_localhost_name(&name) {
@@ -559,6 +736,7 @@ impl OutboundPolicy {
                 host,
                 host,
                 "loopback (a localhost name, RFC 6761)",
+                port,
             )));
         }
         let addrs = self.lookup.lookup(&name).await?;
@@ -566,7 +744,7 @@ impl OutboundPolicy {
         let kept: Vec<IpAddr> = addrs
             .into_iter()
             .filter(|&ip| match non_public(ip) {
-                Some(why) if !allow.allows_ip(ip) => {
+                Some(why) if !allow.allows_ip(ip, port) => {
                     refused.push(format!("{ip} is {why}"));
                     false
                 }
@@ -574,11 +752,19 @@ impl OutboundPolicy {
             })
             .collect();
         if kept.is_empty() && !refused.is_empty() {
+            let (on, hint) = match port {
+                Some(p) => (
+                    format!(" on port {p}"),
+                    format!(" (with `:{p}` for that port only)"),
+                ),
+                None => (String::new(), String::new()),
+            };
             return Err(Box::new(Refused {
                 code: "url_not_allowed",
                 message: format!(
-                    "{host} resolves only to addresses a host from run data may not reach: {}. \
-                     List the host or the address in settings outbound_allow to allow it",
+                    "{host} resolves only to addresses a host from run data may not reach{on}: \
+                     {}. List the host or the address in settings outbound_allow to allow \
+                     it{hint}",
                     refused.join("; ")
                 ),
             }));
@@ -592,35 +778,52 @@ impl OutboundPolicy {
     }
 }
 
-fn not_allowed(what: &str, addr: &str, why: &str) -> Refused {
+fn not_allowed(what: &str, addr: &str, why: &str, port: Option<u16>) -> Refused {
     let at = if what == addr {
         format!("{addr} is")
     } else {
         format!("{what}: {addr} is")
     };
+    let (on, hint) = match port {
+        Some(p) => (
+            format!(" on port {p}"),
+            format!(" (`{}` for that port only)", entry_with_port(addr, p)),
+        ),
+        None => (String::new(), String::new()),
+    };
     Refused {
         code: "url_not_allowed",
         message: format!(
-            "{at} {why}, which a host from run data may not reach. List it in settings \
-             outbound_allow to allow it"
+            "{at} {why}, which a host from run data may not reach{on}. List it in settings \
+             outbound_allow to allow it{hint}"
         ),
     }
 }
 
 /// The HTTP client's resolver: checks (hosts from run data) or not (hosts the author chose).
+///
+/// reqwest hands a resolver the host name only, and the connection then goes to the answered
+/// addresses on the URL's port. So a checking resolver is built for one port: its client is
+/// used only for URLs to that port (same-origin redirects keep it), and it checks each
+/// address with that port ([`OutboundPolicy::resolve_checked`]). With `port: None` it checks
+/// with only the `outbound_allow` entries that allow every port, which is right for any port
+/// no entry names (the transport keeps one such client, and one per named port).
 pub(crate) struct PolicyResolver {
     pub policy: Arc<OutboundPolicy>,
     pub checked: bool,
+    /// The port of every request through this resolver's client, if it is one port.
+    pub port: Option<u16>,
 }
 
 impl reqwest::dns::Resolve for PolicyResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let policy = self.policy.clone();
         let checked = self.checked;
+        let port = self.port;
         Box::pin(async move {
             let host = name.as_str().to_string();
             let ips = if checked {
-                policy.resolve_checked(&host).await?
+                policy.resolve_checked(&host, port).await?
             } else {
                 policy.resolve(&host).await?
             };
@@ -764,17 +967,256 @@ mod tests {
             "fd00::/8",
         ])
         .unwrap();
-        assert!(a.allows_ip("127.0.0.1".parse().unwrap()));
-        assert!(a.allows_ip("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(!a.allows_ip("127.0.0.2".parse().unwrap()));
-        assert!(a.allows_ip("10.200.0.1".parse().unwrap()));
-        assert!(a.allows_ip("::1".parse().unwrap()));
-        assert!(a.allows_ip("fd12::1".parse().unwrap()));
-        assert!(a.allows_host("crm.internal"));
-        assert!(!a.allows_host("other.internal"));
+        // Entries without a port allow every port, and a port not known.
+        for port in [None, Some(80), Some(9000)] {
+            let ip = |s: &str| a.allows_ip(s.parse().unwrap(), port);
+            assert!(ip("127.0.0.1"));
+            assert!(ip("::ffff:127.0.0.1"));
+            assert!(!ip("127.0.0.2"));
+            assert!(ip("10.200.0.1"));
+            assert!(ip("::1"));
+            assert!(ip("fd12::1"));
+            assert!(a.allows_host("crm.internal", port));
+            assert!(!a.allows_host("other.internal", port));
+        }
+        assert!(!a.names_port(80));
         for bad in ["", "10.0.0.0/33", "a b", "http://x", "x/y", "::1/200"] {
             assert!(OutboundAllow::parse(&[bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_entry_with_a_port_allows_that_port_only() {
+        let a = OutboundAllow::parse(&[
+            "127.0.0.1:9000",
+            " CRM.Internal.:8443 ",
+            "10.0.0.0/8:8080",
+            "[::1]:9000",
+            "[fd00::]/8:8080",
+            "[fd12::/16]:7000",
+            "[192.168.1.1]:81",
+            "svc.internal",
+            "172.16.0.0/12:65535",
+            "localhost:8787",
+        ])
+        .unwrap();
+        let ip = |s: &str, port: Option<u16>| a.allows_ip(s.parse().unwrap(), port);
+        assert!(ip("127.0.0.1", Some(9000)));
+        assert!(ip("::ffff:127.0.0.1", Some(9000)));
+        assert!(!ip("127.0.0.1", Some(9001)));
+        assert!(!ip("127.0.0.1", Some(80)));
+        assert!(
+            !ip("127.0.0.1", None),
+            "a port not known is no port of an entry"
+        );
+        assert!(!ip("127.0.0.2", Some(9000)));
+        assert!(ip("10.200.0.1", Some(8080)));
+        assert!(!ip("10.200.0.1", Some(80)));
+        assert!(ip("::1", Some(9000)));
+        assert!(!ip("::1", Some(8080)));
+        assert!(ip("fd12::1", Some(8080)));
+        assert!(ip("fd12::1", Some(7000)));
+        assert!(!ip("fd13::1", Some(7000)));
+        assert!(ip("192.168.1.1", Some(81)));
+        assert!(!ip("192.168.1.2", Some(81)));
+        assert!(ip("172.31.0.1", Some(65535)));
+        assert!(!ip("172.31.0.1", Some(65534)));
+        assert!(a.allows_host("crm.internal", Some(8443)));
+        assert!(a.allows_host("CRM.internal.", Some(8443)));
+        assert!(!a.allows_host("crm.internal", Some(443)));
+        assert!(!a.allows_host("crm.internal", None));
+        assert!(a.allows_host("svc.internal", Some(1)));
+        assert!(a.allows_host("svc.internal", None));
+        assert!(a.allows_host("localhost", Some(8787)));
+        assert!(!a.allows_host("localhost", Some(8788)));
+        for p in [9000, 8443, 8080, 7000, 81, 65535, 8787] {
+            assert!(a.names_port(p), "{p}");
+        }
+        for p in [80, 443, 9001] {
+            assert!(!a.names_port(p), "{p}");
+        }
+
+        // Without brackets every `:` of an IPv6 address is the address's (as before ports).
+        let a = OutboundAllow::parse(&["::1:8080", "fd00::/8"]).unwrap();
+        assert!(a.allows_ip("::1:8080".parse().unwrap(), Some(1)));
+        assert!(!a.allows_ip("::1".parse().unwrap(), Some(8080)));
+        assert!(a.allows_ip("fd00::9".parse().unwrap(), Some(8080)));
+    }
+
+    #[test]
+    fn a_bad_entry_says_what_is_wrong_with_it() {
+        for (bad, why) in [
+            ("127.0.0.1:0", "port 0 is not a port"),
+            ("127.0.0.1:65536", "port `65536` is over 65535"),
+            ("crm.internal:99999999999999999999", "is over 65535"),
+            ("crm.internal:", "the port after `:` is missing"),
+            ("[::1]:", "the port after `:` is missing"),
+            ("10.0.0.0/8:", "the port after `:` is missing"),
+            ("crm.internal:http", "port `http` is not a number"),
+            ("crm.internal:+80", "port `+80` is not a number"),
+            ("crm.internal:-1", "port `-1` is not a number"),
+            (
+                "fd00::/8:8080",
+                "an IPv6 address or block with a port goes in brackets: `[fd00::]/8:8080`",
+            ),
+            (
+                "::ffff:127.0.0.1:80",
+                "goes in brackets: `[::ffff:127.0.0.1]:80`",
+            ),
+            ("::1:99999", "goes in brackets: `[::1]:99999`"),
+            ("[::1]:99999", "port `99999` is over 65535"),
+            ("a:b:c", "a host name has at most one `:`"),
+            ("[::1", "lacks its `]`"),
+            (
+                "[::1]8080",
+                "`8080` after `]` is neither `/bits` nor `:port`",
+            ),
+            ("[crm.internal]:80", "brackets hold an IP address"),
+            ("[fd00::/8]/8", "is not a prefix length"),
+            (
+                "10.0.0.0/33:80",
+                "`/33` is not a prefix length from 0 to 32",
+            ),
+            ("fd00::/129", "`/129` is not a prefix length from 0 to 128"),
+            ("crm/8:80", "`crm` before `/` is not an IP address"),
+            ("http://127.0.0.1:9000", "a URL"),
+            (":8080", "nothing before the `:port`"),
+            ("crm internal:80", "it has a space"),
+            (
+                "crm!.internal:80",
+                "is neither an IP address nor a host name",
+            ),
+            ("", "the entry is empty"),
+        ] {
+            let e = OutboundAllow::parse(&["ok.internal", bad]).unwrap_err();
+            assert_eq!(e.index, 1, "{bad}");
+            assert_eq!(e.entry, bad.trim(), "{bad}");
+            assert!(e.why.contains(why), "{bad}: {}", e.why);
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(&format!("outbound_allow[1] `{bad}`: {}", e.why)),
+                "{msg}"
+            );
+            for example in [
+                "crm.internal:8443",
+                "127.0.0.1:9000",
+                "10.0.0.0/8:8080",
+                "[::1]:8080",
+            ] {
+                assert!(msg.contains(example), "{msg}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_process_variable_takes_the_same_forms() {
+        let a = OutboundAllow::from_env_value(
+            " 127.0.0.1:9000, ,10.0.0.0/8:8080,crm.internal,[::1]:443,127.0.0.2:0,fd00::/8:80",
+        );
+        assert_eq!(
+            a,
+            OutboundAllow::parse(&[
+                "127.0.0.1:9000",
+                "10.0.0.0/8:8080",
+                "crm.internal",
+                "[::1]:443"
+            ])
+            .unwrap(),
+            "the bad entries (port 0, an IPv6 block with a port without brackets) are skipped"
+        );
+        assert!(a.allows_ip("127.0.0.1".parse().unwrap(), Some(9000)));
+        assert!(!a.allows_ip("127.0.0.1".parse().unwrap(), Some(9001)));
+        assert!(!a.allows_ip("127.0.0.2".parse().unwrap(), Some(1)));
+        assert_eq!(OutboundAllow::from_env_value(""), OutboundAllow::default());
+    }
+
+    /// A fixed table of names (the unit tests ask no DNS).
+    struct Table(Vec<(&'static str, &'static str)>);
+
+    #[async_trait]
+    impl Lookup for Table {
+        async fn lookup(&self, host: &str) -> std::io::Result<Vec<IpAddr>> {
+            let ips: Vec<IpAddr> = self
+                .0
+                .iter()
+                .filter(|(n, _)| *n == host)
+                .map(|(_, ip)| ip.parse().unwrap())
+                .collect();
+            if ips.is_empty() {
+                Err(std::io::Error::new(std::io::ErrorKind::NotFound, host))
+            } else {
+                Ok(ips)
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_policy_checks_the_port_a_request_goes_to() {
+        let p = OutboundPolicy::new(Arc::new(Table(vec![
+            ("svc.test", "127.0.0.1"),
+            ("crm.internal", "10.0.0.1"),
+            ("localhost", "127.0.0.1"),
+        ])));
+        p.set_allow(
+            OutboundAllow::parse(&[
+                "127.0.0.1:9000",
+                "[::1]:443",
+                "crm.internal:8443",
+                "localhost:8787",
+            ])
+            .unwrap(),
+        );
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        // IP literals: the URL's port, or its scheme's.
+        assert!(p.check_url(&url("http://127.0.0.1:9000/x"), "x").is_ok());
+        let e = p
+            .check_url(&url("http://127.0.0.1:9001/x"), "GET x")
+            .unwrap_err();
+        assert_eq!(e.code, "url_not_allowed");
+        assert!(e.message.contains("127.0.0.1 is loopback"), "{}", e.message);
+        assert!(e.message.contains("on port 9001"), "{}", e.message);
+        assert!(
+            e.message.contains("`127.0.0.1:9001` for that port only"),
+            "{}",
+            e.message
+        );
+        assert!(p.check_url(&url("http://127.0.0.1/x"), "x").is_err());
+        assert!(p.check_url(&url("https://[::1]/x"), "x").is_ok());
+        let e = p.check_url(&url("http://[::1]/x"), "x").unwrap_err();
+        assert!(
+            e.message.contains("`[::1]:80` for that port only"),
+            "{}",
+            e.message
+        );
+        assert!(p.check_ip("127.0.0.1".parse().unwrap(), None, "x").is_err());
+
+        // Names: every address checked with the port.
+        assert_eq!(
+            p.resolve_checked("svc.test", Some(9000)).await.unwrap(),
+            vec!["127.0.0.1".parse::<IpAddr>().unwrap()]
+        );
+        for port in [Some(9001), None] {
+            let e = p.resolve_checked("svc.test", port).await.unwrap_err();
+            let r = refused_in(e.as_ref()).expect("refused");
+            assert_eq!(r.code, "url_not_allowed");
+            assert!(r.message.contains("127.0.0.1 is loopback"), "{}", r.message);
+        }
+        let e = p.resolve_checked("svc.test", Some(9001)).await.unwrap_err();
+        assert!(e.to_string().contains("on port 9001"), "{e}");
+        assert!(p.resolve_checked("crm.internal", Some(8443)).await.is_ok());
+        assert!(p.resolve_checked("crm.internal", Some(443)).await.is_err());
+        assert!(p.resolve_checked("crm.internal", None).await.is_err());
+        // A localhost name is loopback without DNS: allowed by name on its port only.
+        assert!(p.resolve_checked("localhost", Some(8787)).await.is_ok());
+        let e = p
+            .resolve_checked("localhost", Some(8788))
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`localhost:8788` for that port only"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -241,7 +241,7 @@ test.describe.serial('settings: security fields survive the form; secrets are wr
     await outbound.getByTestId('list-value').last().fill('192.168.1.0/33');
     // Only the server knows every rule: its refusal lands on the entry.
     await page.getByTestId('settings-save').click();
-    await expect(outbound.getByTestId('list-error')).toContainText('`192.168.1.0/33` is not a host name');
+    await expect(outbound.getByTestId('list-error')).toContainText('`192.168.1.0/33`: `/33` is not a prefix length from 0 to 32');
     await outbound.getByTestId('list-value').last().fill('192.168.1.0/24');
     await save(page);
 

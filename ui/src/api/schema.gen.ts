@@ -727,10 +727,13 @@ export interface components {
             /**
              * @description Non-public destinations that steps with `allow_input_host` may still reach (SPEC §5):
              *     host names (`crm.internal`: whatever it resolves to), IP addresses (`127.0.0.1`,
-             *     `::1`) and CIDR blocks (`10.0.0.0/8`, `fd00::/8`). Without an entry, a host from run
-             *     data that is or resolves to a loopback, private, link-local, CGNAT, multicast or
-             *     cloud-metadata address is refused (`url_not_allowed`). Hosts written in a workflow or
-             *     taken from `env.*` need no entry. `FLUXO_OUTBOUND_ALLOW` (comma-separated) adds to it.
+             *     `::1`) and CIDR blocks (`10.0.0.0/8`, `fd00::/8`), on every port, or with `:port` on
+             *     that port only (`crm.internal:8443`, `127.0.0.1:9000`, `10.0.0.0/8:8080`; IPv6 in
+             *     brackets: `[::1]:9000`, `[fd00::]/8:8080`). The port is the request's: the URL's, or
+             *     80 / 443 by its scheme. Without an entry, a host from run data that is or resolves to a
+             *     loopback, private, link-local, CGNAT, multicast or cloud-metadata address is refused
+             *     (`url_not_allowed`). Hosts written in a workflow or taken from `env.*` need no entry.
+             *     `FLUXO_OUTBOUND_ALLOW` (comma-separated, same forms) adds to it.
              */
             outbound_allow?: string[];
             /**

@@ -394,8 +394,9 @@ export function SettingsView() {
             <p className="fx-help">
               A step with <em>Allow input host</em> on may call a host taken from the event (e.g. <code>{'{{ input.callback_url }}'}</code>); Fluxo refuses
               such a call when the host is private: this machine, the local network, a cloud metadata address. List here the private destinations those
-              steps may still reach: a host name (<code>crm.internal</code>), an IP (<code>127.0.0.1</code>) or a block (<code>10.0.0.0/8</code>). Hosts
-              written in a workflow or taken from env variables need no entry.
+              steps may still reach: a host name (<code>crm.internal</code>), an IP (<code>127.0.0.1</code>) or a block (<code>10.0.0.0/8</code>), on every
+              port, or with <code>:port</code> on that port only (<code>127.0.0.1:9000</code>, <code>[::1]:9000</code>). Hosts written in a workflow or
+              taken from env variables need no entry.
             </p>
           }
         />
