@@ -733,3 +733,71 @@ fn lint_claim_ttl_shorter_than_the_dedupe_window() {
         .remove("ttl_s");
     assert!(warnings(&v).is_empty(), "{}", listing(&warnings(&v)));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Secrets a workflow reads (issue 42, hole 5)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn secrets_are_declared_placed_and_listed() {
+    // Declared and read in a header: clean.
+    let mut wf = base();
+    wf["secrets"] = json!(["API_KEY"]);
+    wf["steps"][2]["config"]["headers"]["Authorization"] = json!("Bearer {{ env.API_KEY }}");
+    assert!(check(&wf).is_empty(), "{}", listing(&check(&wf)));
+
+    // Read but not declared: the run would fail on it.
+    let mut undeclared = wf.clone();
+    undeclared["secrets"] = json!([]);
+    let ws = warnings(&undeclared);
+    let p = only(&ws, "lint_secret_undeclared");
+    assert_eq!(p.path, "steps[2].config.headers");
+    assert_eq!(p.step.as_deref(), Some("call"));
+    assert!(p.message.contains("env.API_KEY"), "{}", p.message);
+
+    // In a body, where no secret may render; and a declared name nobody reads.
+    let mut misplaced = wf.clone();
+    misplaced["secrets"] = json!(["API_KEY", "UNUSED_TOKEN"]);
+    misplaced["steps"][3]["config"]["fields"]["leak"] = json!("{{ env.API_KEY }}");
+    let ws = warnings(&misplaced);
+    let p = only(&ws, "lint_secret_misplaced");
+    assert_eq!(p.path, "steps[3].config.fields");
+    assert!(p.message.contains("env.API_KEY"), "{}", p.message);
+    let p = only(&ws, "lint_secret_unused");
+    assert!(p.message.contains("UNUSED_TOKEN"), "{}", p.message);
+
+    // A name that is not an env variable's.
+    let mut bad = wf.clone();
+    bad["secrets"] = json!(["API_KEY", "1BAD", 7]);
+    let es = errors(&bad);
+    assert_eq!(
+        es.iter().filter(|p| p.code == "bad_field").count(),
+        2,
+        "{}",
+        listing(&es)
+    );
+    assert!(
+        es.iter().any(|p| p.path == "secrets[1]"),
+        "{}",
+        listing(&es)
+    );
+
+    // `fluxo validate` lists what each declared secret is read by.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wf.json");
+    std::fs::write(&file, serde_json::to_string(&misplaced).unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fluxo"))
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("secret env.API_KEY: read by call, done"),
+        "{text}"
+    );
+    assert!(
+        text.contains("secret env.UNUSED_TOKEN: read by no step"),
+        "{text}"
+    );
+}

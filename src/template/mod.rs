@@ -28,6 +28,10 @@
 //!   [`MAX_VALUE_BYTES`] of text and [`MAX_ITEMS`] items per list (the `budget` module), so
 //!   `{{ [1] * 100000000000 }}` or a loop doubling a string fails the render with a message
 //!   naming the budget instead of exhausting the process's memory.
+//!
+//! Secrets (SPEC §5; the `secret` module): `env` gives a secret as an opaque token, so no
+//! template computes on its value; filters, tests, comparisons and slices of one fail naming
+//! it, and [`reveal`] puts the value in after a render only where a secret may go ([`Sink`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
