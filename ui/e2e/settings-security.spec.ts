@@ -101,13 +101,15 @@ test.describe.serial('settings: security fields survive the form; secrets are wr
       id: FLOW,
       name: 'Secret echo (e2e)',
       version: 1,
+      // A workflow reads only the secrets it declares; a secret renders whole in a header.
+      secrets: [SLACK],
       steps: [
         { id: 'start', kind: 'manual_trigger', position: { x: 0, y: 0 }, config: {} },
         {
           id: 'send',
           kind: 'http_request',
           position: { x: 280, y: 0 },
-          config: { method: 'POST', url: '{{ env.E2E_SEC_MOCK }}/echo', body: { slack: `{{ env.${SLACK} }}` }, timeout_s: 5 },
+          config: { method: 'POST', url: '{{ env.E2E_SEC_MOCK }}/echo', headers: { 'X-Slack': `{{ env.${SLACK} }}` }, body: {}, timeout_s: 5 },
         },
       ],
       edges: [{ from: 'start', to: 'send' }],
@@ -171,7 +173,7 @@ test.describe.serial('settings: security fields survive the form; secrets are wr
     // The stored value itself survived, not its mask: a destination receives it.
     const run = await startRun(request, FLOW, {});
     expect(run.status).toBe('succeeded');
-    expect(JSON.parse(mock.requests.at(-1)!.body)).toEqual({ slack: SLACK_VALUE });
+    expect(mock.requests.at(-1)!.headers['x-slack']).toBe(SLACK_VALUE);
   });
 
   test('the Secret checkbox flags a variable: secret_env lists it and its value comes back masked', async ({ page, request }) => {
