@@ -75,3 +75,36 @@ test('field labels come from the config types\' titles, not from field names', a
     await expect(inspector.locator('label, .control-label, legend').filter({ hasText: new RegExp(`^${label.replace(/[()]/g, '\\$&')}\\*?$`) }).first()).toBeVisible();
   }
 });
+
+test('secrets in the editor: declared in the workflow, previewed as masks in a header, refused elsewhere', async ({ page }) => {
+  await openEditor(page);
+  await openWorkflow(page, 'invoice-paid-once');
+  await page.getByTestId('tab-input').click();
+  await page.getByTestId('sample-select').selectOption('stripe/invoice.paid.json');
+
+  // Not declared yet: the preview says what a run would say.
+  await select(page, 'create');
+  const header = page.getByTestId('map-headers-value-0').locator('textarea');
+  await header.fill('Bearer {{ env.E2E_API_TOKEN }}');
+  const preview = page.getByTestId('map-headers-value-0').getByTestId('tpl-preview');
+  await expect(preview).toHaveAttribute('data-state', 'error');
+  await expect(preview).toContainText('add "E2E_API_TOKEN" to the workflow\'s `secrets`');
+
+  // Declared on the workflow: a header shows the mask, never the value.
+  await page.keyboard.press('Escape');
+  await page.locator('.react-flow__pane').click({ position: { x: 5, y: 5 } });
+  const secrets = page.getByTestId('workflow-secrets-field');
+  await expect(secrets).toBeVisible();
+  await secrets.fill('E2E_API_TOKEN');
+  await select(page, 'create');
+  await header.click();
+  await expect(preview).toHaveAttribute('data-state', 'ok');
+  await expect(page.getByTestId('map-headers-value-0').getByTestId('tpl-preview-value')).toHaveText(/^Bearer ••••/);
+  await page.getByTestId('map-headers').scrollIntoViewIfNeeded();
+  await page.getByTestId('map-headers').screenshot({ path: '../docs/screenshots/secret-preview.png' });
+
+  // A transformed secret, or one in the body, fails naming the secret.
+  await header.fill('{{ env.E2E_API_TOKEN | reverse }}');
+  await expect(preview).toHaveAttribute('data-state', 'error');
+  await expect(preview).toContainText('secret `env.E2E_API_TOKEN` cannot be transformed');
+});
