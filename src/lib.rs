@@ -47,6 +47,7 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod connections;
 pub mod run;
 pub mod runtime;
 pub mod samples;

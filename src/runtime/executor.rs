@@ -122,6 +122,9 @@ pub struct Engine {
     /// The in-flight log steps are recorded in ([`Engine::set_flight_log`]), shared by every
     /// clone.
     flight: Arc<std::sync::OnceLock<crate::store::flight::FlightLog>>,
+    /// Where connector steps read their connections ([`Engine::set_connections`]), shared by
+    /// every clone.
+    connections: Arc<RwLock<Arc<dyn crate::connections::ConnectionStore>>>,
 }
 
 impl Engine {
@@ -143,6 +146,9 @@ impl Engine {
             commit: None,
             children: Arc::new(RwLock::new(None)),
             flight: Arc::default(),
+            connections: Arc::new(RwLock::new(Arc::new(
+                crate::connections::MemConnections::default(),
+            ))),
         }
     }
 
@@ -291,6 +297,20 @@ impl Engine {
             .filter(|n| crate::secrets::is_secret_env(n, &layers.secret_names))
             .cloned()
             .collect()
+    }
+
+    /// Use `store` for the connections of connector steps (every clone sees it).
+    pub fn set_connections(&self, store: Arc<dyn crate::connections::ConnectionStore>) {
+        *self.connections.write().unwrap_or_else(|e| e.into_inner()) = store;
+    }
+
+    /// The connections connector steps act as (an empty in-memory store until
+    /// [`Engine::set_connections`]).
+    pub fn connections(&self) -> Arc<dyn crate::connections::ConnectionStore> {
+        self.connections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The variables templates see as `env`.
@@ -459,7 +479,8 @@ impl Engine {
             Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
             Mode::Dry => Effects::dry(self.store.clone()),
         }
-        .with_children(self.child_starter(run.mode));
+        .with_children(self.child_starter(run.mode))
+        .with_connections(self.connections());
         let mut env = self.env();
         if run.mode == Mode::Dry {
             // A dry run sends nothing: an unset variable gets a placeholder (and a warning)

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::children::{NoStarter, RunStarter};
 use super::http::{HttpTransport, SimulatedHttp};
 use crate::clock::Clock;
+use crate::connections::{ConnectionStore, MemConnections};
 use crate::run::Mode;
 use crate::steps::memory::Scope;
 use crate::store::{MemoryEntry, MemoryStore, StoreResult, WriteOptions, WriteResult};
@@ -22,6 +23,7 @@ pub struct Effects {
     run_memory: Overlay,
     http: Arc<dyn HttpTransport>,
     children: Arc<dyn RunStarter>,
+    connections: Arc<dyn ConnectionStore>,
 }
 
 impl Effects {
@@ -29,6 +31,17 @@ impl Effects {
     pub fn with_children(mut self, starter: Arc<dyn RunStarter>) -> Self {
         self.children = starter;
         self
+    }
+
+    /// Set where connector steps read their connections (the engine's store).
+    pub fn with_connections(mut self, connections: Arc<dyn ConnectionStore>) -> Self {
+        self.connections = connections;
+        self
+    }
+
+    /// The connections connector steps act as ([`crate::connections`]); none by default.
+    pub fn connections(&self) -> &dyn ConnectionStore {
+        self.connections.as_ref()
     }
 
     /// How this run starts child runs: live, claim + queued run; dry, a prediction that
@@ -45,6 +58,7 @@ impl Effects {
             run_memory: Overlay::new(None),
             http,
             children: Arc::new(NoStarter),
+            connections: Arc::new(MemConnections::default()),
         }
     }
 
@@ -57,6 +71,7 @@ impl Effects {
             run_memory: Overlay::new(None),
             http: Arc::new(SimulatedHttp),
             children: Arc::new(NoStarter),
+            connections: Arc::new(MemConnections::default()),
         }
     }
 
