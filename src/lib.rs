@@ -48,6 +48,7 @@ pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod connections;
+pub mod connectors;
 pub mod run;
 pub mod runtime;
 pub mod samples;

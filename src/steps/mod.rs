@@ -9,6 +9,7 @@
 //! Steps never reach storage or the network directly: [`StepContext`] hands them the Memory
 //! store, the HTTP transport and the clock, already chosen for the run's mode (live or dry).
 
+pub mod action;
 pub mod children;
 pub mod effects;
 pub mod error_handler;
@@ -425,6 +426,7 @@ impl Registry {
             Arc::new(find_or_create::FindOrCreate),
             Arc::new(transform::Transform),
             Arc::new(fan_out::FanOut),
+            Arc::new(action::Action),
         ];
         let by_name = kinds
             .iter()

@@ -126,6 +126,19 @@ pub async fn send_with_retries(
     policy: &RetryPolicy,
     dry_sample: Option<&serde_json::Value>,
 ) -> Result<HttpAnswer, StepError> {
+    send_with_retries_keeping(cx, call, policy, dry_sample, &|_| false).await
+}
+
+/// [`send_with_retries`], answering `Ok` also with a non-2xx answer that `keep` accepts (a
+/// connector reads a `409` as "exists", a `400` through its error rules); such an answer is
+/// never retried.
+pub async fn send_with_retries_keeping(
+    cx: &StepContext<'_>,
+    call: &HttpCall,
+    policy: &RetryPolicy,
+    dry_sample: Option<&serde_json::Value>,
+    keep: &(dyn Fn(&HttpAnswer) -> bool + Sync),
+) -> Result<HttpAnswer, StepError> {
     let max_attempts = if cx.retries_enabled {
         policy.max_attempts()
     } else {
@@ -181,6 +194,11 @@ pub async fn send_with_retries(
         };
         let (err, retry_after) = match result {
             Ok(answer) if (200..300).contains(&answer.status) => {
+                record.http_status = Some(answer.status);
+                cx.record_attempt(record);
+                return Ok(answer);
+            }
+            Ok(answer) if keep(&answer) => {
                 record.http_status = Some(answer.status);
                 cx.record_attempt(record);
                 return Ok(answer);

@@ -3,8 +3,9 @@
 //! editor's nodes.
 //!
 //! Rules:
-//! * `lint_unguarded_write`: a POST/PATCH `http_request` with no `Idempotency-Key` header that
-//!   retries (a timeout after the destination wrote makes the retry write again, whatever dedupe
+//! * `lint_unguarded_write`: an `action` whose write has no dedupe at the app (strategy `none`)
+//!   and retries, or has no dedupe upstream; a POST/PATCH `http_request` with no
+//!   `Idempotency-Key` header that retries (a timeout after the destination wrote makes the retry write again, whatever dedupe
 //!   is upstream), or that has no dedupe upstream (a webhook `dedupe_key` or a Memory claim on
 //!   every path from the trigger); a `publish_output` with a per-run key and no dedupe upstream.
 //! * `lint_retries_exceed_deadline`: a step whose worst case (every attempt timing out, every
@@ -32,10 +33,11 @@ use serde_json::Value;
 
 use super::model::{Workflow, PORT_ERROR};
 use super::Problem;
+use crate::connectors::Dedupe;
 use crate::steps::outbound::{host_source, HostSource};
 use crate::steps::retry::{RetryPolicy, RetryStrategy};
 use crate::steps::{
-    error_handler, http_request, memory, publish_output, webhook_trigger, Registry,
+    action, error_handler, http_request, memory, publish_output, webhook_trigger, Registry,
 };
 
 /// `lint_secret_undeclared`, `lint_secret_misplaced` and `lint_secret_unused` (module doc).
@@ -275,6 +277,47 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                         "idempotency_key is empty, so the key is per run: a redelivered event starts a \
                          new run with a new key and publishes twice. Template it from business data \
                          (e.g. {{ input.id }}) or claim the event in Memory first.",
+                    ));
+                }
+                let p = policy_of(
+                    c.timeout_s,
+                    c.retries,
+                    c.retry_strategy,
+                    c.retry_base_delay_ms,
+                    c.max_retry_delay_s,
+                );
+                deadline_rule(&mut out, &path, sid, &p, deadline_ms);
+            }
+            "action" => {
+                let Ok(c) = serde_json::from_value::<action::Config>(s.config.clone()) else {
+                    continue;
+                };
+                let Ok((app, op)) = action::resolve(&c) else {
+                    continue;
+                };
+                let retries = c.retry_strategy != RetryStrategy::None && c.retries > 0;
+                if matches!(action::strategy(&s.config), Some(Dedupe::None))
+                    && (retries || (!trigger_dedupes && !guarded(i)))
+                {
+                    let why = if retries {
+                        format!(
+                            "retries ({}): when {} writes and then times out, the retry writes \
+                             again. Set retries to 0 and claim the event in Memory first.",
+                            c.retries, app.title
+                        )
+                    } else {
+                        "no dedupe upstream: a redelivered event creates a duplicate. Claim the \
+                         event in Memory first."
+                            .to_string()
+                    };
+                    out.push(Problem::warning(
+                        "lint_unguarded_write",
+                        format!("{path}.config.operation"),
+                        sid,
+                        format!(
+                            "{} `{}` has no dedupe at the app (strategy none) and {why}",
+                            app.title, op.title
+                        ),
                     ));
                 }
                 let p = policy_of(

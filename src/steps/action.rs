@@ -1,0 +1,503 @@
+//! `action`: runs one operation of a connector ([`crate::connectors`]) as a connection
+//! ([`crate::connections`]): `{"connector": "hubspot", "operation": "create_contact",
+//! "connection": "hubspot-sales", "params": {"email": "{{ input.email }}"}}`.
+//!
+//! The request comes from the operation's mapping, the credential from the connection (never
+//! from the workflow), the retries, backoff and run deadline from the shared call policy
+//! ([`crate::steps::retry`]). How a repeat is kept from duplicating comes from the operation's
+//! dedupe strategy:
+//!
+//! * `native_key`: the step's idempotency key goes in the app's header (its length checked
+//!   against the app's limit before anything is sent);
+//! * `upsert`: nothing to add; the write matches on its field;
+//! * `conflict_is_exists`: the app's conflict answer ends the step as a success with
+//!   `existing: true` and the existing record's id, never retried;
+//! * `kept_id`: the id the first write answered is kept in Memory (namespace
+//!   [`KEPT_NAMESPACE`], key `<workflow>/<step>/<idempotency key>`), and a repeat calls the
+//!   `update` operation with it; a process that dies between the app's answer and that write
+//!   can post once more;
+//! * `none`: the step is not safe to repeat ([`StepKind::repeat_safety`]), and the linter asks
+//!   for a Memory claim in front.
+//!
+//! The idempotency key: `idempotency_key` when set (a template, e.g. `{{ input.id }}`), else
+//! one per run lineage (`<root_run_id>.<step_id>`), as `publish_output` does.
+//!
+//! Output: the operation's `output` (templates over `response` and `params`), plus `existing`
+//! (`true` when the record was there already) and `attempts`. Errors: `connection_not_found`,
+//! `connection_mismatch`, `unknown_operation`, `connector_error` (an answer the connector's
+//! rules call a failure, with the app's message), and the transport's (`timeout`,
+//! `http_status`, …).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::http::{HttpAnswer, HttpCall};
+use super::http_request::{
+    check_retry_fields, default_base, default_max_delay, default_retries, default_timeout, policy,
+};
+use super::retry::{send_with_retries_keeping, RetryStrategy};
+use super::{
+    key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
+    RepeatSafety, StepContext, StepError, StepKind, StepOutput,
+};
+use crate::connections::{Connection, Credential};
+use crate::connectors::{self, Connector, Dedupe, Operation, Outcome};
+use crate::store::WriteOptions;
+use crate::template::Templates;
+
+/// The Memory namespace of the ids `kept_id` writes keep.
+pub const KEPT_NAMESPACE: &str = "fluxo.action.kept";
+
+/// `action` config.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The connector's app (`hubspot`, `slack`).
+    #[schemars(title = "App")]
+    pub connector: String,
+    /// The operation (`create_contact`).
+    #[schemars(title = "Operation")]
+    pub operation: String,
+    /// The id of the connection to act as (Settings → Connections).
+    #[schemars(title = "Connection")]
+    pub connection: String,
+    /// The operation's input (its fields come from the operation's schema); templates allowed.
+    #[serde(default)]
+    #[schemars(title = "Fields")]
+    pub params: Map<String, Value>,
+    /// What a repeat of this write dedupes on (an app's idempotency key, the key a kept id is
+    /// stored under), e.g. `{{ input.id }}`; default one per run lineage.
+    #[serde(default)]
+    #[schemars(title = "Idempotency key")]
+    pub idempotency_key: Option<Value>,
+    /// Timeout of one attempt in **seconds** (default 10).
+    #[serde(default = "default_timeout")]
+    #[schemars(title = "Timeout per attempt (seconds)")]
+    pub timeout_s: f64,
+    /// Retries after the first attempt (default 2): timeouts, connection errors, 408, 429, 5xx.
+    #[serde(default = "default_retries")]
+    #[schemars(title = "Retries")]
+    pub retries: u32,
+    /// `exponential` (default, full jitter), `fixed` or `none`.
+    #[serde(default)]
+    #[schemars(title = "Backoff")]
+    pub retry_strategy: RetryStrategy,
+    /// Backoff base in **milliseconds** (default 500).
+    #[serde(default = "default_base")]
+    #[schemars(title = "First retry delay (ms)")]
+    pub retry_base_delay_ms: u64,
+    /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30).
+    #[serde(default = "default_max_delay")]
+    #[schemars(title = "Longest retry delay (seconds)")]
+    pub max_retry_delay_s: f64,
+    /// Simulated answer for dry runs: `{"status": 200, "body": {...}}` (default 200 `{}`).
+    #[serde(default)]
+    #[schemars(title = "Dry-run answer")]
+    pub dry_run: Option<Value>,
+}
+
+/// The connector and operation `c` names, or the problem, with its config path.
+pub fn resolve(c: &Config) -> Result<(&'static Connector, &'static Operation), ConfigProblem> {
+    let connector = connectors::get(&c.connector).ok_or_else(|| ConfigProblem {
+        path: "connector".into(),
+        message: format!(
+            "no connector `{}`; one of: {}",
+            c.connector,
+            connectors::CONNECTORS
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })?;
+    let op = connector
+        .operations
+        .get(&c.operation)
+        .ok_or_else(|| ConfigProblem {
+            path: "operation".into(),
+            message: format!(
+                "{} has no operation `{}`; one of: {}",
+                connector.title,
+                c.operation,
+                connector
+                    .operations
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })?;
+    Ok((connector, op))
+}
+
+/// The dedupe strategy of the write `config` names, if it is one.
+pub fn strategy(config: &Value) -> Option<&'static Dedupe> {
+    let c: Config = serde_json::from_value(config.clone()).ok()?;
+    let (_, op) = resolve(&c).ok()?;
+    op.dedupe.as_ref().filter(|_| op.kind.is_write())
+}
+
+/// The `action` kind.
+pub struct Action;
+
+#[async_trait]
+impl StepKind for Action {
+    fn descriptor(&self) -> Descriptor {
+        Descriptor {
+            kind: "action",
+            title: "App action",
+            category: Category::Network,
+            description: "Runs an operation of a connected app (HubSpot, Slack, …) as a \
+                          connection from Settings → Connections: no URL or header to type. \
+                          Each write declares how a repeat dedupes (a native key, an upsert, \
+                          \"409 is exists\", a kept id), shown on the node; one that cannot \
+                          dedupe wants a Memory claim in front.",
+            trigger: false,
+            output: "{…the operation's output, existing, attempts}",
+            dynamic_ports: false,
+            side_effects: true,
+        }
+    }
+    fn config_schema(&self) -> Value {
+        schema_of::<Config>()
+    }
+    fn repeat_safety(&self, config: &Value) -> RepeatSafety {
+        match strategy(config) {
+            Some(Dedupe::None) => {
+                let c: Option<Config> = serde_json::from_value(config.clone()).ok();
+                let title = c
+                    .as_ref()
+                    .and_then(|c| resolve(c).ok())
+                    .map_or("this write".to_string(), |(app, op)| {
+                        format!("{} {}", app.title, op.title.to_lowercase())
+                    });
+                RepeatSafety::Unsafe(format!(
+                    "{title} has no dedupe at the app (strategy none): a repeat may duplicate it"
+                ))
+            }
+            _ => RepeatSafety::Safe,
+        }
+    }
+    fn check(&self, config: &Value) -> Vec<ConfigProblem> {
+        let c: Config = match parse_config(config) {
+            Ok(c) => c,
+            Err(p) => return p,
+        };
+        let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
+        match resolve(&c) {
+            Err(e) => p.push(e),
+            Ok((_, op)) => {
+                let required = op.input.get("required").and_then(Value::as_array);
+                for name in required.into_iter().flatten().filter_map(Value::as_str) {
+                    if !c.params.contains_key(name) {
+                        p.push(ConfigProblem {
+                            path: format!("params.{name}"),
+                            message: format!("`{}` needs `{name}`", op.title),
+                        });
+                    }
+                }
+            }
+        }
+        p
+    }
+    fn unrendered_fields(&self) -> &'static [&'static str] {
+        &["dry_run"]
+    }
+    async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
+        let c: Config = parse_rendered(config)?;
+        let (connector, op) = resolve(&c).map_err(|p| StepError::new("config", p.message))?;
+        let conn = connection(cx, &c, connector)?;
+        let key = idempotency_key(cx, &c)?;
+        let mut params = c.params.clone();
+        let mut op = op;
+        let mut kept_at = None;
+        if let Some(Dedupe::KeptId { update, .. }) = &op.dedupe {
+            let at = format!("{}/{}/{key}", cx.workflow_id, cx.step_id);
+            let memory = cx.effects.memory(super::memory::Scope::Persistent);
+            if let Some(entry) = memory.read(KEPT_NAMESPACE, &at, cx.clock.now_ms()).await? {
+                // A repeat: update what the first write made.
+                params.insert("kept_id".into(), entry.value);
+                op = &connector.operations[update];
+            } else {
+                kept_at = Some(at);
+            }
+        }
+        let call = request(connector, op, &conn, &params, &key)?;
+        let policy = policy(
+            c.timeout_s,
+            c.retries,
+            c.retry_strategy,
+            c.retry_base_delay_ms,
+            c.max_retry_delay_s,
+        );
+        // Every answer but a transient one comes back to be read by the rules.
+        let keep = |a: &HttpAnswer| a.status < 500 && !matches!(a.status, 408 | 429);
+        let answer =
+            send_with_retries_keeping(cx, &call, &policy, c.dry_run.as_ref(), &keep).await?;
+        let response =
+            json!({"status": answer.status, "headers": answer.headers, "body": answer.body});
+        let ctx = json!({"response": response, "params": params});
+        let existing = match verdict(connector, op, &answer) {
+            Verdict::Done => false,
+            Verdict::Exists => true,
+            Verdict::Fail(message) => {
+                let message = message
+                    .map(|m| render_text(&m, &ctx))
+                    .unwrap_or_else(|| format!("{} answered {}", connector.title, answer.status));
+                let mut e = StepError::new("connector_error", message);
+                e.http_status = Some(answer.status);
+                e.attempts = cx.attempt_count();
+                return Err(e);
+            }
+        };
+        let mut output = match (&op.dedupe, &op.output) {
+            // The conflict names the record that exists; the operation's output describes a
+            // created one.
+            (
+                Some(Dedupe::ConflictIsExists {
+                    id_pointer: Some(ptr),
+                    id_after,
+                    ..
+                }),
+                _,
+            ) if existing => json!({"id": existing_id(&answer.body, ptr, id_after.as_deref())}),
+            (_, Some(t)) => render(t, &ctx, "output")?,
+            (_, None) => answer.body.clone(),
+        };
+        if let (Some(at), Some(Dedupe::KeptId { id, .. })) = (kept_at, &op.dedupe) {
+            let kept = render(id, &ctx, "dedupe.id")?;
+            let memory = cx.effects.memory(super::memory::Scope::Persistent);
+            let opts = WriteOptions {
+                allow_overwrite: false,
+                ttl_ms: None,
+                owner: None,
+            };
+            memory
+                .write(KEPT_NAMESPACE, &at, &kept, opts, cx.clock.now_ms())
+                .await?;
+        }
+        if let Value::Object(m) = &mut output {
+            m.insert("existing".into(), Value::Bool(existing));
+            m.insert("attempts".into(), json!(cx.attempt_count()));
+        } else {
+            output = json!({"value": output, "existing": existing, "attempts": cx.attempt_count()});
+        }
+        Ok(StepOutput::out(output))
+    }
+}
+
+/// The connection `c` names, checked against the connector.
+fn connection(
+    cx: &StepContext<'_>,
+    c: &Config,
+    connector: &Connector,
+) -> Result<Connection, StepError> {
+    let conn = cx
+        .effects
+        .connections()
+        .get(&c.connection)
+        .map_err(|e| StepError::new("connection_unavailable", e.to_string()))?
+        .ok_or_else(|| {
+            StepError::new(
+                "connection_not_found",
+                format!(
+                    "no connection `{}`: add one for {} in Settings → Connections",
+                    c.connection, connector.title
+                ),
+            )
+        })?;
+    if conn.app != connector.app {
+        return Err(StepError::new(
+            "connection_mismatch",
+            format!(
+                "connection `{}` is for {}, not {}",
+                conn.id, conn.app, connector.title
+            ),
+        ));
+    }
+    Ok(conn)
+}
+
+/// The key a repeat dedupes on: `idempotency_key`, else one per run lineage.
+fn idempotency_key(cx: &StepContext<'_>, c: &Config) -> Result<String, StepError> {
+    match &c.idempotency_key {
+        Some(v) if !matches!(v, Value::Null) => key_text(v, "idempotency_key"),
+        _ => Ok(format!("{}.{}", cx.root_run_id, cx.step_id)),
+    }
+}
+
+/// The HTTP call of `op` as `conn`, with `params` and the idempotency `key`.
+fn request(
+    connector: &Connector,
+    op: &Operation,
+    conn: &Connection,
+    params: &Map<String, Value>,
+    key: &str,
+) -> Result<HttpCall, StepError> {
+    if !op.auth.is_empty() && !op.auth.iter().any(|k| k == conn.credential.kind()) {
+        return Err(StepError::new(
+            "connection_mismatch",
+            format!(
+                "`{}` needs a connection with {}; `{}` has {}",
+                op.title,
+                op.auth.join(" or "),
+                conn.id,
+                conn.credential.kind()
+            ),
+        ));
+    }
+    let ctx = json!({"params": params, "connection": {"values": conn.values}});
+    let r = &op.request;
+    let path = render_text(&r.path, &ctx);
+    let base = match &conn.credential {
+        Credential::WebhookUrl { url } => url.clone(),
+        _ => conn
+            .base_url
+            .clone()
+            .unwrap_or_else(|| render_text(&connector.base_url, &ctx)),
+    };
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut headers: Vec<(String, String)> = r
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), render_text(v, &ctx)))
+        .collect();
+    match &conn.credential {
+        Credential::Bearer { token } => {
+            headers.push(("Authorization".into(), format!("Bearer {token}")));
+        }
+        Credential::Oauth2 { access_token, .. } => {
+            headers.push(("Authorization".into(), format!("Bearer {access_token}")));
+        }
+        Credential::Basic { username, password } => {
+            use base64::Engine as _;
+            let b =
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+            headers.push(("Authorization".into(), format!("Basic {b}")));
+        }
+        Credential::WebhookUrl { .. } => {}
+    }
+    if let Some(Dedupe::NativeKey { header, max_len }) = &op.dedupe {
+        if key.chars().count() > *max_len {
+            return Err(StepError::new(
+                "invalid_idempotency_key",
+                format!(
+                    "the idempotency key has {} characters; {} takes at most {max_len} in {header}",
+                    key.chars().count(),
+                    connector.title
+                ),
+            ));
+        }
+        headers.push((header.clone(), key.to_string()));
+    }
+    let query = r
+        .query
+        .iter()
+        .map(|(k, v)| {
+            let v = render(v, &ctx, &format!("request.query.{k}"))?;
+            Ok((k.clone(), text_of(&v)))
+        })
+        .collect::<Result<Vec<_>, StepError>>()?;
+    let body = match &r.body {
+        Some(b) => Some(drop_nulls(render(b, &ctx, "request.body")?)),
+        None => None,
+    };
+    Ok(HttpCall {
+        headers,
+        query,
+        body,
+        ..HttpCall::new(&r.method, url)
+    })
+}
+
+enum Verdict {
+    Done,
+    Exists,
+    Fail(Option<String>),
+}
+
+/// What `answer` means for `op` of `connector`: its dedupe conflict, then its rules, then the
+/// connector's, then the status class.
+fn verdict(connector: &Connector, op: &Operation, answer: &HttpAnswer) -> Verdict {
+    if let Some(Dedupe::ConflictIsExists { status, .. }) = &op.dedupe {
+        if answer.status == *status {
+            return Verdict::Exists;
+        }
+    }
+    let rule = op
+        .errors
+        .iter()
+        .chain(&connector.errors)
+        .find(|r| r.matches(answer.status, &answer.body));
+    match rule.map(|r| (r.then, r.message.clone())) {
+        Some((Outcome::Success, _)) => Verdict::Done,
+        Some((Outcome::Exists, _)) => Verdict::Exists,
+        Some((_, message)) => Verdict::Fail(message),
+        None if (200..300).contains(&answer.status) => Verdict::Done,
+        None => Verdict::Fail(None),
+    }
+}
+
+/// The id after `after` in the text at `pointer` of `body` (letters, digits, `_`, `-`).
+fn existing_id(body: &Value, pointer: &str, after: Option<&str>) -> Value {
+    let Some(at) = body.pointer(pointer) else {
+        return Value::Null;
+    };
+    match (at.as_str(), after) {
+        (Some(text), Some(after)) => text
+            .find(after)
+            .map(|i| {
+                let rest = &text[i + after.len()..];
+                let id: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                    .collect();
+                Value::String(id)
+            })
+            .unwrap_or(Value::Null),
+        _ => at.clone(),
+    }
+}
+
+/// Render the connector's template value `t` over `ctx` (`params`, `connection`, `response`).
+fn render(t: &Value, ctx: &Value, field: &str) -> Result<Value, StepError> {
+    let templates = Templates::new();
+    templates
+        .render_value(t, &minijinja::Value::from_serialize(ctx), field)
+        .map_err(|e| StepError::new("template_error", format!("connector mapping: {e}")))
+}
+
+fn render_text(t: &str, ctx: &Value) -> String {
+    match render(&Value::String(t.to_string()), ctx, "text") {
+        Ok(v) => text_of(&v),
+        Err(e) => e.message,
+    }
+}
+
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// `v` without object members that are `null` (an optional field the step left out).
+fn drop_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(_, x)| !x.is_null())
+                .map(|(k, x)| (k, drop_nulls(x)))
+                .collect::<BTreeMap<_, _>>()
+                .into_iter()
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(drop_nulls).collect()),
+        other => other,
+    }
+}
