@@ -307,11 +307,17 @@ async fn previews_render_off_the_request_threads_two_at_a_time() {
         slowest
     };
     let (answers, slowest) = tokio::join!(previews, probe);
+    let mut out_of_fuel = 0;
     for a in answers {
         assert_eq!(a.status.as_u16(), 200, "{}", a.text);
         let error = a.json()["error"].as_str().unwrap_or_default().to_string();
-        assert!(error.contains("ran out of fuel"), "{}", a.text);
+        // Each is answered within the preview deadline (2 s, a slot's wait included): with
+        // its render's end, or, on a loaded machine, with the deadline's message.
+        let late = error.contains("the preview took longer than 2 s");
+        assert!(error.contains("ran out of fuel") || late, "{}", a.text);
+        out_of_fuel += usize::from(!late);
     }
+    assert!(out_of_fuel >= 2, "the first two previews rendered to their end");
     assert!(
         slowest < Duration::from_millis(100),
         "/healthz took {slowest:?}"
