@@ -317,7 +317,10 @@ async fn previews_render_off_the_request_threads_two_at_a_time() {
         assert!(error.contains("ran out of fuel") || late, "{}", a.text);
         out_of_fuel += usize::from(!late);
     }
-    assert!(out_of_fuel >= 2, "the first two previews rendered to their end");
+    assert!(
+        out_of_fuel >= 2,
+        "the first two previews rendered to their end"
+    );
     assert!(
         slowest < Duration::from_millis(100),
         "/healthz took {slowest:?}"

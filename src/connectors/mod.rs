@@ -15,6 +15,8 @@
 //! * `conflict_is_exists`: a second create is answered with a conflict (HubSpot's `409
 //!   "Contact already exists. Existing ID: 123"`), which the step reads as success with
 //!   `existing: true` and the id, never retried;
+//! * `find_then_create`: the app's find operation runs first (Google Sheets: the row that
+//!   carries the key); a hit ends the step with `existing: true`;
 //! * `kept_id`: Fluxo keeps the id the first write answered (Slack's message `ts`) under the
 //!   step's idempotency key, and a repeat calls the `update` operation with it instead;
 //! * `none`: repeating it duplicates (Slack incoming webhooks, HubSpot deals); the linter asks
@@ -79,10 +81,15 @@ pub fn parse(text: &str) -> Result<Connector, String> {
                 op.kind.as_str()
             ));
         }
-        if let Some(Dedupe::KeptId { update, .. }) = &op.dedupe {
-            if !c.operations.contains_key(update) {
+        let named = match &op.dedupe {
+            Some(Dedupe::KeptId { update, .. }) => Some(("update", update)),
+            Some(Dedupe::FindThenCreate { find, .. }) => Some(("find", find)),
+            _ => None,
+        };
+        if let Some((field, other)) = named {
+            if !c.operations.contains_key(other) {
                 return Err(format!(
-                    "operations.{name}.dedupe.update: no operation `{update}`"
+                    "operations.{name}.dedupe.{field}: no operation `{other}`"
                 ));
             }
         }
@@ -260,6 +267,14 @@ pub enum Dedupe {
     /// under the step's idempotency key; a repeat calls operation `update` with `params` plus
     /// `kept_id`.
     KeptId { id: Value, update: String },
+    /// Operation `find` (same `params`) runs first; its output's `found` true ends the step
+    /// with `existing: true` and the found record. `eventually_consistent`: the app's search
+    /// may miss a record written moments ago (a repeat right after a write can duplicate).
+    FindThenCreate {
+        find: String,
+        #[serde(default)]
+        eventually_consistent: bool,
+    },
     /// Repeating it duplicates: guard it with a Memory claim.
     None,
 }
@@ -272,6 +287,7 @@ impl Dedupe {
             Dedupe::Upsert { .. } => "upsert",
             Dedupe::ConflictIsExists { .. } => "conflict_is_exists",
             Dedupe::KeptId { .. } => "kept_id",
+            Dedupe::FindThenCreate { .. } => "find_then_create",
             Dedupe::None => "none",
         }
     }
@@ -284,6 +300,7 @@ impl Dedupe {
             Dedupe::Upsert { matches_on } => format!("upsert on {matches_on}"),
             Dedupe::ConflictIsExists { status, .. } => format!("{status} is exists"),
             Dedupe::KeptId { .. } => "repeat updates".into(),
+            Dedupe::FindThenCreate { .. } => "find then create".into(),
             Dedupe::None => "not safe to repeat".into(),
         }
     }

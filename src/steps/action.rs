@@ -16,6 +16,8 @@
 //!   [`KEPT_NAMESPACE`], key `<workflow>/<step>/<idempotency key>`), and a repeat calls the
 //!   `update` operation with it; a process that dies between the app's answer and that write
 //!   can post once more;
+//! * `find_then_create`: the connector's find operation runs first with the same params; a
+//!   hit (`found: true`) ends the step with `existing: true` and what it found;
 //! * `none`: the step is not safe to repeat ([`StepKind::repeat_safety`]), and the linter asks
 //!   for a Memory claim in front.
 //!
@@ -226,7 +228,6 @@ impl StepKind for Action {
                 kept_at = Some(at);
             }
         }
-        let call = request(connector, op, &conn, &params, &key)?;
         let policy = policy(
             c.timeout_s,
             c.retries,
@@ -234,40 +235,21 @@ impl StepKind for Action {
             c.retry_base_delay_ms,
             c.max_retry_delay_s,
         );
-        // Every answer but a transient one comes back to be read by the rules.
-        let keep = |a: &HttpAnswer| a.status < 500 && !matches!(a.status, 408 | 429);
-        let answer =
-            send_with_retries_keeping(cx, &call, &policy, c.dry_run.as_ref(), &keep).await?;
-        let response =
-            json!({"status": answer.status, "headers": answer.headers, "body": answer.body});
-        let ctx = json!({"response": response, "params": params});
-        let existing = match verdict(connector, op, &answer) {
-            Verdict::Done => false,
-            Verdict::Exists => true,
-            Verdict::Fail(message) => {
-                let message = message
-                    .map(|m| render_text(&m, &ctx))
-                    .unwrap_or_else(|| format!("{} answered {}", connector.title, answer.status));
-                let mut e = StepError::new("connector_error", message);
-                e.http_status = Some(answer.status);
-                e.attempts = cx.attempt_count();
-                return Err(e);
+        if let Some(Dedupe::FindThenCreate { find, .. }) = &op.dedupe {
+            let find = &connector.operations[find];
+            let (found, _, _) =
+                call_op(cx, connector, find, &conn, &params, &key, &policy, &c).await?;
+            if found.get("found") == Some(&Value::Bool(true)) {
+                let mut output = found;
+                if let Value::Object(m) = &mut output {
+                    m.insert("existing".into(), Value::Bool(true));
+                    m.insert("attempts".into(), json!(cx.attempt_count()));
+                }
+                return Ok(StepOutput::out(output));
             }
-        };
-        let mut output = match (&op.dedupe, &op.output) {
-            // The conflict names the record that exists; the operation's output describes a
-            // created one.
-            (
-                Some(Dedupe::ConflictIsExists {
-                    id_pointer: Some(ptr),
-                    id_after,
-                    ..
-                }),
-                _,
-            ) if existing => json!({"id": existing_id(&answer.body, ptr, id_after.as_deref())}),
-            (_, Some(t)) => render(t, &ctx, "output")?,
-            (_, None) => answer.body.clone(),
-        };
+        }
+        let (mut output, existing, ctx) =
+            call_op(cx, connector, op, &conn, &params, &key, &policy, &c).await?;
         if let (Some(at), Some(Dedupe::KeptId { id, .. })) = (kept_at, &op.dedupe) {
             let kept = render(id, &ctx, "dedupe.id")?;
             let memory = cx.effects.memory(super::memory::Scope::Persistent);
@@ -288,6 +270,55 @@ impl StepKind for Action {
         }
         Ok(StepOutput::out(output))
     }
+}
+
+/// Send `op` and read its answer: the output, whether the record existed already, and the
+/// template context (`response`, `params`) it was rendered with.
+#[allow(clippy::too_many_arguments)]
+async fn call_op(
+    cx: &StepContext<'_>,
+    connector: &Connector,
+    op: &Operation,
+    conn: &Connection,
+    params: &Map<String, Value>,
+    key: &str,
+    policy: &super::retry::RetryPolicy,
+    c: &Config,
+) -> Result<(Value, bool, Value), StepError> {
+    let call = request(connector, op, conn, params, key)?;
+    // Every answer but a transient one comes back to be read by the rules.
+    let keep = |a: &HttpAnswer| a.status < 500 && !matches!(a.status, 408 | 429);
+    let answer = send_with_retries_keeping(cx, &call, policy, c.dry_run.as_ref(), &keep).await?;
+    let response = json!({"status": answer.status, "headers": answer.headers, "body": answer.body});
+    let ctx = json!({"response": response, "params": params});
+    let existing = match verdict(connector, op, &answer) {
+        Verdict::Done => false,
+        Verdict::Exists => true,
+        Verdict::Fail(message) => {
+            let message = message
+                .map(|m| render_text(&m, &ctx))
+                .unwrap_or_else(|| format!("{} answered {}", connector.title, answer.status));
+            let mut e = StepError::new("connector_error", message);
+            e.http_status = Some(answer.status);
+            e.attempts = cx.attempt_count();
+            return Err(e);
+        }
+    };
+    let output = match (&op.dedupe, &op.output) {
+        // The conflict names the record that exists; the operation's output describes a
+        // created one.
+        (
+            Some(Dedupe::ConflictIsExists {
+                id_pointer: Some(ptr),
+                id_after,
+                ..
+            }),
+            _,
+        ) if existing => json!({"id": existing_id(&answer.body, ptr, id_after.as_deref())}),
+        (_, Some(t)) => render(t, &ctx, "output")?,
+        (_, None) => answer.body.clone(),
+    };
+    Ok((output, existing, ctx))
 }
 
 /// The connection `c` names, checked against the connector.
@@ -352,7 +383,6 @@ fn request(
     }
     let ctx = json!({"params": params, "connection": {"values": conn.values}});
     let r = &op.request;
-    let path = render_text(&r.path, &ctx);
     let base = match &conn.credential {
         Credential::WebhookUrl { url } => url.clone(),
         _ => conn
@@ -360,7 +390,16 @@ fn request(
             .clone()
             .unwrap_or_else(|| render_text(&connector.base_url, &ctx)),
     };
-    let url = format!("{}{path}", base.trim_end_matches('/'));
+    // The path as a URL template: each value from `params` is one percent-encoded segment
+    // (`crate::template`'s URL rule), so a sheet named `Q1 / Q2` stays one segment.
+    let url = Templates::new()
+        .render_url(
+            &format!("{}{}", base.trim_end_matches('/'), r.path),
+            &minijinja::Value::from_serialize(&ctx),
+            "request.path",
+        )
+        .map(|v| text_of(&v))
+        .map_err(|e| StepError::new("template_error", format!("connector mapping: {e}")))?;
     let mut headers: Vec<(String, String)> = r
         .headers
         .iter()

@@ -258,8 +258,11 @@ impl HttpTransport for LiveHttp {
             req = req.query(&call.query);
         }
         let mut has_content_type = false;
+        let mut form = false;
         for (k, v) in &call.headers {
             has_content_type |= k.eq_ignore_ascii_case("content-type");
+            form |= k.eq_ignore_ascii_case("content-type")
+                && v.trim().starts_with("application/x-www-form-urlencoded");
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
                 TransportError::Invalid(format!("`{k}` is not a valid header name"))
             })?;
@@ -282,7 +285,11 @@ impl HttpTransport for LiveHttp {
             if !has_content_type {
                 req = req.header(reqwest::header::CONTENT_TYPE, "application/json");
             }
-            req = req.body(serde_json::to_vec(body).unwrap_or_default());
+            req = if form {
+                req.body(form_encode(body))
+            } else {
+                req.body(serde_json::to_vec(body).unwrap_or_default())
+            };
         }
         let mut resp = req.send().await.map_err(|e| classify(e, call))?;
         let status = resp.status().as_u16();
@@ -441,5 +448,56 @@ impl HttpTransport for SimulatedHttp {
             headers,
             body,
         })
+    }
+}
+
+/// A JSON object as `application/x-www-form-urlencoded`, nested the way Stripe and Rails read
+/// it: `{"metadata": {"k": "v"}, "items": ["a"]}` → `metadata[k]=v&items[0]=a`. Strings as is,
+/// other scalars as JSON text, `null` left out.
+pub fn form_encode(body: &Value) -> String {
+    fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, x)| {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}[{k}]")
+                };
+                walk(&key, x, out)
+            }),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .for_each(|(i, x)| walk(&format!("{prefix}[{i}]"), x, out)),
+            Value::Null => {}
+            Value::String(s) => out.push((prefix.to_string(), s.clone())),
+            other => out.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    let mut pairs = Vec::new();
+    walk("", body, &mut pairs);
+    let enc = |s: &str| {
+        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+#[cfg(test)]
+mod form_tests {
+    use super::form_encode;
+    use serde_json::json;
+
+    #[test]
+    fn nested_objects_and_lists_encode_as_stripe_reads_them() {
+        let body =
+            json!({"email": "a+b@x.io", "metadata": {"order": 7}, "tags": ["x y"], "n": null});
+        assert_eq!(
+            form_encode(&body),
+            "email=a%2Bb%40x%2Eio&metadata%5Border%5D=7&tags%5B0%5D=x%20y"
+        );
     }
 }
