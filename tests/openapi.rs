@@ -59,6 +59,7 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/step-kinds"),
     ("GET", "/api/v1/templates"),
     ("GET", "/api/v1/sample-payloads"),
+    ("GET", "/api/v1/connectors"),
     ("GET", "/api/v1/events"),
     ("POST", "/api/v1/templates/preview"),
     ("GET", "/api/v1/settings"),
@@ -836,6 +837,8 @@ async fn real_answers_match_the_documented_schemas() {
         "/api/v1/sample-payloads",
         &api(Method::GET, "/sample-payloads", None).await,
     );
+    let connectors = api(Method::GET, "/connectors", None).await;
+    conforms(&doc, "GET", "/api/v1/connectors", &connectors);
 
     // Settings (the token last: it changes it).
     let settings = api(Method::GET, "/settings", None).await;

@@ -38,6 +38,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(step_kinds))
         .routes(routes!(templates))
         .routes(routes!(sample_payloads))
+        .routes(routes!(connectors))
         .routes(routes!(events))
         .routes(routes!(preview_template))
 }
@@ -592,6 +593,22 @@ async fn templates() -> Json<Value> {
 )]
 async fn sample_payloads() -> Json<Value> {
     Json(json!({"payloads": catalog::sample_payloads()}))
+}
+
+/// `GET /connectors`: the apps and their operations ([`catalog::connectors`]).
+#[utoipa::path(
+    get,
+    path = "/connectors",
+    tag = "catalog",
+    summary = "The connectors and their operations",
+    description = "Every built-in connector: its credential kinds, documented rate limit and \
+        operations, each with its input as JSON Schema and, for a write, how a repeat dedupes \
+        (`native_key`, `upsert`, `conflict_is_exists`, `find_then_create`, `kept_id`, `none`) \
+        and the badge the canvas shows.",
+    responses((status = 200, description = "Every connector, by app id.", body = doc::ConnectorList)),
+)]
+async fn connectors() -> Json<Value> {
+    Json(json!({"connectors": catalog::connectors()}))
 }
 
 #[utoipa::path(

@@ -592,6 +592,64 @@ pub struct SamplePayloadList {
     pub payloads: Vec<SamplePayload>,
 }
 
+/// `GET /api/v1/connectors`.
+#[derive(ToSchema)]
+pub struct ConnectorList {
+    pub connectors: Vec<ConnectorEntry>,
+}
+
+/// One app ([`crate::connectors::Connector`]).
+#[derive(ToSchema)]
+pub struct ConnectorEntry {
+    /// The app id a connection and an `action` step name (`hubspot`).
+    pub app: String,
+    pub title: String,
+    pub description: String,
+    /// The vendor's API documentation.
+    pub docs: Option<String>,
+    /// The credential kinds a connection may use, first preferred.
+    pub auth: Vec<ConnectorAuth>,
+    /// The vendor's documented rate limit: `{requests, per_s, source}`.
+    #[schema(value_type = Object)]
+    pub rate_limit: Option<serde_json::Value>,
+    pub operations: Vec<ConnectorOperation>,
+}
+
+/// A credential kind a connector accepts.
+#[derive(ToSchema)]
+pub struct ConnectorAuth {
+    /// `bearer`, `basic`, `webhook_url` or `oauth2`.
+    pub kind: String,
+    pub title: String,
+    /// Where to find or make one.
+    pub help: Option<String>,
+}
+
+/// One operation of a connector.
+#[derive(ToSchema)]
+pub struct ConnectorOperation {
+    /// What an `action` step's `operation` names (`create_contact`).
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    /// `create`, `update`, `upsert`, `send`, `find`, `get` or `list`.
+    pub kind: String,
+    /// The step's `params` as JSON Schema.
+    #[schema(value_type = Object)]
+    pub input: serde_json::Value,
+    /// For a write: how a repeat dedupes.
+    pub dedupe: Option<ConnectorDedupe>,
+}
+
+/// How a write dedupes.
+#[derive(ToSchema)]
+pub struct ConnectorDedupe {
+    /// `native_key`, `upsert`, `conflict_is_exists`, `find_then_create`, `kept_id` or `none`.
+    pub strategy: String,
+    /// The canvas badge (`upsert on email`, `not safe to repeat`).
+    pub badge: String,
+}
+
 /// The retention policy in force (settings over the command-line defaults).
 #[derive(ToSchema)]
 pub struct EffectiveRetention {

@@ -359,6 +359,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/connectors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The connectors and their operations
+         * @description Every built-in connector: its credential kinds, documented rate limit and operations, each with its input as JSON Schema and, for a write, how a repeat dedupes (`native_key`, `upsert`, `conflict_is_exists`, `find_then_create`, `kept_id`, `none`) and the badge the canvas shows.
+         */
+        get: operations["connectors"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events": {
         parameters: {
             query?: never;
@@ -891,6 +911,51 @@ export interface components {
             run_id: string;
             /** @description The step id that wrote the entry. */
             step_id: string;
+        };
+        /** @description A credential kind a connector accepts. */
+        ConnectorAuth: {
+            /** @description `bearer`, `basic`, `webhook_url` or `oauth2`. */
+            kind: string;
+            title: string;
+            /** @description Where to find or make one. */
+            help?: string | null;
+        };
+        /** @description How a write dedupes. */
+        ConnectorDedupe: {
+            /** @description `native_key`, `upsert`, `conflict_is_exists`, `find_then_create`, `kept_id` or `none`. */
+            strategy: string;
+            /** @description The canvas badge (`upsert on email`, `not safe to repeat`). */
+            badge: string;
+        };
+        /** @description One app ([`crate::connectors::Connector`]). */
+        ConnectorEntry: {
+            /** @description The app id a connection and an `action` step name (`hubspot`). */
+            app: string;
+            title: string;
+            description: string;
+            /** @description The vendor's API documentation. */
+            docs?: string | null;
+            /** @description The credential kinds a connection may use, first preferred. */
+            auth: components["schemas"]["ConnectorAuth"][];
+            /** @description The vendor's documented rate limit: `{requests, per_s, source}`. */
+            rate_limit: Record<string, never>;
+            operations: components["schemas"]["ConnectorOperation"][];
+        };
+        /** @description `GET /api/v1/connectors`. */
+        ConnectorList: {
+            connectors: components["schemas"]["ConnectorEntry"][];
+        };
+        /** @description One operation of a connector. */
+        ConnectorOperation: {
+            /** @description What an `action` step's `operation` names (`create_contact`). */
+            name: string;
+            title: string;
+            description: string;
+            /** @description `create`, `update`, `upsert`, `send`, `find`, `get` or `list`. */
+            kind: string;
+            /** @description The step's `params` as JSON Schema. */
+            input: Record<string, never>;
+            dedupe?: null | components["schemas"]["ConnectorDedupe"];
         };
         /** @description The answer to a manual delete. */
         Deleted: {
@@ -3314,6 +3379,53 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SamplePayloadList"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    connectors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every connector, by app id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectorList"];
                 };
             };
             /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
