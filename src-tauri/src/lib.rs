@@ -103,6 +103,7 @@ pub fn run() {
             commands::catalog::step_kinds,
             commands::catalog::templates,
             commands::catalog::sample_payloads,
+            commands::catalog::connectors,
             commands::catalog::preview_template,
             commands::app::app_info,
         ])

@@ -58,7 +58,7 @@ pub const KEPT_NAMESPACE: &str = "fluxo.action.kept";
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// The connector's app (`hubspot`, `slack`).
+    /// The connector's app (`hubspot`, `stripe`, `slack`, `google_sheets`).
     #[schemars(title = "App")]
     pub connector: String,
     /// The operation (`create_contact`).

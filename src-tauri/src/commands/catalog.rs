@@ -25,6 +25,12 @@ pub async fn sample_payloads() -> IpcResult<Vec<Value>> {
     Ok(catalog::sample_payloads())
 }
 
+/// The connectors and their operations, like `GET /api/v1/connectors` (the list).
+#[tauri::command]
+pub async fn connectors() -> IpcResult<Vec<Value>> {
+    Ok(catalog::connectors())
+}
+
 /// One template rendered as a step would render it, like `POST /api/v1/templates/preview`:
 /// `{value, env_unset}` or `{error, env_unset}`.
 #[tauri::command]

@@ -16,6 +16,7 @@ import type {
   RunStats,
   RunStatus,
   SamplePayload,
+  ConnectorEntry,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -198,6 +199,8 @@ export interface Api {
   previewSchedule(cron: string, timezone?: string, count?: number): Promise<SchedulePreview>;
   templates(): Promise<WithWorkflow<Template>[]>;
   samplePayloads(): Promise<SamplePayload[]>;
+  /** The connectors and their operations (`GET /connectors`). */
+  connectors(): Promise<ConnectorEntry[]>;
   /** One template rendered as a step would render it, against a sample input and earlier outputs. */
   previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer>;
   /**

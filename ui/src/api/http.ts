@@ -19,6 +19,7 @@ import type {
   RunRecord,
   RunStats,
   SamplePayload,
+  ConnectorEntry,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -174,6 +175,9 @@ export class HttpApi implements Api {
   }
   async samplePayloads(): Promise<SamplePayload[]> {
     return (await this.request<{ payloads: SamplePayload[] }>('GET', '/sample-payloads')).payloads;
+  }
+  async connectors(): Promise<ConnectorEntry[]> {
+    return (await this.request<{ connectors: ConnectorEntry[] }>('GET', '/connectors')).connectors;
   }
 
   listRuns(query: RunQuery): Promise<RunPage> {

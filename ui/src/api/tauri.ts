@@ -19,6 +19,7 @@ import type {
   RunRecord,
   RunStats,
   SamplePayload,
+  ConnectorEntry,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -196,6 +197,9 @@ export class TauriApi implements Api {
   }
   samplePayloads(): Promise<SamplePayload[]> {
     return this.call('sample_payloads');
+  }
+  connectors(): Promise<ConnectorEntry[]> {
+    return this.call('connectors');
   }
   previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer> {
     return this.call('preview_template', { request });

@@ -98,6 +98,9 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
   );
   const [hover, setHover] = useState(false);
   const ports = useMemo(() => portsOf(kind, data.config), [kind, data.config]);
+  // An app action: its app and operation, and how a repeat of its write dedupes.
+  const app = useEditor((s) => (data.kind === 'action' ? s.connectors.find((c) => c.app === data.config.connector) : undefined));
+  const op = app?.operations.find((o) => o.name === data.config.operation);
   const portKey = ports.join('|');
   const updateNodeInternals = useUpdateNodeInternals();
   // Handles moved (router routes changed): re-measure. Not on mount, where React Flow measures
@@ -162,8 +165,17 @@ function StepNodeViewImpl({ id, data, selected }: NodeProps<StepNode>) {
         <span>{kind?.title ?? `unknown kind ${data.kind}`}</span>
       </div>
       <div className="fx-node-summary" title={summary(data.kind, data.config, workflowId)}>
-        {summary(data.kind, data.config, workflowId)}
+        {op ? `${app!.title} · ${op.title}` : summary(data.kind, data.config, workflowId)}
       </div>
+      {op?.dedupe && (
+        <div
+          className={`fx-dedupe-badge fx-dedupe-${op.dedupe.strategy}`}
+          data-testid="node-dedupe-badge"
+          title={`How a repeat of this write dedupes: ${op.dedupe.strategy}`}
+        >
+          {op.dedupe.badge}
+        </div>
+      )}
       {firstProblem && (
         <div
           className={`fx-node-problem ${firstProblem.severity}`}

@@ -105,11 +105,23 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
   );
   const extraErrors = useMemo(() => toErrorSchema(probs?.fields ?? {}), [probs]);
 
+  // An app action's fields are its operation's input (the connector says what they are).
+  const opInput = useEditor((s) =>
+    data?.kind === 'action'
+      ? s.connectors.find((c) => c.app === data.config.connector)?.operations.find((o) => o.name === data.config.operation)?.input
+      : undefined,
+  );
   const spec = useMemo(() => {
     if (!kind) return null;
-    const base = formSpec(configSchemaOf(kind));
+    let schema = configSchemaOf(kind);
+    if (opInput && typeof opInput === 'object') {
+      const props = { ...((schema.properties ?? {}) as Record<string, unknown>) };
+      props.params = { ...(opInput as Record<string, unknown>), title: 'Fields' };
+      schema = { ...schema, properties: props };
+    }
+    const base = formSpec(schema);
     return kind.kind === SCHEDULE ? { ...base, uiSchema: withCron(base.uiSchema) } : base;
-  }, [kind]);
+  }, [kind, opInput]);
 
   if (!data) return null;
   const stepLevel = [...(probs?.errors ?? []), ...(probs?.warnings ?? [])].filter(

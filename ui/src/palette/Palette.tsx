@@ -19,7 +19,9 @@ const CATEGORY_TITLE: Record<string, string> = {
  */
 export function Palette() {
   const catalog = useEditor((s) => s.catalog);
+  const connectors = useEditor((s) => s.connectors);
   const addStepAfter = useEditor((s) => s.addStepAfter);
+  const addAppStep = useEditor((s) => s.addAppStep);
   const selected = useEditor((s) => (s.selectedIds.length === 1 ? s.selectedIds[0] : null));
   const [q, setQ] = useState('');
 
@@ -34,6 +36,19 @@ export function Palette() {
       ([a], [b]) => (CATEGORY_ORDER.indexOf(a) + 1 || 99) - (CATEGORY_ORDER.indexOf(b) + 1 || 99),
     );
   }, [catalog, q]);
+
+  // Apps: each connector's operations, under its name (the search matches app and operation).
+  const apps = useMemo(() => {
+    const needle = q.trim().toLowerCase();
+    return connectors
+      .map((c) => ({
+        ...c,
+        operations: c.operations.filter(
+          (o) => !needle || `${c.title} ${o.title} ${o.description}`.toLowerCase().includes(needle),
+        ),
+      }))
+      .filter((c) => c.operations.length > 0);
+  }, [connectors, q]);
 
   const onDragStart = (e: DragEvent, kind: string) => {
     e.dataTransfer.setData(DRAG_MIME, kind);
@@ -83,7 +98,37 @@ export function Palette() {
           ))}
         </section>
       ))}
-      {groups.length === 0 && <p className="fx-muted">No step matches “{q}”.</p>}
+      {apps.length > 0 && (
+        <section className="fx-palette-group" data-testid="palette-apps">
+          <h2>Apps</h2>
+          {apps.map((c) => (
+            <div key={c.app} className="fx-palette-app" data-testid={`palette-app-${c.app}`}>
+              <h3>{c.title}</h3>
+              {c.operations.map((o) => (
+                <button
+                  type="button"
+                  key={o.name}
+                  className="fx-palette-item fx-cat-network"
+                  onClick={() => addAppStep(c.app, o.name)}
+                  title={`${o.description || o.title}\n\nClick to add${selected ? ` after ${selected}` : ''}; pick a connection in the inspector.`}
+                  data-testid={`palette-op-${c.app}-${o.name}`}
+                >
+                  <CategoryIcon category="network" />
+                  <div>
+                    <div className="fx-palette-title">{o.title}</div>
+                    {o.dedupe && (
+                      <div className={`fx-dedupe-badge fx-dedupe-${o.dedupe.strategy}`} data-testid="dedupe-badge">
+                        {o.dedupe.badge}
+                      </div>
+                    )}
+                  </div>
+                </button>
+              ))}
+            </div>
+          ))}
+        </section>
+      )}
+      {groups.length === 0 && apps.length === 0 && <p className="fx-muted">No step matches “{q}”.</p>}
     </div>
   );
 }

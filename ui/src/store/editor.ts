@@ -15,6 +15,7 @@ import {
   type RunEvent,
   type RunRecord,
   type SamplePayload,
+  type ConnectorEntry,
   type ScheduledWorkflow,
   type StepKind,
   type StepRecord,
@@ -140,6 +141,8 @@ export interface EditorState {
   schedules: Record<string, ScheduledWorkflow>;
   templates: WithWorkflow<Template>[];
   samples: SamplePayload[];
+  /** The connectors and their operations (`GET /connectors`): the palette's Apps. */
+  connectors: ConnectorEntry[];
 
   meta: WorkflowMeta;
   /** The id the workflow has on the server (null: never saved, as a draft or live). */
@@ -218,6 +221,8 @@ export interface EditorState {
   addStep(kind: string, position: { x: number; y: number }): string;
   /** Add a step to the right of the selected step (connected to it) or of the last step. */
   addStepAfter(kind: string): string;
+  /** Add an `action` step for `operation` of connector `app`, as {@link addStepAfter} does. */
+  addAppStep(app: string, operation: string): string;
   /** Add a step where the picker was opened and wire the picker's source port to it. */
   pickStep(kind: string): string | null;
   openPicker(p: StepPicker | null): void;
@@ -342,6 +347,7 @@ export const useEditor = create<EditorState>()((set, get) => {
     schedules: {},
     templates: [],
     samples: [],
+    connectors: [],
 
     meta: { id: 'untitled', name: 'Untitled workflow', version: 0 },
     savedId: null,
@@ -387,13 +393,14 @@ export const useEditor = create<EditorState>()((set, get) => {
     async init(api) {
       set({ api, ready: false, loadError: null });
       try {
-        const [catalog, workflows, templates, samples] = await Promise.all([
+        const [catalog, workflows, templates, samples, connectors] = await Promise.all([
           api.stepKinds(),
           api.listWorkflows(),
           api.templates().catch(() => [] as WithWorkflow<Template>[]),
           api.samplePayloads().catch(() => [] as SamplePayload[]),
+          api.connectors().catch(() => [] as ConnectorEntry[]),
         ]);
-        set({ catalog, kinds: Object.fromEntries(catalog.map((k) => [k.kind, k])), workflows, templates, samples });
+        set({ catalog, kinds: Object.fromEntries(catalog.map((k) => [k.kind, k])), workflows, templates, samples, connectors });
         void get().refreshSchedules();
         const last = localStorage.getItem(LAST_WF_KEY);
         const first = workflows.find((w) => w.id === last) ?? workflows[0];
@@ -729,6 +736,15 @@ export const useEditor = create<EditorState>()((set, get) => {
         }
       }
       set((st) => ({ focus: { id, n: (st.focus?.n ?? 0) + 1, keepZoom: true } }));
+      return id;
+    },
+
+    addAppStep(app, operation) {
+      const id = get().addStepAfter('action');
+      const node = get().nodes.find((n) => n.id === id);
+      const config = { ...(node?.data.config ?? {}), connector: app, operation, connection: '', params: {} };
+      set((st) => ({ nodes: st.nodes.map((n) => (n.id === id ? { ...n, data: { ...n.data, config } } : n)) }));
+      changed();
       return id;
     },
 
