@@ -304,3 +304,36 @@ fn the_linter_asks_for_a_claim_in_front_of_a_write_that_cannot_dedupe() {
     contact["steps"][1]["config"]["params"] = json!({"email": "{{ input.email }}"});
     assert!(check(&contact).is_empty(), "{:?}", check(&contact));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resume_preview_names_the_operation_and_how_it_dedupes() {
+    let (url, fake) = fake().await;
+    let h = harness(&url);
+    let def = workflow(json!({
+        "connector": "hubspot", "operation": "create_contact", "connection": "hubspot-sales",
+        "params": {"email": "{{ input.email }}"}, "idempotency_key": "{{ input.email }}"
+    }));
+    let wf = compile(&def);
+    let original = h.run(&wf, json!({"email": "grace@example.com"})).await;
+    assert_eq!(
+        original.status,
+        RunStatus::Succeeded,
+        "{:?}",
+        original.error
+    );
+    // A dry walk sends nothing and its simulated answer stands in for the app's.
+    let dry = h.dry(&wf, json!({"email": "grace@example.com"})).await;
+    assert_eq!(dry.status, RunStatus::Succeeded, "{:?}", dry.error);
+    assert_eq!(
+        fake.lock().unwrap().log.len(),
+        1,
+        "the dry run sent nothing"
+    );
+    let calls = fluxo::runtime::preview::planned_calls(&wf, &dry, &original);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let c = &calls[0];
+    assert_eq!(c.operation.as_deref(), Some("HubSpot · Create a contact"));
+    assert_eq!(c.dedupe.as_deref(), Some("409 is exists"));
+    assert_eq!(c.idempotency_key.as_deref(), Some("grace@example.com"));
+    assert!(c.again && c.repeat_safe, "{c:?}");
+}

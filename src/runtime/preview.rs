@@ -44,6 +44,16 @@ pub struct PlannedCall {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub repeat_reason: Option<String>,
+    /// For an app action: the app and operation (`HubSpot · Create a contact`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub operation: Option<String>,
+    /// For an app action's write: how a repeat dedupes at the app, as the canvas badge says it
+    /// (`409 is exists`, `upsert on email`, `keyed`, `find then create`, `repeat updates`,
+    /// `not safe to repeat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub dedupe: Option<String>,
 }
 
 /// Something a person should know before acting.
@@ -112,8 +122,15 @@ pub fn planned_calls(wf: &Compiled, dry: &RunRecord, original: &RunRecord) -> Ve
                         .map(|(_, v)| v)
                 })
                 .and_then(|v| text(Some(v)))
-                .or_else(|| text(s.output.as_ref().and_then(|o| o.get("idempotency_key"))));
+                .or_else(|| text(s.output.as_ref().and_then(|o| o.get("idempotency_key"))))
+                .or_else(|| text(cfg.get("idempotency_key")));
             let safety = kind.repeat_safety(cfg);
+            let app_op = (s.kind == "action")
+                .then(|| serde_json::from_value::<crate::steps::action::Config>(cfg.clone()).ok())
+                .flatten();
+            let resolved = app_op
+                .as_ref()
+                .and_then(|c| crate::steps::action::resolve(c).ok());
             let again = original.step(&s.step_id).is_some()
                 || (original.status == crate::run::RunStatus::Interrupted
                     && first_unrecorded.as_deref() == Some(s.step_id.as_str()));
@@ -129,6 +146,8 @@ pub fn planned_calls(wf: &Compiled, dry: &RunRecord, original: &RunRecord) -> Ve
                     RepeatSafety::Safe => None,
                     RepeatSafety::Unsafe(r) => Some(r),
                 },
+                operation: resolved.map(|(app, op)| format!("{} · {}", app.title, op.title)),
+                dedupe: crate::steps::action::strategy(cfg).map(|d| d.badge()),
             })
         })
         .collect()

@@ -250,7 +250,8 @@ impl StepKind for Action {
         }
         let (mut output, existing, ctx) =
             call_op(cx, connector, op, &conn, &params, &key, &policy, &c).await?;
-        if let (Some(at), Some(Dedupe::KeptId { id, .. })) = (kept_at, &op.dedupe) {
+        let live = cx.mode == crate::run::Mode::Live;
+        if let (Some(at), Some(Dedupe::KeptId { id, .. }), true) = (kept_at, &op.dedupe, live) {
             let kept = render(id, &ctx, "dedupe.id")?;
             let memory = cx.effects.memory(super::memory::Scope::Persistent);
             let opts = WriteOptions {
@@ -315,7 +316,13 @@ async fn call_op(
             }),
             _,
         ) if existing => json!({"id": existing_id(&answer.body, ptr, id_after.as_deref())}),
-        (_, Some(t)) => render(t, &ctx, "output")?,
+        (_, Some(t)) => match render(t, &ctx, "output") {
+            Ok(v) => v,
+            // A dry run's simulated answer (`dry_run`, default `{}`) rarely has the app's
+            // fields: the output says it was simulated instead of failing the preview.
+            Err(_) if cx.mode == crate::run::Mode::Dry => json!({"simulated": true}),
+            Err(e) => return Err(e),
+        },
         (_, None) => answer.body.clone(),
     };
     Ok((output, existing, ctx))

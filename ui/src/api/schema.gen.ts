@@ -1192,6 +1192,14 @@ export interface components {
             repeat_safe: boolean;
             /** @description Why repeating it is not safe. */
             repeat_reason?: string;
+            /** @description For an app action: the app and operation (`HubSpot · Create a contact`). */
+            operation?: string;
+            /**
+             * @description For an app action's write: how a repeat dedupes at the app, as the canvas badge says it
+             *     (`409 is exists`, `upsert on email`, `keyed`, `find then create`, `repeat updates`,
+             *     `not safe to repeat`).
+             */
+            dedupe?: string;
         };
         /**
          * @description Where a previewed field sits ([`TemplatePreview::place`]).

@@ -53,7 +53,9 @@ export function CallTable({ calls }: { calls: PlannedCall[] }) {
               <code>{c.step_id}</code>
             </td>
             <td className="fx-call-what">
-              {c.method || c.url ? (
+              {c.operation ? (
+                <span>{c.operation}</span>
+              ) : c.method || c.url ? (
                 <span className="fx-mono">
                   {c.method ?? ''} {c.url ?? ''}
                 </span>
@@ -68,7 +70,7 @@ export function CallTable({ calls }: { calls: PlannedCall[] }) {
               <span className={c.again ? 'fx-tag fx-tag-again' : 'fx-tag'}>{c.again ? 'sent again' : 'first time'}</span>{' '}
               {c.repeat_safe ? (
                 <span className="fx-ok-text" title="Repeating it cannot duplicate an effect">
-                  <Check size={13} aria-hidden /> safe to repeat
+                  <Check size={13} aria-hidden /> safe to repeat{c.dedupe ? ` (${c.dedupe})` : ''}
                 </span>
               ) : (
                 <span className="fx-error-text" data-testid="preview-call-unsafe">
