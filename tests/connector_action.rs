@@ -12,6 +12,7 @@ use axum::response::IntoResponse;
 use serde_json::{json, Value};
 
 use common::{compile, step, Harness};
+use fluxo::clock::Clock;
 use fluxo::connections::{Connection, ConnectionStore, Credential, MemConnections};
 use fluxo::run::{RunStatus, StepStatus};
 use fluxo::steps::{Registry, RepeatSafety};
@@ -336,4 +337,40 @@ async fn the_resume_preview_names_the_operation_and_how_it_dedupes() {
     assert_eq!(c.dedupe.as_deref(), Some("409 is exists"));
     assert_eq!(c.idempotency_key.as_deref(), Some("grace@example.com"));
     assert!(c.again && c.repeat_safe, "{c:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_paced_per_connection_at_the_apps_documented_limit() {
+    let (url, fake) = fake().await;
+    let h = harness(&url);
+    // Slack: about one message per second.
+    let mut def = workflow(json!({
+        "connector": "slack", "operation": "post_message", "connection": "slack-ops",
+        "params": {"channel": "C0001", "text": "{{ input.id }}"}, "idempotency_key": "{{ input.id }}"
+    }));
+    let wf = compile(&def);
+    let t0 = h.clock.now_ms();
+    for i in 0..3 {
+        let run = h.run(&wf, json!({"id": format!("m{i}")})).await;
+        assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    }
+    let waited = h.clock.now_ms() - t0;
+    assert!(
+        (2000..2100).contains(&waited),
+        "three messages took {waited} ms of the engine's clock"
+    );
+    assert_eq!(fake.lock().unwrap().messages.len(), 3);
+
+    // A turn that comes after the run deadline fails the step, sending nothing.
+    def["settings"] = json!({"run_timeout_s": 1});
+    let short = compile(&def);
+    let run = h.run(&short, json!({"id": "late"})).await;
+    let e = step(&run, "act").error.clone().unwrap();
+    assert_eq!(e.code, "deadline_exceeded", "{}", e.message);
+    assert!(
+        e.message.contains("Slack's rate limit (1 per 1 s)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(fake.lock().unwrap().messages.len(), 3);
 }

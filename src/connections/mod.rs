@@ -13,6 +13,8 @@
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
+pub mod pace;
+
 use serde::{Deserialize, Serialize};
 
 /// What proves a connection's identity to its app. Every variant holds secrets: never

@@ -125,6 +125,8 @@ pub struct Engine {
     /// Where connector steps read their connections ([`Engine::set_connections`]), shared by
     /// every clone.
     connections: Arc<RwLock<Arc<dyn crate::connections::ConnectionStore>>>,
+    /// Connector requests paced per connection ([`crate::connections::pace`]).
+    pacer: Arc<crate::connections::pace::Pacer>,
 }
 
 impl Engine {
@@ -134,6 +136,7 @@ impl Engine {
         let (events, _) = broadcast::channel(1024);
         let journal = Arc::new(super::journal::EventJournal::default());
         let outbound = Arc::new(OutboundPolicy::default());
+        let pacer = Arc::new(crate::connections::pace::Pacer::new(clock.clone()));
         Engine {
             store,
             registry: Arc::new(Registry::builtin()),
@@ -146,6 +149,7 @@ impl Engine {
             commit: None,
             children: Arc::new(RwLock::new(None)),
             flight: Arc::default(),
+            pacer,
             connections: Arc::new(RwLock::new(Arc::new(
                 crate::connections::MemConnections::default(),
             ))),
@@ -476,7 +480,9 @@ impl Engine {
             self.emit(&run, "run_started", None, run.status.as_str());
         }
         let effects = match run.mode {
-            Mode::Live => Effects::live(self.store.clone(), self.http.clone()),
+            Mode::Live => {
+                Effects::live(self.store.clone(), self.http.clone()).with_pacer(self.pacer.clone())
+            }
             Mode::Dry => Effects::dry(self.store.clone()),
         }
         .with_children(self.child_starter(run.mode))

@@ -21,6 +21,9 @@
 //! * `none`: the step is not safe to repeat ([`StepKind::repeat_safety`]), and the linter asks
 //!   for a Memory claim in front.
 //!
+//! Requests are paced per connection at the app's documented rate limit
+//! ([`crate::connections::pace`]), within the run deadline.
+//!
 //! The idempotency key: `idempotency_key` when set (a template, e.g. `{{ input.id }}`), else
 //! one per run lineage (`<root_run_id>.<step_id>`), as `publish_output` does.
 //!
@@ -287,6 +290,7 @@ async fn call_op(
     c: &Config,
 ) -> Result<(Value, bool, Value), StepError> {
     let call = request(connector, op, conn, params, key)?;
+    pace(cx, connector, conn).await?;
     // Every answer but a transient one comes back to be read by the rules.
     let keep = |a: &HttpAnswer| a.status < 500 && !matches!(a.status, 408 | 429);
     let answer = send_with_retries_keeping(cx, &call, policy, c.dry_run.as_ref(), &keep).await?;
@@ -326,6 +330,42 @@ async fn call_op(
         (_, None) => answer.body.clone(),
     };
     Ok((output, existing, ctx))
+}
+
+/// Wait for the connection's turn under the app's documented rate limit (live runs), within
+/// the run deadline: `deadline_exceeded` when the turn comes after it.
+async fn pace(
+    cx: &StepContext<'_>,
+    connector: &Connector,
+    conn: &Connection,
+) -> Result<(), StepError> {
+    let (Some(pacer), Some(limit)) = (cx.effects.pacer(), &connector.rate_limit) else {
+        return Ok(());
+    };
+    loop {
+        let wait = pacer.check(&conn.id, limit);
+        if wait.is_zero() {
+            return Ok(());
+        }
+        let remaining = cx.deadline_ms - cx.clock.now_ms();
+        if wait.as_millis() as i64 >= remaining {
+            let mut e = StepError::new(
+                "deadline_exceeded",
+                format!(
+                    "{}'s rate limit ({} per {} s) gives connection `{}` its next turn \
+                     in {} ms, after the run deadline",
+                    connector.title,
+                    limit.requests,
+                    limit.per_s,
+                    conn.id,
+                    wait.as_millis()
+                ),
+            );
+            e.deadline = true;
+            return Err(e);
+        }
+        cx.effects.wait(cx.clock, wait).await;
+    }
 }
 
 /// The connection `c` names, checked against the connector.

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::children::{NoStarter, RunStarter};
 use super::http::{HttpTransport, SimulatedHttp};
 use crate::clock::Clock;
+use crate::connections::pace::Pacer;
 use crate::connections::{ConnectionStore, MemConnections};
 use crate::run::Mode;
 use crate::steps::memory::Scope;
@@ -24,6 +25,7 @@ pub struct Effects {
     http: Arc<dyn HttpTransport>,
     children: Arc<dyn RunStarter>,
     connections: Arc<dyn ConnectionStore>,
+    pacer: Option<Arc<Pacer>>,
 }
 
 impl Effects {
@@ -37,6 +39,17 @@ impl Effects {
     pub fn with_connections(mut self, connections: Arc<dyn ConnectionStore>) -> Self {
         self.connections = connections;
         self
+    }
+
+    /// Pace connector requests per connection with `pacer` (the engine's, for live runs).
+    pub fn with_pacer(mut self, pacer: Arc<Pacer>) -> Self {
+        self.pacer = Some(pacer);
+        self
+    }
+
+    /// The rate limiters of connections ([`crate::connections::pace`]), if requests are paced.
+    pub fn pacer(&self) -> Option<&Pacer> {
+        self.pacer.as_deref()
     }
 
     /// The connections connector steps act as ([`crate::connections`]); none by default.
@@ -59,6 +72,7 @@ impl Effects {
             http,
             children: Arc::new(NoStarter),
             connections: Arc::new(MemConnections::default()),
+            pacer: None,
         }
     }
 
@@ -72,6 +86,7 @@ impl Effects {
             http: Arc::new(SimulatedHttp),
             children: Arc::new(NoStarter),
             connections: Arc::new(MemConnections::default()),
+            pacer: None,
         }
     }
 
