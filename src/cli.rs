@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::app::memory::entry_json;
 use crate::clock::{Clock, SystemClock};
+use crate::connections::ConnectionStore as _;
 use crate::run::{Mode, RunRecord, RunStatus, Trigger};
 use crate::runtime::{Engine, RecoverPolicy, RunRequest};
 use crate::steps::Registry;
@@ -112,6 +113,10 @@ pub enum Command {
     /// Memory keys.
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// Connections: the accounts connector steps act as, kept encrypted in
+    /// `<data-dir>/connections.enc` (secrets are never printed).
+    #[command(subcommand)]
+    Connections(ConnectionsCommand),
     /// Print the step-kind catalog (descriptors and config JSON Schemas) as JSON.
     StepKinds,
     /// Start the sandbox destination (a small CRM/ledger honouring Idempotency-Key).
@@ -218,6 +223,8 @@ pub struct ServeArgs {
     /// systemd credentials and Docker secrets provide one. Errors: unreadable or empty.
     #[arg(long, env = "FLUXO_TOKEN_FILE", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub connections_key: ConnectionsKeyArgs,
     /// Runs executed at once.
     #[arg(long, default_value_t = 8, env = "FLUXO_WORKERS")]
     pub workers: usize,
@@ -498,6 +505,86 @@ pub enum MemoryCommand {
     Delete { namespace: String, key: String },
 }
 
+/// The key of the connections store (`fluxo serve`, `fluxo connections`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConnectionsKeyArgs {
+    /// A file holding the connections store's key (its first line: 64 hex characters or base64
+    /// of 32 bytes). Default: the key in $FLUXO_CONNECTIONS_KEY (same forms), else
+    /// `<data-dir>/connections.key`, generated on first use.
+    #[arg(long, env = "FLUXO_CONNECTIONS_KEY_FILE", value_name = "PATH")]
+    pub connections_key_file: Option<PathBuf>,
+}
+
+impl ConnectionsKeyArgs {
+    fn choice(&self) -> crate::connections::key::KeyChoice {
+        crate::connections::key::KeyChoice::from_env(self.connections_key_file.clone())
+    }
+}
+
+/// `fluxo connections …`.
+#[derive(Debug, Subcommand)]
+pub enum ConnectionsCommand {
+    /// List the connections, each secret masked (`••••3456`).
+    List {
+        /// Print them as JSON (the API's view: secrets masked).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        key: ConnectionsKeyArgs,
+    },
+    /// Add or replace a connection. Its secret (a token, a password, a webhook URL) is read
+    /// from --token-file or from standard input (the first line), never from an argument,
+    /// which every user of the machine sees (`ps`).
+    Add(ConnectionsAddArgs),
+    /// Remove a connection.
+    Remove {
+        /// The connection id.
+        id: String,
+        #[command(flatten)]
+        key: ConnectionsKeyArgs,
+    },
+}
+
+/// `--kind` of `fluxo connections add`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CredentialKindArg {
+    /// A bearer token (an API key, a private-app token, a Slack bot token).
+    Bearer,
+    /// HTTP Basic: `--username`, and the password as the secret.
+    Basic,
+    /// A secret URL that is itself the credential (a Slack incoming webhook).
+    WebhookUrl,
+}
+
+/// `fluxo connections add`.
+#[derive(Debug, Args)]
+pub struct ConnectionsAddArgs {
+    /// The connection id: `[a-z0-9][a-z0-9_-]{0,63}` (what a step's `connection` names).
+    #[arg(long)]
+    pub id: String,
+    /// The connector's app id (`hubspot`, `stripe`, `slack`).
+    #[arg(long)]
+    pub app: String,
+    /// The credential's kind (OAuth 2 connections are made through the app's flow).
+    #[arg(long, value_enum, default_value_t = CredentialKindArg::Bearer)]
+    pub kind: CredentialKindArg,
+    /// A file holding the secret (its first line, trimmed). Without it the secret is the first
+    /// line of standard input, which must not be a terminal.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// The user name of a `basic` credential.
+    #[arg(long)]
+    pub username: Option<String>,
+    /// A person's label (`HubSpot (sales)`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Replaces the connector's base URL (a sandbox fake, a regional host).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub key: ConnectionsKeyArgs,
+}
+
 /// `fluxo sandbox`.
 #[derive(Debug, Args)]
 pub struct SandboxArgs {
@@ -541,6 +628,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Validate(a) => cmd_validate(a),
         Command::Runs(c) => cmd_runs(data_dir, c).await,
         Command::Memory(c) => cmd_memory(data_dir, c).await,
+        Command::Connections(c) => cmd_connections(data_dir, c),
         Command::StepKinds => {
             println!("{}", pretty(&Registry::builtin().catalog()));
             Ok(EXIT_OK)
@@ -1214,6 +1302,167 @@ async fn cmd_memory(data_dir: Option<PathBuf>, c: MemoryCommand) -> CliResult {
     }
 }
 
+/// Open the connections store of a data dir (see [`crate::connections::key`] for the key),
+/// or `None` when it has none yet and `create` is false (nothing is generated then).
+fn open_connections(
+    data_dir: Option<PathBuf>,
+    key: &ConnectionsKeyArgs,
+    create: bool,
+) -> Result<Option<crate::connections::file::FileConnections>, CliError> {
+    use crate::connections::file::{FileConnections, FILE};
+    let dir = resolve_data_dir(data_dir)?;
+    if !create && !dir.join(FILE).exists() {
+        return Ok(None);
+    }
+    crate::secrets::secure_dir(&dir).map_err(|e| {
+        CliError::bad_input(format!("cannot create data dir {}: {e}", dir.display()))
+    })?;
+    FileConnections::open_in(&dir, &key.choice())
+        .map(Some)
+        .map_err(|e| CliError::bad_input(format!("cannot open the connections store: {e}")))
+}
+
+/// The secret of `fluxo connections add`: the first line of `--token-file`, else of stdin
+/// (refused when stdin is a terminal: pipe it). Errors name the source, never the secret.
+fn read_connection_secret(token_file: Option<&Path>) -> Result<String, CliError> {
+    let (text, origin) = match token_file {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| {
+                CliError::bad_input(format!(
+                    "cannot read the secret from {} (--token-file): {e}",
+                    path.display()
+                ))
+            })?,
+            format!("{} (--token-file)", path.display()),
+        ),
+        None => {
+            if std::io::stdin().is_terminal() {
+                return Err(CliError::bad_input(
+                    "the secret is read from --token-file or standard input, and stdin is a                      terminal: pipe it (`fluxo connections add … < token.txt`) or give                      --token-file (never an argument: `ps` shows those)",
+                ));
+            }
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| CliError::bad_input(format!("cannot read stdin: {e}")))?;
+            (s, "standard input".to_string())
+        }
+    };
+    let secret = text.lines().next().unwrap_or("").trim().to_string();
+    if secret.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "{origin} holds no secret: its first line is empty"
+        )));
+    }
+    Ok(secret)
+}
+
+fn cmd_connections(data_dir: Option<PathBuf>, c: ConnectionsCommand) -> CliResult {
+    use crate::app::connections as app;
+    let failed = |e: crate::app::AppError| CliError::bad_input(e.message);
+    match c {
+        ConnectionsCommand::List { json, key } => {
+            let views = match open_connections(data_dir, &key, false)? {
+                Some(store) => app::list_in(&store).map_err(failed)?,
+                None => Vec::new(),
+            };
+            if json {
+                println!("{}", pretty(&serde_json::json!({ "connections": views })));
+                return Ok(EXIT_OK);
+            }
+            if views.is_empty() {
+                println!("no connections (add one with `fluxo connections add`)");
+                return Ok(EXIT_OK);
+            }
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header(vec!["id", "app", "name", "credential", "base url"]);
+            for v in &views {
+                let cred = v["credential"].as_object().cloned().unwrap_or_default();
+                let fields: Vec<String> = cred
+                    .iter()
+                    .filter(|(k, _)| *k != "kind")
+                    .map(|(k, x)| match x {
+                        Value::String(s) => format!("{k}={s}"),
+                        other => format!("{k}={other}"),
+                    })
+                    .collect();
+                let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                t.add_row(vec![
+                    text("id"),
+                    text("app"),
+                    text("name"),
+                    format!(
+                        "{} {}",
+                        cred.get("kind").and_then(Value::as_str).unwrap_or_default(),
+                        fields.join(" ")
+                    ),
+                    text("base_url"),
+                ]);
+            }
+            println!("{t}");
+            Ok(EXIT_OK)
+        }
+        ConnectionsCommand::Add(a) => {
+            // Checked before the secret is read or a key generated.
+            crate::connections::validate_id(&a.id)
+                .map_err(|e| CliError::bad_input(format!("--{e}")))?;
+            if a.username.is_some() && a.kind != CredentialKindArg::Basic {
+                return Err(CliError::bad_input(
+                    "--username goes with --kind basic only",
+                ));
+            }
+            let secret = read_connection_secret(a.token_file.as_deref())?;
+            let credential = match a.kind {
+                CredentialKindArg::Bearer => serde_json::json!({"kind": "bearer", "token": secret}),
+                CredentialKindArg::Basic => serde_json::json!({
+                    "kind": "basic",
+                    "username": a.username.clone().ok_or_else(|| CliError::bad_input(
+                        "--username is needed with --kind basic (the password is the secret)"
+                    ))?,
+                    "password": secret,
+                }),
+                CredentialKindArg::WebhookUrl => {
+                    serde_json::json!({"kind": "webhook_url", "url": secret})
+                }
+            };
+            let body = serde_json::json!({
+                "app": a.app,
+                "name": a.name,
+                "credential": credential,
+                "base_url": a.base_url,
+            });
+            let store = open_connections(data_dir, &a.key, true)?
+                .ok_or_else(|| CliError::bad_input("no connections store"))?;
+            let v = app::put_in(&store, &a.id, &body).map_err(|e| {
+                // `--id`, `--app`, `--base-url`: the flags that gave the member.
+                CliError::bad_input(match e.message.split_once(' ') {
+                    Some((m, _)) if ["id", "app", "base_url"].contains(&m) => {
+                        format!("--{}", e.message.replacen("base_url", "base-url", 1))
+                    }
+                    _ => e.message,
+                })
+            })?;
+            println!(
+                "connection `{}` saved in {} ({} credential; key {})",
+                a.id,
+                store.path().display(),
+                v["credential"]["kind"].as_str().unwrap_or_default(),
+                store.key_id()
+            );
+            Ok(EXIT_OK)
+        }
+        ConnectionsCommand::Remove { id, key } => {
+            let Some(store) = open_connections(data_dir, &key, false)? else {
+                return Err(CliError::bad_input(format!("no connection `{id}`")));
+            };
+            app::remove_in(&store, &id).map_err(failed)?;
+            println!("connection `{id}` removed");
+            Ok(EXIT_OK)
+        }
+    }
+}
+
 async fn cmd_sandbox(a: SandboxArgs) -> CliResult {
     let handle = crate::sandbox::Sandbox::start(a.addr)
         .await
@@ -1360,6 +1609,18 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
             dir.display()
         ))
     })?;
+    // The connections store, checked now: a wrong key or a damaged file stops the start
+    // (nothing runs without the connections it was given, and the file is left as it is).
+    let connections = open_connections(Some(dir.clone()), &a.connections_key, true)?
+        .ok_or_else(|| CliError::bad_input("no connections store"))?;
+    let connections_line = format!(
+        "{} in {} (key {}: {})",
+        connections.list().map(|l| l.len()).unwrap_or(0),
+        connections.path().display(),
+        connections.key_id(),
+        connections.key_source()
+    );
+    engine.set_connections(Arc::new(connections));
     let ui_dir =
         a.ui.or_else(|| Some(PathBuf::from("ui/dist")).filter(|d| d.join("index.html").exists()));
     let options = ServerOptions {
@@ -1439,6 +1700,7 @@ async fn cmd_serve(data_dir: Option<PathBuf>, a: ServeArgs) -> CliResult {
         }
     }
     println!("  data dir:  {}", dir.display());
+    println!("  connections: {connections_line}");
     println!(
         "  store:     {}",
         store_line(a.store.as_deref(), &dir, a.lease_s)

@@ -33,6 +33,9 @@
 //!   problem+json, the door, SSE.
 //! * [`sandbox`]: `fluxo sandbox`, a local destination honouring `Idempotency-Key`.
 //! * [`settings`]: app settings in the data dir (env variables, retention, listener).
+//! * [`connections`]: the accounts connector steps act as, their credentials and where they
+//!   are kept ([`connections::file`]: encrypted in the data dir; [`connections::key`]: its
+//!   key).
 //! * [`secrets`]: what is secret, the mask (`••••1234`) applied to run records, owner-only
 //!   file modes for the data dir.
 //! * [`samples`]: workflow templates and real payloads compiled into the binary.

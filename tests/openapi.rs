@@ -66,6 +66,10 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("PUT", "/api/v1/settings"),
     ("GET", "/api/v1/settings/token"),
     ("POST", "/api/v1/settings/token"),
+    ("GET", "/api/v1/connections"),
+    ("GET", "/api/v1/connections/{id}"),
+    ("PUT", "/api/v1/connections/{id}"),
+    ("DELETE", "/api/v1/connections/{id}"),
 ];
 
 /// Routes served without the bearer token.
@@ -839,6 +843,54 @@ async fn real_answers_match_the_documented_schemas() {
     );
     let connectors = api(Method::GET, "/connectors", None).await;
     conforms(&doc, "GET", "/api/v1/connectors", &connectors);
+
+    // Connections: a put, its view, the list, a refused one, a missing one (secrets masked).
+    let conn = json!({
+        "app": "hubspot",
+        "name": "HubSpot (sales)",
+        "credential": {"kind": "bearer", "token": "pat-na1-0123456789abcdef"},
+        "values": {"portal_id": "42"},
+    })
+    .to_string();
+    let put = s
+        .api(Method::PUT, "/connections/crm", &[], Some(&conn))
+        .await;
+    assert_eq!(put.status.as_u16(), 200, "{}", put.text);
+    assert_eq!(put.json()["credential"]["token"], "••••cdef");
+    conforms(&doc, "PUT", "/api/v1/connections/{id}", &put);
+    let oauth = json!({"app": "sf", "credential": {"kind": "oauth2",
+        "access_token": "access-0123456789", "expires_at_ms": 1_700_000_000_000_i64,
+        "token_url": "https://login.example/token", "client_id": "cid"}})
+    .to_string();
+    let put = s
+        .api(Method::PUT, "/connections/sf", &[], Some(&oauth))
+        .await;
+    conforms(&doc, "PUT", "/api/v1/connections/{id}", &put);
+    conforms(
+        &doc,
+        "GET",
+        "/api/v1/connections/{id}",
+        &api(Method::GET, "/connections/crm", None).await,
+    );
+    let listed = api(Method::GET, "/connections", None).await;
+    assert!(!listed.text.contains("0123456789abcdef"), "{}", listed.text);
+    conforms(&doc, "GET", "/api/v1/connections", &listed);
+    let refused = api(
+        Method::PUT,
+        "/connections/Bad",
+        Some(r#"{"app":"x","credential":{"kind":"bearer","token":"t"}}"#),
+    )
+    .await;
+    refused.problem(400, "invalid_connection");
+    conforms(&doc, "PUT", "/api/v1/connections/{id}", &refused);
+    let missing = api(Method::GET, "/connections/none", None).await;
+    missing.problem(404, "connection_not_found");
+    conforms(&doc, "GET", "/api/v1/connections/{id}", &missing);
+    let removed = api(Method::DELETE, "/connections/crm", None).await;
+    assert_eq!(removed.status.as_u16(), 204, "{}", removed.text);
+    let again = api(Method::DELETE, "/connections/crm", None).await;
+    again.problem(404, "connection_not_found");
+    conforms(&doc, "DELETE", "/api/v1/connections/{id}", &again);
 
     // Settings (the token last: it changes it).
     let settings = api(Method::GET, "/settings", None).await;

@@ -61,6 +61,15 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
         Arc::new(SystemClock) as Arc<dyn Clock>,
     );
     let events = engine.subscribe();
+    // The connections store, with the key file the first launch generates next to it
+    // (`connections.key`) until the key moves to the OS keyring. A wrong key or a damaged
+    // file stops the launch with the reason; the file is left as it is.
+    let connections = fluxo::connections::file::FileConnections::open_in(
+        data_dir,
+        &fluxo::connections::key::KeyChoice::default(),
+    )
+    .map_err(|e| format!("cannot open the connections: {e}"))?;
+    engine.set_connections(Arc::new(connections));
 
     let folder = data_dir.join("workflows");
     let first_launch = !folder.exists();

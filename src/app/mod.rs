@@ -30,6 +30,8 @@
 //! * [`memory`]: the Memory browser (namespaces, a page of keys, one key, delete by hand).
 //! * [`catalog`]: step kinds, workflow templates, sample payloads.
 //! * [`settings`]: the settings view (secrets masked) and save, the API token and its file.
+//! * [`connections`]: the connections connector steps act as (list, get, put, remove; secrets
+//!   masked in every answer, a mask sent back keeps the stored secret).
 //! * [`health`]: readiness (the store answers).
 //! * [`hosts`]: the names this server answers to.
 //! * [`error`]: [`AppError`], which the HTTP adapter maps to problem+json and IPC to
@@ -42,6 +44,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod catalog;
+pub mod connections;
 pub mod door_first;
 pub mod drafts;
 pub mod error;

@@ -8,7 +8,12 @@
 //! records as env secrets are ([`crate::secrets`]).
 //!
 //! [`ConnectionStore`] is the one interface the engine reads them through: [`MemConnections`]
-//! for tests, an encrypted file for `fluxo serve` and the desktop app.
+//! for tests, an encrypted file for `fluxo serve` and the desktop app
+//! ([`file::FileConnections`], its key: [`key`]). [`validate`] is the rule every stored
+//! connection meets.
+
+pub mod file;
+pub mod key;
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -19,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 /// What proves a connection's identity to its app. Every variant holds secrets: never
 /// serialise one where a person or a record could read it (the store encrypts it).
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Credential {
     /// A bearer token: an API key, a private-app token, a Slack bot token (`xoxb-…`).
@@ -108,6 +113,132 @@ pub enum ConnectionError {
     /// Bad input: the message names the field.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// The most characters of a connection id, an app id, a value's name.
+pub const MAX_ID_CHARS: usize = 64;
+/// The most characters of a connection's `name`.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// Check a connection id: `[a-z0-9][a-z0-9_-]{0,63}`. The error names the field and the rule.
+pub fn validate_id(id: &str) -> Result<(), ConnectionError> {
+    let ok = id.len() <= MAX_ID_CHARS
+        && id
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        return Ok(());
+    }
+    Err(ConnectionError::Invalid(format!(
+        "id `{}`: must match [a-z0-9][a-z0-9_-]{{0,63}} (lower-case letters, digits, `_` and          `-`, starting with a letter or a digit, at most {MAX_ID_CHARS} characters)",
+        id.chars().take(80).collect::<String>()
+    )))
+}
+
+/// Whether `s` is an absolute `http://` or `https://` URL with a host.
+fn is_http_url(s: &str) -> bool {
+    reqwest::Url::parse(s)
+        .map(|u| {
+            matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty())
+        })
+        .unwrap_or(false)
+}
+
+/// Check a whole connection; the error ([`ConnectionError::Invalid`]) names the first field
+/// that breaks its rule, never quoting a secret:
+/// * `id`: [`validate_id`];
+/// * `app`: `[a-z0-9_]+`, at most 64 characters;
+/// * `name`: at most 200 characters;
+/// * `credential.*`: every field present is non-empty (`token`, `username`, `password`, `url`,
+///   `access_token`, `token_url`, `client_id`, and `refresh_token`, `client_secret` when
+///   given); `credential.url` and `credential.token_url` are http(s) URLs;
+/// * `base_url`, when given: an http(s) URL with a host;
+/// * `values`: names `[A-Za-z_][A-Za-z0-9_]*` of at most 64 characters.
+pub fn validate(c: &Connection) -> Result<(), ConnectionError> {
+    let bad = |m: String| Err(ConnectionError::Invalid(m));
+    validate_id(&c.id)?;
+    if c.app.is_empty() {
+        return bad("app is empty: give the connector's app id (e.g. `hubspot`)".into());
+    }
+    if c.app.len() > MAX_ID_CHARS
+        || !c
+            .app
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return bad(format!(
+            "app `{}`: must match [a-z0-9_]+ (at most {MAX_ID_CHARS} characters), e.g.              `hubspot`, `google_sheets`",
+            c.app.chars().take(80).collect::<String>()
+        ));
+    }
+    if c.name.chars().count() > MAX_NAME_CHARS {
+        return bad(format!("name: at most {MAX_NAME_CHARS} characters"));
+    }
+    let fields: Vec<(&str, Option<&str>)> = match &c.credential {
+        Credential::Bearer { token } => vec![("token", Some(token))],
+        Credential::Basic { username, password } => {
+            vec![("username", Some(username)), ("password", Some(password))]
+        }
+        Credential::WebhookUrl { url } => vec![("url", Some(url))],
+        Credential::Oauth2 {
+            access_token,
+            refresh_token,
+            token_url,
+            client_id,
+            client_secret,
+            ..
+        } => vec![
+            ("access_token", Some(access_token)),
+            ("refresh_token", refresh_token.as_deref()),
+            ("token_url", Some(token_url)),
+            ("client_id", Some(client_id)),
+            ("client_secret", client_secret.as_deref()),
+        ],
+    };
+    for (field, value) in fields {
+        match value {
+            Some(v) if v.trim().is_empty() => {
+                return bad(format!(
+                    "credential.{field} is empty (a {} credential needs it)",
+                    c.credential.kind()
+                ))
+            }
+            Some(v) if matches!(field, "url" | "token_url") && !is_http_url(v) => {
+                return bad(format!(
+                    "credential.{field}: must be an http:// or https:// URL with a host"
+                ))
+            }
+            _ => {}
+        }
+    }
+    if let Some(u) = &c.base_url {
+        if !is_http_url(u) {
+            return bad(format!(
+                "base_url `{}`: must be an http:// or https:// URL with a host",
+                crate::secrets::Masker::default().text(u)
+            ));
+        }
+    }
+    for name in c.values.keys() {
+        let ok = name.len() <= MAX_ID_CHARS
+            && name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return bad(format!(
+                "values: name `{}` must match [A-Za-z_][A-Za-z0-9_]* (at most {MAX_ID_CHARS} \
+                 characters; a connector reads it as connection.<name>)",
+                name.chars().take(80).collect::<String>()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Where connections are kept. Implementations are safe to share between runs.

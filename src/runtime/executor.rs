@@ -263,13 +263,54 @@ impl Engine {
         layers.merge();
     }
 
-    /// The masker of the env in force: what run records hide (see [`crate::secrets`]).
+    /// The masker of the env and the connections in force: what run records hide (see
+    /// [`crate::secrets`]). Takes up the connections' secrets first
+    /// ([`Engine::refresh_connection_secrets`]), so a connection added by any means (the API,
+    /// the CLI writing the same store) is masked from the next run on.
     pub fn masker(&self) -> Arc<Masker> {
+        self.refresh_connection_secrets();
         self.env
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .masker
             .clone()
+    }
+
+    /// Read every secret of the connection store ([`crate::connections::Credential::secrets`])
+    /// and rebuild the masker when they changed; answers whether it did. A store that cannot
+    /// be read (a wrong key, a damaged file) is logged and the secrets known so far stay
+    /// masked. Called by [`Engine::masker`] and [`Engine::set_connections`]; a store's own
+    /// reads are cheap (the file store keeps its list in memory).
+    pub fn refresh_connection_secrets(&self) -> bool {
+        let secrets = match self.connections().list() {
+            Ok(list) => {
+                let mut s: Vec<String> = list
+                    .iter()
+                    .flat_map(|c| c.credential.secrets())
+                    .map(str::to_string)
+                    .collect();
+                s.sort();
+                s.dedup();
+                s
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the connections to mask their secrets");
+                return false;
+            }
+        };
+        if self
+            .env
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .connection_secrets
+            == secrets
+        {
+            return false;
+        }
+        let mut layers = self.env.write().unwrap_or_else(|e| e.into_inner());
+        layers.connection_secrets = secrets;
+        layers.merge();
+        true
     }
 
     /// `env` (this engine's, or a dry run's with placeholders) as the templates of a workflow
@@ -303,9 +344,11 @@ impl Engine {
             .collect()
     }
 
-    /// Use `store` for the connections of connector steps (every clone sees it).
+    /// Use `store` for the connections of connector steps (every clone sees it), and mask
+    /// every secret it holds in run records from now on ([`Engine::masker`]).
     pub fn set_connections(&self, store: Arc<dyn crate::connections::ConnectionStore>) {
         *self.connections.write().unwrap_or_else(|e| e.into_inner()) = store;
+        self.refresh_connection_secrets();
     }
 
     /// The connections connector steps act as (an empty in-memory store until
@@ -669,7 +712,9 @@ struct EnvLayers {
     merged: BTreeMap<String, String>,
     /// Secret by the settings' word ([`Engine::set_secret_env`]).
     secret_names: std::collections::BTreeSet<String>,
-    /// Masks the secret values of `merged`.
+    /// The secret values of the connections ([`Engine::refresh_connection_secrets`]), sorted.
+    connection_secrets: Vec<String>,
+    /// Masks the secret values of `merged` and `connection_secrets`.
     masker: Arc<Masker>,
 }
 
@@ -682,6 +727,7 @@ impl EnvLayers {
             embedder: BTreeMap::new(),
             settings: BTreeMap::new(),
             secret_names: Default::default(),
+            connection_secrets: Vec::new(),
             masker: Default::default(),
         };
         layers.merge();
@@ -691,7 +737,11 @@ impl EnvLayers {
         let mut m = self.process.clone();
         m.extend(self.embedder.clone());
         m.extend(self.settings.clone());
-        self.masker = Arc::new(Masker::new(&m, &self.secret_names));
+        let mut masker = Masker::new(&m, &self.secret_names);
+        for secret in &self.connection_secrets {
+            masker.add(secret);
+        }
+        self.masker = Arc::new(masker);
         self.merged = m;
     }
 }
@@ -1401,4 +1451,52 @@ fn error_value(info: &ErrorInfo) -> Value {
 
 fn last_error(run: &RunRecord) -> Option<ErrorInfo> {
     run.steps.iter().rev().find_map(|s| s.error.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connections::{Connection, ConnectionStore, Credential, MemConnections};
+
+    fn bearer(id: &str, token: &str) -> Connection {
+        Connection {
+            id: id.into(),
+            app: "crm".into(),
+            name: String::new(),
+            credential: Credential::Bearer {
+                token: token.into(),
+            },
+            base_url: None,
+            values: Default::default(),
+        }
+    }
+
+    #[test]
+    fn connection_secrets_join_the_masker() {
+        let engine = Engine::new(
+            Arc::new(crate::store::InMemoryStore::new()),
+            Arc::new(crate::clock::SystemClock),
+        );
+        let store = Arc::new(MemConnections::default());
+        store.put(bearer("a", "conn-secret-0123456789")).unwrap();
+        engine.set_connections(store.clone());
+        assert_eq!(
+            engine.masker().text("x conn-secret-0123456789 y"),
+            "x ••••6789 y"
+        );
+        // Changed behind the engine's back (another writer): the next masker has it.
+        store.put(bearer("b", "second-secret-abcdef")).unwrap();
+        assert_eq!(engine.masker().text("second-secret-abcdef"), "••••cdef");
+        assert!(
+            !engine.refresh_connection_secrets(),
+            "nothing changed since"
+        );
+        // Env secrets stay when the connections change.
+        engine.set_env([("API_KEY".to_string(), "env-secret-999999".to_string())].into());
+        store.remove("a").unwrap();
+        let m = engine.masker();
+        assert_eq!(m.text("env-secret-999999"), "••••9999");
+        assert_eq!(m.text("conn-secret-0123456789"), "conn-secret-0123456789");
+        assert_eq!(m.text("second-secret-abcdef"), "••••cdef");
+    }
 }

@@ -6,6 +6,7 @@
 //! * [`runs`]: start runs (idempotent with `Idempotency-Key`), list, detail, replay, stats.
 //! * [`api`]: workflows CRUD, validate, dry-run, memory, step kinds, events (SSE), health.
 //! * [`idempotency`]: the REST API's Idempotency-Key semantics.
+//! * [`connections`]: the connections connector steps act as (secrets never answered).
 //! * [`door`]: what every request must show before a handler runs (the `Host` allowlist).
 //! * [`auth`], [`error`]: bearer token; problem+json errors.
 //! * [`body`], [`headers`]: reading request bodies (limit, timeout, JSON) and key headers,
@@ -25,6 +26,7 @@
 pub mod api;
 pub mod auth;
 pub mod body;
+pub mod connections;
 pub mod door;
 pub mod error;
 pub mod headers;
@@ -63,6 +65,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(runs::routes())
         .merge(schedules::routes())
         .merge(settings::routes())
+        .merge(connections::routes())
 }
 
 /// The routes outside the token-protected API, each with its OpenAPI documentation.

@@ -197,6 +197,7 @@ fn require_token(api: &mut OpenApi) {
         (name = "catalog", description = "Step kinds, workflow templates, sample payloads."),
         (name = "events", description = "Server-sent events of run progress."),
         (name = "settings", description = "Env variables for templates, retention, listener, API token."),
+        (name = "connections", description = "The accounts connector steps act as: credentials kept encrypted, never answered in clear."),
         (name = "meta", description = "Health and this document."),
     ),
 )]
@@ -674,6 +675,51 @@ pub struct SettingsView {
     pub data_dir: Option<String>,
     /// The workflow folder.
     pub workflows_dir: String,
+}
+
+/// A connection as answered: everything but its secrets, each secret field of `credential`
+/// masked (`••••` plus the last 4 characters of a value of 12 or more, else `••••`).
+#[derive(ToSchema)]
+pub struct ConnectionView {
+    /// `[a-z0-9][a-z0-9_-]{0,63}`: what a step's `connection` names.
+    pub id: String,
+    /// The connector's app id (`hubspot`).
+    pub app: String,
+    /// A person's label (`HubSpot (sales)`); may be empty.
+    pub name: String,
+    /// The credential: `kind` and its fields, secret ones masked (`token`, `password`, `url`
+    /// of a `webhook_url`, `access_token`, `refresh_token`, `client_secret`).
+    pub credential: crate::connections::Credential,
+    /// Replaces the connector's base URL; null: the connector's own.
+    #[schema(required = true)]
+    pub base_url: Option<String>,
+    /// Values the connector reads as `connection.<name>` (`instance_url`, `realm_id`).
+    pub values: std::collections::BTreeMap<String, String>,
+}
+
+/// `GET /api/v1/connections`.
+#[derive(ToSchema)]
+pub struct ConnectionList {
+    /// By id.
+    pub connections: Vec<ConnectionView>,
+}
+
+/// The body of `PUT /api/v1/connections/{id}`: the whole connection.
+#[derive(ToSchema)]
+pub struct ConnectionInput {
+    /// Leave out, or the path's id.
+    pub id: Option<String>,
+    /// The connector's app id: `[a-z0-9_]+`.
+    pub app: String,
+    /// A person's label (at most 200 characters).
+    pub name: Option<String>,
+    /// The credential: `kind` (`bearer`, `basic`, `webhook_url`, `oauth2`) and its fields, each
+    /// non-empty. A secret field given as the mask `GET` showed keeps the stored value.
+    pub credential: crate::connections::Credential,
+    /// An http(s) URL replacing the connector's base URL.
+    pub base_url: Option<String>,
+    /// Values the connector reads as `connection.<name>`; names `[A-Za-z_][A-Za-z0-9_]*`.
+    pub values: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The API token.

@@ -712,6 +712,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every connection, secrets masked
+         * @description The connections connector steps act as, by id. Each secret field of a credential (`token`, `password`, `url` of a webhook URL, `access_token`, `refresh_token`, `client_secret`) is masked: `••••` plus the last 4 characters of a value of 12 or more, else `••••`; the value itself is never answered.
+         */
+        get: operations["list_connections"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/connections/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One connection, secrets masked */
+        get: operations["get_connection"];
+        /**
+         * Add or replace a connection
+         * @description Validated, then written encrypted to `<data-dir>/connections.enc` (the whole connection is replaced). Rules, each error naming its member: `id` `[a-z0-9][a-z0-9_-]{0,63}`; `app` `[a-z0-9_]+`; every credential field non-empty; `base_url` and a credential's `url`/`token_url` are http(s) URLs; `values` names `[A-Za-z_][A-Za-z0-9_]*`. A secret field sent back as the mask `GET` showed (`••••3456`) keeps the stored value; any other mask is refused. Its secrets are masked in run records from the next run on.
+         */
+        put: operations["put_connection"];
+        post?: never;
+        /** Remove a connection */
+        delete: operations["delete_connection"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -912,6 +954,54 @@ export interface components {
             /** @description The step id that wrote the entry. */
             step_id: string;
         };
+        /** @description The body of `PUT /api/v1/connections/{id}`: the whole connection. */
+        ConnectionInput: {
+            /** @description Leave out, or the path's id. */
+            id?: string | null;
+            /** @description The connector's app id: `[a-z0-9_]+`. */
+            app: string;
+            /** @description A person's label (at most 200 characters). */
+            name?: string | null;
+            /**
+             * @description The credential: `kind` (`bearer`, `basic`, `webhook_url`, `oauth2`) and its fields, each
+             *     non-empty. A secret field given as the mask `GET` showed keeps the stored value.
+             */
+            credential: components["schemas"]["Credential"];
+            /** @description An http(s) URL replacing the connector's base URL. */
+            base_url?: string | null;
+            /** @description Values the connector reads as `connection.<name>`; names `[A-Za-z_][A-Za-z0-9_]*`. */
+            values?: {
+                [key: string]: string;
+            } | null;
+        };
+        /** @description `GET /api/v1/connections`. */
+        ConnectionList: {
+            /** @description By id. */
+            connections: components["schemas"]["ConnectionView"][];
+        };
+        /**
+         * @description A connection as answered: everything but its secrets, each secret field of `credential`
+         *     masked (`••••` plus the last 4 characters of a value of 12 or more, else `••••`).
+         */
+        ConnectionView: {
+            /** @description `[a-z0-9][a-z0-9_-]{0,63}`: what a step's `connection` names. */
+            id: string;
+            /** @description The connector's app id (`hubspot`). */
+            app: string;
+            /** @description A person's label (`HubSpot (sales)`); may be empty. */
+            name: string;
+            /**
+             * @description The credential: `kind` and its fields, secret ones masked (`token`, `password`, `url`
+             *     of a `webhook_url`, `access_token`, `refresh_token`, `client_secret`).
+             */
+            credential: components["schemas"]["Credential"];
+            /** @description Replaces the connector's base URL; null: the connector's own. */
+            base_url: string | null;
+            /** @description Values the connector reads as `connection.<name>` (`instance_url`, `realm_id`). */
+            values: {
+                [key: string]: string;
+            };
+        };
         /** @description A credential kind a connector accepts. */
         ConnectorAuth: {
             /** @description `bearer`, `basic`, `webhook_url` or `oauth2`. */
@@ -956,6 +1046,37 @@ export interface components {
             /** @description The step's `params` as JSON Schema. */
             input: Record<string, never>;
             dedupe?: null | components["schemas"]["ConnectorDedupe"];
+        };
+        /**
+         * @description What proves a connection's identity to its app. Every variant holds secrets: never
+         *     serialise one where a person or a record could read it (the store encrypts it).
+         */
+        Credential: {
+            token: string;
+            /** @enum {string} */
+            kind: "bearer";
+        } | {
+            username: string;
+            password: string;
+            /** @enum {string} */
+            kind: "basic";
+        } | {
+            url: string;
+            /** @enum {string} */
+            kind: "webhook_url";
+        } | {
+            access_token: string;
+            refresh_token?: string | null;
+            /**
+             * Format: int64
+             * @description When the access token expires (UTC unix ms), if the app said.
+             */
+            expires_at_ms?: number | null;
+            token_url: string;
+            client_id: string;
+            client_secret?: string | null;
+            /** @enum {string} */
+            kind: "oauth2";
         };
         /** @description The answer to a manual delete. */
         Deleted: {
@@ -5072,6 +5193,277 @@ export interface operations {
             };
             /** @description `save_failed`: the token file could not be written. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_connections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The connections. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionList"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connections_unavailable`: the store cannot be read (a wrong key, a damaged file: the message says which). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The connection. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connection_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connections_unavailable`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    put_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectionInput"];
+            };
+        };
+        responses: {
+            /** @description The connection as stored, secrets masked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            /** @description `invalid_connection` (the message names the member), `invalid_json`, `bad_body`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connections_unavailable`: the store cannot be read or written; nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connection_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connections_unavailable`; nothing was changed. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
