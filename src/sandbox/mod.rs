@@ -75,6 +75,7 @@ pub mod fault;
 mod handlers;
 pub mod idempotency;
 pub mod state;
+pub mod vendors;
 
 use std::io;
 use std::net::SocketAddr;

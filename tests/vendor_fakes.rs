@@ -1,0 +1,662 @@
+//! The vendor fakes of `fluxo sandbox` (HubSpot, Stripe, Slack, Google Sheets, the OAuth
+//! server) over real HTTP on 127.0.0.1:0: each app's create, its duplicate behaviour, a fault
+//! rule on its route, its error bodies; OAuth code + PKCE, expiry, rotation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fluxo::clock::ManualClock;
+use fluxo::sandbox::vendors::pkce_s256;
+use fluxo::sandbox::{Sandbox, SandboxConfig, SandboxHandle};
+use reqwest::{Client, RequestBuilder, Response, StatusCode};
+use serde_json::{json, Value};
+
+const HUBSPOT: &str = "pat-sandbox-test";
+
+async fn start() -> SandboxHandle {
+    start_with(SandboxConfig::default()).await
+}
+
+async fn start_with(config: SandboxConfig) -> SandboxHandle {
+    let config = SandboxConfig {
+        hold: Duration::from_secs(3),
+        ..config
+    };
+    Sandbox::start_with("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap()
+}
+
+fn client() -> Client {
+    Client::builder()
+        .timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A client that gives up before a held answer comes.
+fn impatient() -> Client {
+    Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+async fn body(r: Response) -> Value {
+    let text = r.text().await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+async fn send(rb: RequestBuilder) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+    let r = rb.send().await.unwrap();
+    let (status, headers) = (r.status(), r.headers().clone());
+    (status, headers, body(r).await)
+}
+
+async fn add_fault(c: &Client, base: &str, route: &str, fault: &str, times: u32) {
+    let r = c
+        .post(format!("{base}/_sandbox/faults"))
+        .json(&json!({"route": route, "fault": fault, "times": times}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+}
+
+async fn snapshot(c: &Client, base: &str, app: &str) -> Value {
+    body(
+        c.get(format!("{base}/_sandbox/vendors/{app}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// HubSpot
+
+#[tokio::test]
+async fn hubspot_contacts_conflict_upsert_search_and_deals() {
+    let sb = start().await;
+    let c = client();
+    let api = format!("{}/hubspot/crm/v3/objects", sb.url());
+    let create = |props: Value| {
+        c.post(format!("{api}/contacts"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"properties": props}))
+    };
+
+    let (status, _, ada) = send(create(
+        json!({"email": "ada@example.com", "firstname": "Ada", "age": 36}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{ada}");
+    let id = ada["id"].as_str().unwrap().to_string();
+    assert!(id.chars().all(|c| c.is_ascii_digit()), "{id}");
+    assert_eq!(ada["properties"]["email"], "ada@example.com");
+    assert_eq!(ada["properties"]["age"], "36", "values are strings");
+    assert_eq!(ada["properties"]["hs_object_id"], id.as_str());
+    assert_eq!(ada["archived"], false);
+    assert!(ada["createdAt"].as_str().unwrap().ends_with('Z'));
+
+    // The duplicate: 409 CONFLICT with the existing id in the message (emails compare
+    // case-insensitively).
+    let (status, _, dup) = send(create(json!({"email": "ADA@example.com"}))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(dup["status"], "error");
+    assert_eq!(dup["category"], "CONFLICT");
+    assert_eq!(
+        dup["message"],
+        format!("Contact already exists. Existing ID: {id}")
+    );
+    assert!(dup["correlationId"].as_str().is_some_and(|s| !s.is_empty()));
+
+    let (status, _, bad) = send(create(json!({"email": "not-an-email"}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad["category"], "VALIDATION_ERROR");
+    assert!(bad["message"].as_str().unwrap().contains("INVALID_EMAIL"));
+
+    // Batch upsert by email: updates Ada, creates Grace.
+    let (status, _, up) = send(
+        c.post(format!("{api}/contacts/batch/upsert"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"inputs": [
+                {"idProperty": "email", "id": "ada@example.com", "properties": {"lastname": "Lovelace"}},
+                {"idProperty": "email", "id": "grace@example.com", "properties": {"firstname": "Grace"}},
+            ]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{up}");
+    assert_eq!(up["status"], "COMPLETE");
+    let results = up["results"].as_array().unwrap();
+    assert_eq!(results[0]["id"], id.as_str());
+    assert_eq!(results[0]["new"], false);
+    assert_eq!(results[0]["properties"]["lastname"], "Lovelace");
+    assert_eq!(results[0]["properties"]["firstname"], "Ada");
+    assert_eq!(results[1]["new"], true);
+    assert_eq!(results[1]["properties"]["email"], "grace@example.com");
+    let grace = results[1]["id"].as_str().unwrap().to_string();
+    // Upserting again changes nothing in number.
+    let (_, _, again) = send(
+        c.post(format!("{api}/contacts/batch/upsert"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"inputs": [{"idProperty": "email", "id": "grace@example.com", "properties": {}}]})),
+    )
+    .await;
+    assert_eq!(again["results"][0]["id"], grace.as_str());
+    assert_eq!(again["results"][0]["new"], false);
+    assert_eq!(
+        snapshot(&c, &sb.url(), "hubspot").await["contacts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Search: EQ on email.
+    let search = |email: &str| {
+        c.post(format!("{api}/contacts/search"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({
+                "filterGroups": [{"filters": [{"propertyName": "email", "operator": "EQ", "value": email}]}],
+                "properties": ["email", "lastname"],
+            }))
+    };
+    let (status, _, found) = send(search("Grace@Example.com")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(found["total"], 1);
+    assert_eq!(found["results"][0]["id"], grace.as_str());
+    assert_eq!(found["results"][0]["properties"]["lastname"], Value::Null);
+    let (_, _, none) = send(search("nobody@example.com")).await;
+    assert_eq!(none["total"], 0);
+    assert_eq!(none["results"], json!([]));
+
+    // Read and update.
+    let (status, _, got) = send(c.get(format!("{api}/contacts/{id}")).bearer_auth(HUBSPOT)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got["properties"]["lastname"], "Lovelace");
+    let (_, _, by_email) = send(
+        c.get(format!("{api}/contacts/ada@example.com?idProperty=email"))
+            .bearer_auth(HUBSPOT),
+    )
+    .await;
+    assert_eq!(by_email["id"], id.as_str());
+    let (status, _, patched) = send(
+        c.patch(format!("{api}/contacts/{id}"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"properties": {"firstname": "Augusta Ada"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(patched["properties"]["firstname"], "Augusta Ada");
+    let (status, _, missing) =
+        send(c.get(format!("{api}/contacts/999999")).bearer_auth(HUBSPOT)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(missing["category"], "OBJECT_NOT_FOUND");
+
+    // Deals have no unique property: the same create twice is two deals.
+    let deal = || {
+        c.post(format!("{api}/deals"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"properties": {"dealname": "Acme", "amount": 100}}))
+    };
+    let (s1, _, d1) = send(deal()).await;
+    let (s2, _, d2) = send(deal()).await;
+    assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::CREATED));
+    assert_ne!(d1["id"], d2["id"]);
+    assert_eq!(
+        snapshot(&c, &sb.url(), "hubspot").await["deals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // No token, a bad one.
+    for rb in [
+        c.get(format!("{api}/contacts/{id}")),
+        c.get(format!("{api}/contacts/{id}"))
+            .bearer_auth("pat-na1-real-looking"),
+    ] {
+        let (status, _, e) = send(rb).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(e["status"], "error");
+        assert_eq!(e["category"], "INVALID_AUTHENTICATION");
+        assert!(e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Authentication credentials not found"));
+    }
+
+    // An unknown route under the prefix is HubSpot's 404, and logged.
+    let (status, _, _) = send(
+        c.get(format!("{}/hubspot/nope", sb.url()))
+            .bearer_auth(HUBSPOT),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let log = sb.state().log();
+    assert!(log
+        .iter()
+        .any(|e| e.path == "/hubspot/nope" && e.status == Some(404)));
+    assert!(log
+        .iter()
+        .any(|e| e.path == "/hubspot/crm/v3/objects/contacts" && e.status == Some(409)));
+    sb.shutdown().await;
+}
+
+#[tokio::test]
+async fn hubspot_faults_timeout_after_write_429_and_500() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    let url = format!("{base}/hubspot/crm/v3/objects/contacts");
+    let create = |c: &Client| {
+        c.post(&url)
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"properties": {"email": "late@example.com"}}))
+    };
+
+    // Timeout after the write: the client sees nothing, the contact exists; the retry is the
+    // 409 that names it.
+    add_fault(
+        &c,
+        &base,
+        "POST /hubspot/crm/v3/objects/contacts",
+        "timeout_after_write",
+        1,
+    )
+    .await;
+    let err = create(&impatient()).send().await.unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    let contacts = snapshot(&c, &base, "hubspot").await["contacts"].clone();
+    assert_eq!(contacts.as_array().unwrap().len(), 1);
+    let id = contacts[0]["id"].as_str().unwrap().to_string();
+    let (status, _, e) = send(create(&c)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        e["message"],
+        format!("Contact already exists. Existing ID: {id}")
+    );
+
+    // 429 with Retry-After and HubSpot's body; nothing written.
+    add_fault(
+        &c,
+        &base,
+        "POST /hubspot/crm/v3/objects/*",
+        "rate_limit_429:2",
+        1,
+    )
+    .await;
+    let (status, headers, e) = send(
+        c.post(format!("{base}/hubspot/crm/v3/objects/deals"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"properties": {"dealname": "x"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "2");
+    assert_eq!(headers["x-hubspot-ratelimit-remaining"], "0");
+    assert_eq!(e["errorType"], "RATE_LIMIT");
+    assert_eq!(e["policyName"], "TEN_SECONDLY_ROLLING");
+    assert_eq!(
+        e["message"],
+        "You have reached your ten_secondly_rolling limit."
+    );
+    assert!(snapshot(&c, &base, "hubspot").await["deals"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+
+    // 500 before the write (header): nothing written; after the write: the deal exists.
+    let deal = |fault: &str| {
+        c.post(format!("{base}/hubspot/crm/v3/objects/deals"))
+            .bearer_auth(HUBSPOT)
+            .header("X-Sandbox-Fault", fault)
+            .json(&json!({"properties": {"dealname": "y"}}))
+    };
+    let (status, _, e) = send(deal("error_500_before_write")).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(e["status"], "error");
+    assert!(snapshot(&c, &base, "hubspot").await["deals"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let (status, _, _) = send(deal("error_500_after_write")).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        snapshot(&c, &base, "hubspot").await["deals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // A refused token uses up no fault rule.
+    add_fault(
+        &c,
+        &base,
+        "POST /hubspot/crm/v3/objects/deals",
+        "error_500_before_write",
+        1,
+    )
+    .await;
+    let r = c
+        .post(format!("{base}/hubspot/crm/v3/objects/deals"))
+        .json(&json!({"properties": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(send(deal("none")).await.0, StatusCode::CREATED);
+    let log = sb.state().log();
+    let held = log
+        .iter()
+        .find(|e| e.fault.as_deref() == Some("timeout_after_write"))
+        .unwrap();
+    assert_eq!(held.status, None);
+    assert_eq!(held.record_id.as_deref(), Some(id.as_str()));
+    sb.shutdown().await;
+}
+
+#[tokio::test]
+async fn hubspot_search_can_lag_behind_writes() {
+    let clock = Arc::new(ManualClock::at_2026());
+    let sb = start_with(SandboxConfig {
+        clock: clock.clone(),
+        ..SandboxConfig::default()
+    })
+    .await;
+    let (c, base) = (client(), sb.url());
+    let r = c
+        .post(format!("{base}/_sandbox/vendors/hubspot"))
+        .json(&json!({"search_lag_ms": 2000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (status, _, _) = send(
+        c.post(format!("{base}/hubspot/crm/v3/objects/contacts"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"properties": {"email": "new@example.com"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let search = || {
+        send(
+            c.post(format!("{base}/hubspot/crm/v3/objects/contacts/search"))
+                .bearer_auth(HUBSPOT)
+                .json(&json!({"filterGroups": [{"filters": [
+                    {"propertyName": "email", "operator": "EQ", "value": "new@example.com"}
+                ]}]})),
+        )
+    };
+    assert_eq!(search().await.2["total"], 0, "not indexed yet");
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(search().await.2["total"], 1);
+    sb.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// OAuth and tokens
+
+/// Authorize (auto-approved) and exchange the code; the token answer.
+async fn connect(c: &Client, base: &str) -> Value {
+    let verifier = "a-verifier-of-at-least-forty-three-characters-0123456789";
+    let redirect = "http://127.0.0.1:9/callback";
+    let r = c
+        .get(format!("{base}/oauth/authorize"))
+        .query(&[
+            ("response_type", "code"),
+            ("client_id", "fluxo-desktop"),
+            ("redirect_uri", redirect),
+            ("state", "st4te"),
+            ("code_challenge", &pkce_s256(verifier)),
+            ("code_challenge_method", "S256"),
+            ("scope", "crm.objects.contacts.write"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FOUND);
+    let location = reqwest::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+    assert_eq!(location.as_str().split('?').next(), Some(redirect));
+    let q: std::collections::HashMap<_, _> = location.query_pairs().into_owned().collect();
+    assert_eq!(q["state"], "st4te");
+    let code = q["code"].clone();
+
+    let exchange = |verifier: &str| {
+        c.post(format!("{base}/oauth/token")).form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", redirect),
+            ("client_id", "fluxo-desktop"),
+            ("code_verifier", verifier),
+        ])
+    };
+    // A wrong verifier is refused (and, the code being single use, spends it).
+    let (status, _, e) = send(exchange("wrong-verifier-wrong-verifier-wrong-verifier-00")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"], "invalid_grant");
+    let (status, _, e) = send(exchange(verifier)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a spent code: {e}");
+
+    // A fresh code, the right verifier.
+    let r = c
+        .get(format!("{base}/oauth/authorize"))
+        .query(&[
+            ("response_type", "code"),
+            ("client_id", "fluxo-desktop"),
+            ("redirect_uri", redirect),
+            ("code_challenge", &pkce_s256(verifier)),
+            ("code_challenge_method", "S256"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let location = reqwest::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+    let code = location
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .unwrap()
+        .1
+        .into_owned();
+    let (status, headers, tokens) = send(c.post(format!("{base}/oauth/token")).form(&[
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", redirect),
+        ("client_id", "fluxo-desktop"),
+        ("code_verifier", verifier),
+    ]))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{tokens}");
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(tokens["token_type"], "bearer");
+    tokens
+}
+
+#[tokio::test]
+async fn oauth_code_pkce_expiry_refresh_rotation() {
+    let clock = Arc::new(ManualClock::at_2026());
+    let sb = start_with(SandboxConfig {
+        clock: clock.clone(),
+        ..SandboxConfig::default()
+    })
+    .await;
+    let (c, base) = (client(), sb.url());
+    let tokens = connect(&c, &base).await;
+    assert_eq!(tokens["expires_in"], 1800);
+    let access = tokens["access_token"].as_str().unwrap().to_string();
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_string();
+
+    // The token works on every fake.
+    let contact = |token: &str| {
+        c.post(format!("{base}/hubspot/crm/v3/objects/contacts"))
+            .bearer_auth(token)
+            .json(&json!({"properties": {}}))
+    };
+    assert_eq!(send(contact(&access)).await.0, StatusCode::CREATED);
+
+    // Expired (30 minutes later): each vendor's own 401.
+    clock.advance(Duration::from_secs(1801));
+    let (status, _, e) = send(contact(&access)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(e["category"], "EXPIRED_AUTHENTICATION");
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("The OAuth token used to make this call expired"));
+
+    // Refresh: new access and refresh tokens; the new access token works.
+    let refresh_with = |rt: &str| {
+        c.post(format!("{base}/oauth/token")).form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", rt),
+            ("client_id", "fluxo-desktop"),
+        ])
+    };
+    let (status, _, fresh) = send(refresh_with(&refresh)).await;
+    assert_eq!(status, StatusCode::OK, "{fresh}");
+    let access2 = fresh["access_token"].as_str().unwrap();
+    let refresh2 = fresh["refresh_token"].as_str().unwrap();
+    assert_ne!(access2, access);
+    assert_ne!(refresh2, refresh);
+    assert_eq!(send(contact(access2)).await.0, StatusCode::CREATED);
+
+    // The old refresh token is spent.
+    let (status, _, e) = send(refresh_with(&refresh)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"], "invalid_grant");
+
+    let stats = body(
+        c.get(format!("{base}/_sandbox/oauth"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(stats["refreshes"], 1, "{stats}");
+    assert_eq!(stats["refresh_failures"], 1);
+    assert_eq!(stats["reused_refresh_tokens"], 1);
+    assert_eq!(stats["code_exchanges"], 1);
+
+    // A shorter lifetime, and expiring every token at once.
+    let stats = body(
+        c.post(format!("{base}/_sandbox/oauth"))
+            .json(&json!({"access_token_ttl_s": 1}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(stats["access_token_ttl_s"], 1);
+    let (_, _, short) = send(refresh_with(refresh2)).await;
+    assert_eq!(short["expires_in"], 1);
+    let access3 = short["access_token"].as_str().unwrap().to_string();
+    assert_eq!(send(contact(&access3)).await.0, StatusCode::CREATED);
+    c.post(format!("{base}/_sandbox/oauth"))
+        .json(&json!({"expire_access_tokens": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(send(contact(&access3)).await.0, StatusCode::UNAUTHORIZED);
+
+    // A timeout after the refresh: the rotated token is lost with the answer, and the old one
+    // is spent (what a connector must survive).
+    let rt3 = short["refresh_token"].as_str().unwrap().to_string();
+    add_fault(&c, &base, "POST /oauth/token", "timeout_after_write", 1).await;
+    let err = impatient()
+        .post(format!("{base}/oauth/token"))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", rt3.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout());
+    assert_eq!(send(refresh_with(&rt3)).await.2["error"], "invalid_grant");
+
+    // A reset forgets tokens and counters.
+    c.post(format!("{base}/_sandbox/reset"))
+        .send()
+        .await
+        .unwrap();
+    let stats = body(
+        c.get(format!("{base}/_sandbox/oauth"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(stats["refreshes"], 0);
+    assert_eq!(stats["access_token_ttl_s"], 1800);
+    assert_eq!(send(contact(access2)).await.0, StatusCode::UNAUTHORIZED);
+    sb.shutdown().await;
+}
+
+#[tokio::test]
+async fn oauth_refuses_bad_authorizations() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    let challenge = pkce_s256("v".repeat(50).as_str());
+    let authorize =
+        |params: &[(&str, &str)]| c.get(format!("{base}/oauth/authorize")).query(params);
+    // Not a loopback redirect: refused without redirecting.
+    let (status, _, e) = send(authorize(&[
+        ("response_type", "code"),
+        ("client_id", "x"),
+        ("redirect_uri", "https://evil.example/cb"),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+    ]))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"], "invalid_request");
+    // No PKCE: redirected with an error.
+    let r = authorize(&[
+        ("response_type", "code"),
+        ("client_id", "x"),
+        ("redirect_uri", "http://localhost:1234/cb"),
+        ("state", "s"),
+    ])
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::FOUND);
+    let loc = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        loc.starts_with("http://localhost:1234/cb?error=invalid_request"),
+        "{loc}"
+    );
+    assert!(loc.ends_with("&state=s"), "{loc}");
+    // Denied on demand.
+    c.post(format!("{base}/_sandbox/oauth"))
+        .json(&json!({"deny_authorization": true}))
+        .send()
+        .await
+        .unwrap();
+    let r = authorize(&[
+        ("response_type", "code"),
+        ("client_id", "x"),
+        ("redirect_uri", "http://127.0.0.1:1234/cb"),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+    ])
+    .send()
+    .await
+    .unwrap();
+    assert!(r.headers()["location"]
+        .to_str()
+        .unwrap()
+        .contains("error=access_denied"));
+    let (status, _, e) = send(
+        c.post(format!("{base}/oauth/token"))
+            .form(&[("grant_type", "password")]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"], "unsupported_grant_type");
+    sb.shutdown().await;
+}
