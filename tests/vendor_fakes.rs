@@ -12,6 +12,7 @@ use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde_json::{json, Value};
 
 const HUBSPOT: &str = "pat-sandbox-test";
+const STRIPE: &str = "sk_test_sandbox_test";
 
 async fn start() -> SandboxHandle {
     start_with(SandboxConfig::default()).await
@@ -399,6 +400,188 @@ async fn hubspot_search_can_lag_behind_writes() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Stripe
+
+#[tokio::test]
+async fn stripe_customers_idempotency_replay_mismatch_and_list() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    let url = format!("{base}/stripe/v1/customers");
+    let create = |key: Option<&str>, form: &str| {
+        let mut rb = c
+            .post(&url)
+            .bearer_auth(STRIPE)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form.to_string());
+        if let Some(k) = key {
+            rb = rb.header("Idempotency-Key", k);
+        }
+        rb
+    };
+
+    let form = "email=ada%40example.com&name=Ada+Lovelace&metadata[event]=evt_1";
+    let (status, headers, cus) = send(create(Some("evt_1"), form)).await;
+    assert_eq!(status, StatusCode::OK, "{cus}");
+    assert!(headers.get("idempotent-replayed").is_none());
+    let id = cus["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("cus_"), "{id}");
+    assert_eq!(cus["object"], "customer");
+    assert_eq!(cus["email"], "ada@example.com");
+    assert_eq!(cus["name"], "Ada Lovelace");
+    assert_eq!(cus["metadata"], json!({"event": "evt_1"}));
+    assert_eq!(cus["livemode"], false);
+
+    // Same key, same parameters (in another order): the first answer again.
+    let (status, headers, replay) = send(create(
+        Some("evt_1"),
+        "metadata[event]=evt_1&name=Ada+Lovelace&email=ada%40example.com",
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["idempotent-replayed"], "true");
+    assert_eq!(replay, cus);
+
+    // Same key, other parameters: idempotency_error.
+    let (status, _, e) = send(create(Some("evt_1"), "email=other%40example.com")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"]["type"], "idempotency_error");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Keys for idempotent requests can only be used with the same parameters they were first used with"));
+
+    // Keys are at most 255 characters.
+    let (status, _, e) = send(create(Some(&"k".repeat(256)), form)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"]["type"], "invalid_request_error");
+
+    // Unknown parameters, bad emails: refused, and nothing is saved under the key.
+    let (status, _, e) = send(create(Some("evt_2"), "emial=x")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"]["code"], "parameter_unknown");
+    assert_eq!(e["error"]["param"], "emial");
+    let (status, _, e) = send(create(Some("evt_2"), "email=nope")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"]["code"], "email_invalid");
+
+    // Without a key Stripe has no dedupe: the same create twice is two customers.
+    let (_, _, b1) = send(create(None, "email=bob%40example.com")).await;
+    let (_, _, b2) = send(create(None, "email=bob%40example.com")).await;
+    assert_ne!(b1["id"], b2["id"]);
+
+    // The list filtered by email (the consistent find), newest first.
+    let (status, _, list) = send(
+        c.get(format!("{url}?email=bob%40example.com&limit=1"))
+            .bearer_auth(STRIPE),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["object"], "list");
+    assert_eq!(list["url"], "/v1/customers");
+    assert_eq!(list["has_more"], true);
+    assert_eq!(list["data"][0]["id"], b2["id"]);
+    let (_, _, list) = send(
+        c.get(format!("{url}?email=ada%40example.com"))
+            .bearer_auth(STRIPE),
+    )
+    .await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
+    assert_eq!(list["has_more"], false);
+    let (_, _, list) = send(
+        c.get(format!("{url}?email=nobody%40example.com"))
+            .bearer_auth(STRIPE),
+    )
+    .await;
+    assert_eq!(list["data"], json!([]));
+
+    let (status, _, got) = send(c.get(format!("{url}/{id}")).bearer_auth(STRIPE)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got, cus);
+    let (status, _, e) = send(c.get(format!("{url}/cus_nope")).bearer_auth(STRIPE)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(e["error"]["code"], "resource_missing");
+    assert_eq!(e["error"]["message"], "No such customer: 'cus_nope'");
+
+    // A bad key, masked as Stripe masks it; Basic auth with the key as user works too.
+    let (status, _, e) = send(c.get(&url).bearer_auth("sk_test_abcdefghijklmnop1234")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(e["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        e["error"]["message"],
+        "Invalid API Key provided: sk_test_****************1234"
+    );
+    let (status, _, _) = send(c.get(&url).basic_auth(STRIPE, Some(""))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        snapshot(&c, &base, "stripe").await["customers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    sb.shutdown().await;
+}
+
+#[tokio::test]
+async fn stripe_timeout_after_write_then_keyed_retry_replays() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    let url = format!("{base}/stripe/v1/customers");
+    add_fault(
+        &c,
+        &base,
+        "POST /stripe/v1/customers",
+        "timeout_after_write",
+        1,
+    )
+    .await;
+    let create = |c: &Client| {
+        c.post(&url)
+            .bearer_auth(STRIPE)
+            .header("Idempotency-Key", "evt_9")
+            .form(&[("email", "late@example.com")])
+    };
+    let err = create(&impatient()).send().await.unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    let customers = snapshot(&c, &base, "stripe").await["customers"].clone();
+    assert_eq!(customers.as_array().unwrap().len(), 1, "the write happened");
+    let (status, headers, replay) = send(create(&c)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["idempotent-replayed"], "true");
+    assert_eq!(replay["id"], customers[0]["id"]);
+    assert_eq!(
+        snapshot(&c, &base, "stripe").await["customers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // A 429 comes before the idempotency layer: the key stays free.
+    let (status, headers, e) = send(
+        c.post(&url)
+            .bearer_auth(STRIPE)
+            .header("Idempotency-Key", "evt_10")
+            .header("X-Sandbox-Fault", "rate_limit_429:1")
+            .form(&[("email", "x@example.com")]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "1");
+    assert_eq!(e["error"]["code"], "rate_limit");
+    let (status, headers, _) = send(
+        c.post(&url)
+            .bearer_auth(STRIPE)
+            .header("Idempotency-Key", "evt_10")
+            .form(&[("email", "x@example.com")]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers.get("idempotent-replayed").is_none());
+    sb.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
 // OAuth and tokens
 
 /// Authorize (auto-approved) and exchange the code; the token answer.
@@ -507,6 +690,17 @@ async fn oauth_code_pkce_expiry_refresh_rotation() {
         .as_str()
         .unwrap()
         .starts_with("The OAuth token used to make this call expired"));
+    let (status, _, e) = send(
+        c.get(format!("{base}/stripe/v1/customers"))
+            .bearer_auth(&access),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Expired API Key provided: "));
+    assert!(!e["error"]["message"].as_str().unwrap().contains(&access));
 
     // Refresh: new access and refresh tokens; the new access token works.
     let refresh_with = |rt: &str| {

@@ -26,6 +26,7 @@
 
 mod hubspot;
 mod oauth;
+mod stripe;
 
 use std::collections::BTreeMap;
 
@@ -57,7 +58,7 @@ pub const SLACK_TOKEN_PREFIX: &str = "xoxb-sandbox-";
 pub const SHEETS_TOKEN_PREFIX: &str = "ya29.sandbox-";
 
 /// The fakes, in the order they are listed by `GET /_sandbox/vendors`.
-static FAKES: [&dyn Fake; 1] = [&hubspot::HubSpot];
+static FAKES: [&dyn Fake; 2] = [&hubspot::HubSpot, &stripe::Stripe];
 
 /// Path prefixes (without `/`) the fakes and the OAuth server own: never collection names.
 pub fn reserved_prefixes() -> impl Iterator<Item = &'static str> {
@@ -113,6 +114,7 @@ pub(crate) struct VendorData {
     /// Registered static tokens → the apps they work for (`None`: every app).
     pub(crate) tokens: BTreeMap<String, Option<Vec<String>>>,
     pub(crate) hubspot: hubspot::HubSpotData,
+    pub(crate) stripe: stripe::StripeData,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -146,6 +148,13 @@ impl Answer {
                 location: None,
                 body: Bytes::from(body.to_string()),
             },
+            headers: Vec::new(),
+        }
+    }
+
+    pub(crate) fn stored(resp: StoredResponse) -> Self {
+        Answer {
+            resp,
             headers: Vec::new(),
         }
     }
@@ -285,6 +294,8 @@ pub(crate) fn check_token(
 pub(crate) enum Auth {
     /// `Authorization: Bearer <token>` checked with [`check_token`].
     Bearer,
+    /// The same, or HTTP Basic with the token as the user name (Stripe's two ways).
+    BearerOrBasic,
     /// None (incoming webhooks: the URL is the secret; the OAuth server).
     Open,
 }
@@ -343,6 +354,7 @@ pub(crate) async fn begin(
     let token = match auth {
         Auth::Open => None,
         Auth::Bearer => Some(bearer(&parts.headers)),
+        Auth::BearerOrBasic => Some(bearer(&parts.headers).or_else(|| basic_user(&parts.headers))),
     };
     if let Some(token) = token {
         if let Err(why) = check_token(&call.state, style.app(), token_prefix, token) {
@@ -631,6 +643,6 @@ mod tests {
     #[test]
     fn prefixes_are_reserved() {
         let all: Vec<&str> = reserved_prefixes().collect();
-        assert_eq!(all, ["hubspot", "oauth"]);
+        assert_eq!(all, ["hubspot", "stripe", "oauth"]);
     }
 }
