@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 const HUBSPOT: &str = "pat-sandbox-test";
 const STRIPE: &str = "sk_test_sandbox_test";
+const SLACK: &str = "xoxb-sandbox-test";
 
 async fn start() -> SandboxHandle {
     start_with(SandboxConfig::default()).await
@@ -582,6 +583,220 @@ async fn stripe_timeout_after_write_then_keyed_retry_replays() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Slack
+
+#[tokio::test]
+async fn slack_post_update_history_webhooks_and_errors() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    let api = format!("{base}/slack/api");
+
+    let (status, _, posted) = send(
+        c.post(format!("{api}/chat.postMessage"))
+            .bearer_auth(SLACK)
+            .json(&json!({"channel": "#general", "text": "invoice paid", "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "*paid*"}}]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(posted["ok"], true, "{posted}");
+    let channel = posted["channel"].as_str().unwrap().to_string();
+    assert!(channel.starts_with('C'));
+    let ts = posted["ts"].as_str().unwrap().to_string();
+    let (secs, micros) = ts.split_once('.').unwrap();
+    assert!(secs.parse::<u64>().is_ok() && micros.len() == 6, "{ts}");
+    assert_eq!(posted["message"]["text"], "invoice paid");
+    assert_eq!(posted["message"]["ts"], ts.as_str());
+
+    // Form-encoded works too; a second post is a second message (no dedupe).
+    let (_, _, second) = send(
+        c.post(format!("{api}/chat.postMessage"))
+            .bearer_auth(SLACK)
+            .form(&[("channel", channel.as_str()), ("text", "invoice paid")]),
+    )
+    .await;
+    assert_eq!(second["ok"], true);
+    assert_ne!(second["ts"], posted["ts"]);
+
+    // Errors are 200 with ok: false.
+    for (rb, error) in [
+        (
+            c.post(format!("{api}/chat.postMessage"))
+                .bearer_auth(SLACK)
+                .json(&json!({"channel": "#nope", "text": "x"})),
+            "channel_not_found",
+        ),
+        (
+            c.post(format!("{api}/chat.postMessage"))
+                .bearer_auth(SLACK)
+                .json(&json!({"channel": "#general"})),
+            "no_text",
+        ),
+        (
+            c.post(format!("{api}/chat.postMessage"))
+                .json(&json!({"channel": "#general", "text": "x"})),
+            "not_authed",
+        ),
+        (
+            c.post(format!("{api}/chat.postMessage"))
+                .bearer_auth("xoxb-real-looking")
+                .json(&json!({"channel": "#general", "text": "x"})),
+            "invalid_auth",
+        ),
+        (
+            c.post(format!("{api}/chat.update"))
+                .bearer_auth(SLACK)
+                .json(&json!({"channel": channel, "ts": "1.000001", "text": "x"})),
+            "message_not_found",
+        ),
+    ] {
+        let (status, _, e) = send(rb).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(e, json!({"ok": false, "error": error}));
+    }
+
+    // Update by ts instead of posting again.
+    let (_, _, updated) = send(
+        c.post(format!("{api}/chat.update"))
+            .bearer_auth(SLACK)
+            .json(&json!({"channel": channel, "ts": ts, "text": "invoice paid (updated)"})),
+    )
+    .await;
+    assert_eq!(updated["ok"], true, "{updated}");
+    assert_eq!(updated["ts"], ts.as_str());
+    assert_eq!(updated["text"], "invoice paid (updated)");
+    assert!(updated["message"].get("blocks").is_none());
+
+    // History: newest first.
+    let (_, _, history) = send(
+        c.get(format!("{api}/conversations.history?channel={channel}"))
+            .bearer_auth(SLACK),
+    )
+    .await;
+    assert_eq!(history["ok"], true);
+    let messages = history["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["ts"], second["ts"]);
+    assert_eq!(messages[1]["text"], "invoice paid (updated)");
+    assert!(messages[1]["edited"]["ts"].is_string());
+
+    // Incoming webhooks: plain-text "ok", an unknown one "no_service".
+    let hook = format!("{base}/slack/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX");
+    let r = c
+        .post(&hook)
+        .json(&json!({"text": "from a webhook"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.text().await.unwrap(), "ok");
+    let r = c
+        .post(format!("{base}/slack/services/T000/B000/wrong"))
+        .json(&json!({"text": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.text().await.unwrap(), "no_service");
+    let r = c.post(&hook).json(&json!({})).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(r.text().await.unwrap(), "no_text");
+
+    // A webhook of one's own, to a new channel.
+    let ch = body(
+        c.post(format!("{base}/_sandbox/vendors/slack"))
+            .json(&json!({"channel": "deals"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let made = body(
+        c.post(format!("{base}/_sandbox/vendors/slack"))
+            .json(&json!({"webhook": {"channel": "deals"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(made["channel"], ch["id"]);
+    let r = c
+        .post(format!("{base}{}", made["url"].as_str().unwrap()))
+        .form(&[("payload", r#"{"text": "deal won"}"#)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    // The control lists messages per channel and per webhook.
+    let snap = snapshot(&c, &base, "slack").await;
+    let general = snap["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "general")
+        .unwrap();
+    assert_eq!(general["messages"].as_array().unwrap().len(), 3);
+    let deals = snap["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "deals")
+        .unwrap();
+    assert_eq!(deals["messages"][0]["text"], "deal won");
+    let hooks = snap["webhooks"].as_array().unwrap();
+    assert_eq!(hooks[0]["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(hooks[1]["messages"], json!([{"text": "deal won"}]));
+
+    // Rate limited: an HTTP 429 with Retry-After.
+    let (status, headers, e) = send(
+        c.post(format!("{api}/chat.postMessage"))
+            .bearer_auth(SLACK)
+            .header("X-Sandbox-Fault", "rate_limit_429:30")
+            .json(&json!({"channel": "#general", "text": "x"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "30");
+    assert_eq!(e, json!({"ok": false, "error": "ratelimited"}));
+    sb.shutdown().await;
+}
+
+#[tokio::test]
+async fn slack_timeout_after_write_posts_once() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    add_fault(
+        &c,
+        &base,
+        "POST /slack/api/chat.postMessage",
+        "timeout_after_write",
+        1,
+    )
+    .await;
+    let err = impatient()
+        .post(format!("{base}/slack/api/chat.postMessage"))
+        .bearer_auth(SLACK)
+        .json(&json!({"channel": "alerts", "text": "once"}))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    let snap = snapshot(&c, &base, "slack").await;
+    let alerts = snap["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "alerts")
+        .unwrap();
+    assert_eq!(
+        alerts["messages"].as_array().unwrap().len(),
+        1,
+        "the message was posted"
+    );
+    sb.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
 // OAuth and tokens
 
 /// Authorize (auto-approved) and exchange the code; the token answer.
@@ -680,6 +895,12 @@ async fn oauth_code_pkce_expiry_refresh_rotation() {
             .json(&json!({"properties": {}}))
     };
     assert_eq!(send(contact(&access)).await.0, StatusCode::CREATED);
+    let (_, _, ok) = send(
+        c.post(format!("{base}/slack/api/auth.test"))
+            .bearer_auth(&access),
+    )
+    .await;
+    assert_eq!(ok["ok"], true);
 
     // Expired (30 minutes later): each vendor's own 401.
     clock.advance(Duration::from_secs(1801));
@@ -701,6 +922,13 @@ async fn oauth_code_pkce_expiry_refresh_rotation() {
         .unwrap()
         .starts_with("Expired API Key provided: "));
     assert!(!e["error"]["message"].as_str().unwrap().contains(&access));
+    let (status, _, e) = send(
+        c.post(format!("{base}/slack/api/auth.test"))
+            .bearer_auth(&access),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(e, json!({"ok": false, "error": "token_expired"}));
 
     // Refresh: new access and refresh tokens; the new access token works.
     let refresh_with = |rt: &str| {
@@ -852,5 +1080,100 @@ async fn oauth_refuses_bad_authorizations() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(e["error"], "unsupported_grant_type");
+    sb.shutdown().await;
+}
+
+#[tokio::test]
+async fn static_tokens_listing_and_reserved_names() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    let list = body(
+        c.get(format!("{base}/_sandbox/vendors"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let apps: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["app"].as_str().unwrap())
+        .collect();
+    assert_eq!(apps, ["hubspot", "stripe", "slack"]);
+    assert_eq!(list["data"][0]["token_prefix"], "pat-sandbox-");
+
+    // A registered token for Slack only.
+    let r = c
+        .post(format!("{base}/_sandbox/tokens"))
+        .json(&json!({"token": "my-bot-token", "apps": ["slack"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let (_, _, ok) = send(
+        c.post(format!("{base}/slack/api/auth.test"))
+            .bearer_auth("my-bot-token"),
+    )
+    .await;
+    assert_eq!(ok["ok"], true);
+    let (status, _, _) = send(
+        c.get(format!("{base}/stripe/v1/customers"))
+            .bearer_auth("my-bot-token"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A prefix token is for its own app only; the bare prefix is not a token.
+    let (status, _, _) = send(
+        c.get(format!("{base}/stripe/v1/customers"))
+            .bearer_auth(SLACK),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = send(
+        c.get(format!("{base}/stripe/v1/customers"))
+            .bearer_auth("sk_test_sandbox_"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let r = c
+        .post(format!("{base}/_sandbox/tokens"))
+        .json(&json!({"token": "t", "apps": ["salesforce"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+
+    c.post(format!("{base}/_sandbox/reset"))
+        .send()
+        .await
+        .unwrap();
+    let (_, _, e) = send(
+        c.post(format!("{base}/slack/api/auth.test"))
+            .bearer_auth("my-bot-token"),
+    )
+    .await;
+    assert_eq!(e["error"], "invalid_auth");
+
+    // The prefixes are not collections.
+    let r = c
+        .post(format!("{base}/hubspot"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        body(r).await["category"],
+        "OBJECT_NOT_FOUND",
+        "HubSpot's 404"
+    );
+    let r = c.get(format!("{base}/stripe/x")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        body(r).await["error"]["message"],
+        "Unrecognized request URL (GET: /x). Please see https://stripe.com/docs."
+    );
+    assert!(sb.state().all_records().keys().all(|k| k != "hubspot"));
     sb.shutdown().await;
 }

@@ -26,6 +26,7 @@
 
 mod hubspot;
 mod oauth;
+mod slack;
 mod stripe;
 
 use std::collections::BTreeMap;
@@ -47,6 +48,7 @@ use super::idempotency::StoredResponse;
 use super::state::SandboxState;
 
 pub use oauth::pkce_s256;
+pub use slack::DEFAULT_WEBHOOK_SECRET as SLACK_WEBHOOK_SECRET;
 
 /// Static HubSpot tokens: any bearer token starting with this (like a private-app token).
 pub const HUBSPOT_TOKEN_PREFIX: &str = "pat-sandbox-";
@@ -58,7 +60,7 @@ pub const SLACK_TOKEN_PREFIX: &str = "xoxb-sandbox-";
 pub const SHEETS_TOKEN_PREFIX: &str = "ya29.sandbox-";
 
 /// The fakes, in the order they are listed by `GET /_sandbox/vendors`.
-static FAKES: [&dyn Fake; 2] = [&hubspot::HubSpot, &stripe::Stripe];
+static FAKES: [&dyn Fake; 3] = [&hubspot::HubSpot, &stripe::Stripe, &slack::Slack];
 
 /// Path prefixes (without `/`) the fakes and the OAuth server own: never collection names.
 pub fn reserved_prefixes() -> impl Iterator<Item = &'static str> {
@@ -108,13 +110,26 @@ pub(crate) trait Fake: Style {
 }
 
 /// The fakes' memory, inside the sandbox's state (so `POST /_sandbox/reset` forgets it).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct VendorData {
     pub(crate) oauth: oauth::OAuthData,
     /// Registered static tokens → the apps they work for (`None`: every app).
     pub(crate) tokens: BTreeMap<String, Option<Vec<String>>>,
     pub(crate) hubspot: hubspot::HubSpotData,
     pub(crate) stripe: stripe::StripeData,
+    pub(crate) slack: slack::SlackData,
+}
+
+impl Default for VendorData {
+    fn default() -> Self {
+        VendorData {
+            oauth: Default::default(),
+            tokens: BTreeMap::new(),
+            hubspot: Default::default(),
+            stripe: Default::default(),
+            slack: slack::SlackData::seeded(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -643,6 +658,6 @@ mod tests {
     #[test]
     fn prefixes_are_reserved() {
         let all: Vec<&str> = reserved_prefixes().collect();
-        assert_eq!(all, ["hubspot", "stripe", "oauth"]);
+        assert_eq!(all, ["hubspot", "stripe", "slack", "oauth"]);
     }
 }
