@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 const HUBSPOT: &str = "pat-sandbox-test";
 const STRIPE: &str = "sk_test_sandbox_test";
 const SLACK: &str = "xoxb-sandbox-test";
+const SHEETS: &str = "ya29.sandbox-test";
 
 async fn start() -> SandboxHandle {
     start_with(SandboxConfig::default()).await
@@ -797,6 +798,119 @@ async fn slack_timeout_after_write_posts_once() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Google Sheets
+
+#[tokio::test]
+async fn sheets_append_duplicates_rows_and_reads_back() {
+    let sb = start().await;
+    let (c, base) = (client(), sb.url());
+    let values = format!("{base}/sheets/v4/spreadsheets/sheet_1/values");
+    let append = |c: &Client, row: Value| {
+        c.post(format!("{values}/Sheet1!A1:C1:append?valueInputOption=RAW"))
+            .bearer_auth(SHEETS)
+            .json(&json!({"values": [row]}))
+    };
+
+    let (status, _, a1) = send(append(&c, json!(["evt_1", "ada@example.com", 42]))).await;
+    assert_eq!(status, StatusCode::OK, "{a1}");
+    assert_eq!(a1["spreadsheetId"], "sheet_1");
+    assert_eq!(a1["updates"]["updatedRange"], "Sheet1!A1:C1");
+    assert_eq!(a1["updates"]["updatedRows"], 1);
+    assert_eq!(a1["updates"]["updatedColumns"], 3);
+    assert_eq!(a1["updates"]["updatedCells"], 3);
+    assert!(a1.get("tableRange").is_none());
+
+    // The same append again (a retry): a second, identical row.
+    let (_, _, a2) = send(append(&c, json!(["evt_1", "ada@example.com", 42]))).await;
+    assert_eq!(a2["updates"]["updatedRange"], "Sheet1!A2:C2");
+    assert_eq!(a2["tableRange"], "Sheet1!A1:C1");
+
+    // A timeout after the write: the row is there, and the retry adds a third.
+    add_fault(&c, &base, "POST /sheets/*", "timeout_after_write", 1).await;
+    let err = append(&impatient(), json!(["evt_2", "b@example.com", 7]))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    let (_, _, a4) = send(append(&c, json!(["evt_2", "b@example.com", 7]))).await;
+    assert_eq!(a4["updates"]["updatedRange"], "Sheet1!A4:C4");
+
+    let (status, _, read) = send(c.get(format!("{values}/Sheet1")).bearer_auth(SHEETS)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(read["range"], "Sheet1!A1:Z1000");
+    assert_eq!(read["majorDimension"], "ROWS");
+    assert_eq!(
+        read["values"],
+        json!([
+            ["evt_1", "ada@example.com", "42"],
+            ["evt_1", "ada@example.com", "42"],
+            ["evt_2", "b@example.com", "7"],
+            ["evt_2", "b@example.com", "7"],
+        ])
+    );
+    let (_, _, col) = send(
+        c.get(format!(
+            "{values}/Sheet1!A2:A3?valueRenderOption=UNFORMATTED_VALUE"
+        ))
+        .bearer_auth(SHEETS),
+    )
+    .await;
+    assert_eq!(col["range"], "Sheet1!A2:A3");
+    assert_eq!(col["values"], json!([["evt_1"], ["evt_2"]]));
+    let (_, _, empty) = send(c.get(format!("{values}/Sheet1!E1:F9")).bearer_auth(SHEETS)).await;
+    assert!(empty.get("values").is_none(), "{empty}");
+
+    // Errors in Google's shape.
+    let (status, _, e) = send(
+        c.post(format!("{values}/Sheet1:append"))
+            .bearer_auth(SHEETS)
+            .json(&json!({"values": [["x"]]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"]["status"], "INVALID_ARGUMENT");
+    assert_eq!(e["error"]["code"], 400);
+    let (status, _, e) = send(c.get(format!("{values}/Nope!A1")).bearer_auth(SHEETS)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"]["message"], "Unable to parse range: Nope!A1");
+    let (status, headers, e) = send(c.get(format!("{values}/Sheet1"))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(e["error"]["status"], "UNAUTHENTICATED");
+    assert_eq!(e["error"]["code"], 401);
+    assert!(headers.contains_key("www-authenticate"));
+
+    // A spreadsheet with named sheets, through the control route.
+    let r = c
+        .post(format!("{base}/_sandbox/vendors/sheets"))
+        .json(&json!({"spreadsheet": "book_2", "sheets": ["Events", "Log"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (status, _, a) = send(
+        c.post(format!("{base}/sheets/v4/spreadsheets/book_2/values/Log!A:B:append?valueInputOption=USER_ENTERED"))
+            .bearer_auth(SHEETS)
+            .json(&json!({"values": [["n", "1.5"]]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    assert_eq!(a["updates"]["updatedRange"], "Log!A1:B1");
+    let snap = snapshot(&c, &base, "sheets").await;
+    assert_eq!(
+        snap["spreadsheets"]["book_2"]["sheets"]["Log"],
+        json!([["n", 1.5]])
+    );
+    assert_eq!(
+        snap["spreadsheets"]["sheet_1"]["sheets"]["Sheet1"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    sb.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
 // OAuth and tokens
 
 /// Authorize (auto-approved) and exchange the code; the token answer.
@@ -929,6 +1043,13 @@ async fn oauth_code_pkce_expiry_refresh_rotation() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(e, json!({"ok": false, "error": "token_expired"}));
+    let (status, _, e) = send(
+        c.get(format!("{base}/sheets/v4/spreadsheets/s1"))
+            .bearer_auth(&access),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(e["error"]["details"][0]["reason"], "ACCESS_TOKEN_EXPIRED");
 
     // Refresh: new access and refresh tokens; the new access token works.
     let refresh_with = |rt: &str| {
@@ -1100,7 +1221,7 @@ async fn static_tokens_listing_and_reserved_names() {
         .iter()
         .map(|a| a["app"].as_str().unwrap())
         .collect();
-    assert_eq!(apps, ["hubspot", "stripe", "slack"]);
+    assert_eq!(apps, ["hubspot", "stripe", "slack", "sheets"]);
     assert_eq!(list["data"][0]["token_prefix"], "pat-sandbox-");
 
     // A registered token for Slack only.

@@ -26,6 +26,7 @@
 
 mod hubspot;
 mod oauth;
+mod sheets;
 mod slack;
 mod stripe;
 
@@ -60,7 +61,12 @@ pub const SLACK_TOKEN_PREFIX: &str = "xoxb-sandbox-";
 pub const SHEETS_TOKEN_PREFIX: &str = "ya29.sandbox-";
 
 /// The fakes, in the order they are listed by `GET /_sandbox/vendors`.
-static FAKES: [&dyn Fake; 3] = [&hubspot::HubSpot, &stripe::Stripe, &slack::Slack];
+static FAKES: [&dyn Fake; 4] = [
+    &hubspot::HubSpot,
+    &stripe::Stripe,
+    &slack::Slack,
+    &sheets::Sheets,
+];
 
 /// Path prefixes (without `/`) the fakes and the OAuth server own: never collection names.
 pub fn reserved_prefixes() -> impl Iterator<Item = &'static str> {
@@ -118,6 +124,7 @@ pub(crate) struct VendorData {
     pub(crate) hubspot: hubspot::HubSpotData,
     pub(crate) stripe: stripe::StripeData,
     pub(crate) slack: slack::SlackData,
+    pub(crate) sheets: sheets::SheetsData,
 }
 
 impl Default for VendorData {
@@ -128,6 +135,7 @@ impl Default for VendorData {
             hubspot: Default::default(),
             stripe: Default::default(),
             slack: slack::SlackData::seeded(),
+            sheets: Default::default(),
         }
     }
 }
@@ -658,6 +666,6 @@ mod tests {
     #[test]
     fn prefixes_are_reserved() {
         let all: Vec<&str> = reserved_prefixes().collect();
-        assert_eq!(all, ["hubspot", "stripe", "slack", "oauth"]);
+        assert_eq!(all, ["hubspot", "stripe", "slack", "sheets", "oauth"]);
     }
 }
