@@ -119,7 +119,8 @@ pub enum Command {
     Connections(ConnectionsCommand),
     /// Print the step-kind catalog (descriptors and config JSON Schemas) as JSON.
     StepKinds,
-    /// Start the sandbox destination (a small CRM/ledger honouring Idempotency-Key).
+    /// Start the sandbox destination (a small CRM/ledger honouring Idempotency-Key) and the
+    /// vendor fakes (HubSpot, Stripe, Slack, Google Sheets, an OAuth server).
     Sandbox(SandboxArgs),
     /// Start the HTTP server: webhooks with dedupe at the door, the REST API, the browser UI.
     Serve(ServeArgs),
@@ -1473,6 +1474,11 @@ async fn cmd_sandbox(a: SandboxArgs) -> CliResult {
         "  request log: {}/_sandbox/log   records: {}/_sandbox/records",
         handle.url(),
         handle.url()
+    );
+    println!(
+        "  vendor fakes: {u}/hubspot {u}/stripe {u}/slack {u}/sheets (OAuth: {u}/oauth; \
+         tokens: GET {u}/_sandbox/vendors)",
+        u = handle.url()
     );
     let _ = tokio::signal::ctrl_c().await;
     handle.shutdown().await;

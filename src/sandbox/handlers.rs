@@ -38,6 +38,7 @@ pub fn router(state: SandboxState) -> Router {
         .route("/_sandbox/faults/{id}", delete(remove_fault))
         .route("/{collection}", get(list_records).post(create_record))
         .route("/{collection}/{id}", get(get_record).delete(delete_record))
+        .merge(super::vendors::routes())
         .fallback(not_found)
         .with_state(state)
 }
@@ -45,7 +46,7 @@ pub fn router(state: SandboxState) -> Router {
 // ---------------------------------------------------------------------------------------------
 // Answers
 
-fn problem(status: StatusCode, code: &str, detail: impl Into<String>) -> StoredResponse {
+pub(super) fn problem(status: StatusCode, code: &str, detail: impl Into<String>) -> StoredResponse {
     problem_ext(status, code, detail, Map::new())
 }
 
@@ -83,7 +84,7 @@ fn json_answer(status: StatusCode, value: &Value, location: Option<String>) -> S
     }
 }
 
-fn to_response(r: &StoredResponse, replayed: bool) -> Response {
+pub(super) fn to_response(r: &StoredResponse, replayed: bool) -> Response {
     let mut resp = Response::new(Body::from(r.body.clone()));
     *resp.status_mut() =
         StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -104,7 +105,7 @@ fn to_response(r: &StoredResponse, replayed: bool) -> Response {
     resp
 }
 
-fn control(r: StoredResponse) -> Response {
+pub(super) fn control(r: StoredResponse) -> Response {
     to_response(&r, false)
 }
 
@@ -117,7 +118,7 @@ fn injected_500(when: &str) -> StoredResponse {
 }
 
 /// The `id` member of a stored JSON body, for the log.
-fn body_id(r: &StoredResponse) -> Option<String> {
+pub(super) fn body_id(r: &StoredResponse) -> Option<String> {
     serde_json::from_slice::<Value>(&r.body)
         .ok()?
         .get("id")?
@@ -142,19 +143,20 @@ enum PlainOp {
     Delete(String),
 }
 
-/// A request in flight: what the log needs, the fault chosen and the connection.
-struct Call {
-    state: SandboxState,
+/// A request in flight: what the log needs, the fault chosen and the connection. The vendor
+/// fakes ([`super::vendors`]) answer through it too, so they share the log and the faults.
+pub(super) struct Call {
+    pub(super) state: SandboxState,
     method: String,
-    path: String,
+    pub(super) path: String,
     target: String,
-    idempotency_key: Option<String>,
-    fault: Option<Fault>,
+    pub(super) idempotency_key: Option<String>,
+    pub(super) fault: Option<Fault>,
     conn: Option<ConnHandle>,
 }
 
 impl Call {
-    fn new(state: SandboxState, parts: &Parts) -> Self {
+    pub(super) fn new(state: SandboxState, parts: &Parts) -> Self {
         let path = parts.uri.path().to_string();
         Call {
             state,
@@ -199,7 +201,12 @@ impl Call {
     }
 
     /// Send `resp`, logging it.
-    fn answer(&self, resp: &StoredResponse, replayed: bool, record_id: Option<String>) -> Response {
+    pub(super) fn answer(
+        &self,
+        resp: &StoredResponse,
+        replayed: bool,
+        record_id: Option<String>,
+    ) -> Response {
         self.log(Some(resp.status), Outcome::Answered, replayed, record_id);
         let mut r = to_response(resp, replayed);
         if let Some(v) = self
@@ -211,12 +218,12 @@ impl Call {
         r
     }
 
-    fn fail(&self, resp: StoredResponse) -> Response {
+    pub(super) fn fail(&self, resp: StoredResponse) -> Response {
         self.answer(&resp, false, None)
     }
 
     /// Close the connection without an answer.
-    fn drop_connection(&self, replayed: bool, record_id: Option<String>) -> Response {
+    pub(super) fn drop_connection(&self, replayed: bool, record_id: Option<String>) -> Response {
         match &self.conn {
             Some(conn) => {
                 self.log(None, Outcome::Dropped, replayed, record_id);
@@ -234,7 +241,7 @@ impl Call {
     }
 
     /// The `slow:<ms>` delay, cut short by shutdown.
-    async fn delay(&self) {
+    pub(super) async fn delay(&self) {
         if let Some(d) = self.fault.and_then(|f| f.delay()) {
             tokio::select! {
                 _ = tokio::time::sleep(d) => {}
@@ -244,7 +251,7 @@ impl Call {
     }
 
     /// The last step: an after-write fault, or the answer.
-    async fn finish(
+    pub(super) async fn finish(
         self,
         resp: StoredResponse,
         replayed: bool,
@@ -272,16 +279,16 @@ impl Call {
 }
 
 /// Idempotency claim; released (so a retry runs afresh) unless completed.
-struct Claim {
-    state: SandboxState,
-    scope: String,
-    key: String,
-    token: u64,
-    done: bool,
+pub(super) struct Claim {
+    pub(super) state: SandboxState,
+    pub(super) scope: String,
+    pub(super) key: String,
+    pub(super) token: u64,
+    pub(super) done: bool,
 }
 
 impl Claim {
-    fn complete(mut self, resp: StoredResponse) {
+    pub(super) fn complete(mut self, resp: StoredResponse) {
         self.state
             .lock()
             .idempotency
@@ -302,7 +309,7 @@ impl Drop for Claim {
 }
 
 /// `Ok(None)`: no header; `Ok(Some(None))`: `none`; `Ok(Some(Some(f)))`: a fault.
-fn header_fault(headers: &HeaderMap) -> Result<Option<Option<Fault>>, String> {
+pub(super) fn header_fault(headers: &HeaderMap) -> Result<Option<Option<Fault>>, String> {
     let Some(v) = headers.get(FAULT_HEADER) else {
         return Ok(None);
     };
@@ -322,6 +329,13 @@ async fn collection_call(
     op: Op,
     req: Request,
 ) -> Response {
+    if super::vendors::reserved_prefixes().any(|p| p == collection) {
+        // `/hubspot`, `/hubspot/x`: a vendor fake's unknown route, not a collection.
+        if let Some(r) = super::vendors::unknown_route(state.clone(), req) {
+            return r;
+        }
+        return control(problem(StatusCode::NOT_FOUND, "not_found", "no such route"));
+    }
     let (parts, body) = req.into_parts();
     let mut call = Call::new(state, &parts);
     if !valid_collection(&collection) {
@@ -801,6 +815,9 @@ async fn remove_fault(State(state): State<SandboxState>, Path(id): Path<String>)
     }
 }
 
-async fn not_found() -> Response {
-    control(problem(StatusCode::NOT_FOUND, "not_found", "no such route"))
+async fn not_found(State(state): State<SandboxState>, req: Request) -> Response {
+    match super::vendors::unknown_route(state, req) {
+        Some(r) => r,
+        None => control(problem(StatusCode::NOT_FOUND, "not_found", "no such route")),
+    }
 }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::fault::{Fault, FaultRule, FaultRuleSpec, RouteMatcher};
 use super::idempotency::IdempotencyStore;
+use super::vendors::VendorData;
 use crate::clock::{Clock, SystemClock};
 
 /// Collections that exist (empty) from the start. Any other name matching
@@ -30,7 +31,11 @@ pub struct SandboxConfig {
     pub max_body_bytes: usize,
     /// Request log entries kept, oldest dropped first (default 10 000).
     pub max_log_entries: usize,
-    /// Source of `created_at`, log times and key expiry. Delays (`slow`, holds) are real time.
+    /// Lifetime of the access tokens the fake OAuth server issues (default 30 min); changed at
+    /// run time with `POST /_sandbox/oauth {"access_token_ttl_s": n}` until a reset.
+    pub access_token_ttl: Duration,
+    /// Source of `created_at`, log times, key and token expiry. Delays (`slow`, holds) are real
+    /// time.
     pub clock: Arc<dyn Clock>,
 }
 
@@ -41,6 +46,7 @@ impl Default for SandboxConfig {
             idempotency_ttl: Duration::from_secs(24 * 60 * 60),
             max_body_bytes: 1024 * 1024,
             max_log_entries: 10_000,
+            access_token_ttl: Duration::from_secs(30 * 60),
             clock: Arc::new(SystemClock),
         }
     }
@@ -53,6 +59,7 @@ impl fmt::Debug for SandboxConfig {
             .field("idempotency_ttl", &self.idempotency_ttl)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_log_entries", &self.max_log_entries)
+            .field("access_token_ttl", &self.access_token_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -118,6 +125,8 @@ pub(crate) struct Data {
     log_seq: u64,
     faults: Vec<FaultRule>,
     fault_seq: u64,
+    /// The vendor fakes' records, tokens and settings.
+    pub(crate) vendors: VendorData,
 }
 
 impl Data {
@@ -178,11 +187,12 @@ pub fn id_prefix(collection: &str) -> &str {
 }
 
 /// Is this a collection name the sandbox serves? `[a-z0-9_-]{1,64}`, except the reserved
-/// `_sandbox`.
+/// `_sandbox` and the vendor fakes' prefixes (`hubspot`, `stripe`, `slack`, `sheets`, `oauth`).
 pub fn valid_collection(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name != "_sandbox"
+        && !super::vendors::reserved_prefixes().any(|p| p == name)
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
