@@ -41,10 +41,15 @@ use serde_json::Value;
 /// The connector files compiled into the binary: `(file name, text)`.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
+        "google_sheets.json",
+        include_str!("../../connectors/google_sheets.json"),
+    ),
+    (
         "hubspot.json",
         include_str!("../../connectors/hubspot.json"),
     ),
     ("slack.json", include_str!("../../connectors/slack.json")),
+    ("stripe.json", include_str!("../../connectors/stripe.json")),
 ];
 
 /// Every built-in connector by app id, parsed once. A file that does not parse is a bug caught
@@ -367,6 +372,19 @@ mod tests {
             }
         }
         assert_eq!(CONNECTORS.len(), BUILTIN.len());
+    }
+
+    #[test]
+    fn every_connector_file_is_compiled_in() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("connectors");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".json"))
+            .collect();
+        files.sort();
+        let builtin: Vec<&str> = BUILTIN.iter().map(|(f, _)| *f).collect();
+        assert_eq!(files, builtin, "connectors/ and BUILTIN (sorted) differ");
     }
 
     #[test]

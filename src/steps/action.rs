@@ -238,21 +238,24 @@ impl StepKind for Action {
             c.retry_base_delay_ms,
             c.max_retry_delay_s,
         );
-        if let Some(Dedupe::FindThenCreate { find, .. }) = &op.dedupe {
-            let find = &connector.operations[find];
-            let (found, _, _) =
-                call_op(cx, connector, find, &conn, &params, &key, &policy, &c).await?;
-            if found.get("found") == Some(&Value::Bool(true)) {
-                let mut output = found;
-                if let Value::Object(m) = &mut output {
-                    m.insert("existing".into(), Value::Bool(true));
-                    m.insert("attempts".into(), json!(cx.attempt_count()));
+        let (mut output, existing, ctx) = match &op.dedupe {
+            Some(Dedupe::FindThenCreate { find, .. }) => {
+                let find = &connector.operations[find];
+                match find_then_create(cx, connector, (find, op), &conn, &params, &key, &policy, &c)
+                    .await?
+                {
+                    Found::Existing(mut output) => {
+                        if let Value::Object(m) = &mut output {
+                            m.insert("existing".into(), Value::Bool(true));
+                            m.insert("attempts".into(), json!(cx.attempt_count()));
+                        }
+                        return Ok(StepOutput::out(output));
+                    }
+                    Found::Created(done) => done,
                 }
-                return Ok(StepOutput::out(output));
             }
-        }
-        let (mut output, existing, ctx) =
-            call_op(cx, connector, op, &conn, &params, &key, &policy, &c).await?;
+            _ => call_op(cx, connector, op, &conn, &params, &key, &policy, &c).await?,
+        };
         let live = cx.mode == crate::run::Mode::Live;
         if let (Some(at), Some(Dedupe::KeptId { id, .. }), true) = (kept_at, &op.dedupe, live) {
             let kept = render(id, &ctx, "dedupe.id")?;
@@ -274,6 +277,71 @@ impl StepKind for Action {
         }
         Ok(StepOutput::out(output))
     }
+}
+
+enum Found {
+    /// The find's output: the record is there.
+    Existing(Value),
+    /// The create's output, whether it existed, and its template context.
+    Created((Value, bool, Value)),
+}
+
+/// `find_then_create`: the find, then the create with a single attempt; a create that fails
+/// transiently (a timeout after the app wrote, a 5xx) is retried by looking again first, so a
+/// lost answer is found rather than written twice. Retries and backoff are the step's.
+#[allow(clippy::too_many_arguments)]
+async fn find_then_create(
+    cx: &StepContext<'_>,
+    connector: &Connector,
+    (find, create): (&Operation, &Operation),
+    conn: &Connection,
+    params: &Map<String, Value>,
+    key: &str,
+    policy: &super::retry::RetryPolicy,
+    c: &Config,
+) -> Result<Found, StepError> {
+    let once = super::retry::RetryPolicy {
+        retries: 0,
+        ..*policy
+    };
+    let mut last: Option<StepError> = None;
+    let mut past_deadline = false;
+    for n in 1..=policy.max_attempts() {
+        if n > 1 {
+            let wait = policy.backoff_ms(n - 1, &mut rand::thread_rng());
+            if cx.clock.now_ms() + wait as i64 >= cx.deadline_ms {
+                past_deadline = true;
+                break;
+            }
+            cx.effects
+                .wait(cx.clock, std::time::Duration::from_millis(wait))
+                .await;
+        }
+        let (found, _, _) = call_op(cx, connector, find, conn, params, key, policy, c).await?;
+        if found.get("found") == Some(&Value::Bool(true)) {
+            return Ok(Found::Existing(found));
+        }
+        match call_op(cx, connector, create, conn, params, key, &once, c).await {
+            Ok(done) => return Ok(Found::Created(done)),
+            Err(e) if transient(&e) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    let mut e = last.unwrap_or_else(|| {
+        StepError::new(
+            "deadline_exceeded",
+            "the run deadline passed before the step could run",
+        )
+    });
+    e.attempts = cx.attempt_count();
+    e.deadline |= past_deadline;
+    Err(e)
+}
+
+/// A failure another attempt may not meet: a timeout, a lost connection, 408, 429, 5xx.
+fn transient(e: &StepError) -> bool {
+    matches!(e.code, "timeout" | "connection")
+        || e.http_status.is_some_and(super::retry::is_retryable_status)
 }
 
 /// Send `op` and read its answer: the output, whether the record existed already, and the

@@ -1,0 +1,272 @@
+//! Each app's connector against its fake in `fluxo sandbox` (issue 35), over real HTTP: a
+//! create; the same event twice → one record; a timeout after the write, then the step's retry
+//! → one record; the app's duplicate answer → success with the existing id, no retry; a 429
+//! with `Retry-After` → paced on the engine's clock, inside the run deadline.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use common::{compile, step, Harness};
+use fluxo::clock::Clock;
+use fluxo::connections::{Connection, ConnectionStore, Credential, MemConnections};
+use fluxo::run::RunStatus;
+use fluxo::sandbox::{Sandbox, SandboxConfig, SandboxHandle};
+
+async fn sandbox() -> SandboxHandle {
+    let config = SandboxConfig {
+        hold: Duration::from_secs(3),
+        ..SandboxConfig::default()
+    };
+    Sandbox::start_with("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap()
+}
+
+/// An engine with one connection per app, pointed at the sandbox's fakes (static tokens).
+fn harness(sandbox: &str) -> Harness {
+    let h = Harness::new();
+    let store = MemConnections::default();
+    for (app, path, token) in [
+        ("hubspot", "hubspot", "pat-sandbox-fluxo"),
+        ("stripe", "stripe", "sk_test_sandbox_fluxo"),
+        ("slack", "slack", "xoxb-sandbox-fluxo"),
+        ("google_sheets", "sheets", "ya29.sandbox-fluxo"),
+    ] {
+        store
+            .put(Connection {
+                id: app.into(),
+                app: app.into(),
+                name: app.into(),
+                credential: Credential::Bearer {
+                    token: token.into(),
+                },
+                base_url: Some(format!("{sandbox}/{path}")),
+                values: Default::default(),
+            })
+            .unwrap();
+    }
+    h.engine.set_connections(Arc::new(store));
+    h
+}
+
+fn workflow(config: Value) -> Value {
+    json!({
+        "id": "app", "name": "app", "version": 1,
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "act", "kind": "action", "config": config}
+        ],
+        "edges": [{"from": "start", "to": "act"}]
+    })
+}
+
+async fn records(sandbox: &str, app: &str) -> Value {
+    reqwest::get(format!("{sandbox}/_sandbox/vendors/{app}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn fault(sandbox: &str, route: &str, fault: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{sandbox}/_sandbox/faults"))
+        .json(&json!({"route": route, "fault": fault, "times": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+fn output(run: &fluxo::run::RunRecord) -> Value {
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    step(run, "act").output.clone().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hubspot_one_contact_whatever_repeats_and_faults() {
+    let sb = sandbox().await;
+    let url = sb.url();
+    let h = harness(&url);
+    let create = compile(&workflow(json!({
+        "connector": "hubspot", "operation": "create_contact", "connection": "hubspot",
+        "params": {"email": "{{ input.email }}", "firstname": "Ada"},
+        "timeout_s": 0.5, "retries": 2, "retry_base_delay_ms": 10
+    })));
+    let first = output(&h.run(&create, json!({"email": "ada@example.com"})).await);
+    assert_eq!(first["existing"], false);
+    let id = first["id"].as_str().unwrap().to_string();
+    // The same event again: HubSpot's 409 is the existing contact, never a retry.
+    let again = output(&h.run(&create, json!({"email": "ada@example.com"})).await);
+    assert_eq!(
+        (again["existing"].clone(), again["id"].clone()),
+        (json!(true), json!(id))
+    );
+    assert_eq!(again["attempts"], 1);
+
+    // HubSpot writes, then its answer never comes: the retry meets the 409.
+    fault(
+        &url,
+        "POST /hubspot/crm/v3/objects/contacts",
+        "timeout_after_write",
+    )
+    .await;
+    let late = output(&h.run(&create, json!({"email": "grace@example.com"})).await);
+    assert_eq!(late["existing"], true, "{late}");
+    assert_eq!(late["attempts"], 2);
+
+    // 429 with Retry-After: waited on the engine's clock, then created.
+    fault(
+        &url,
+        "POST /hubspot/crm/v3/objects/contacts",
+        "rate_limit_429:2",
+    )
+    .await;
+    let t0 = h.clock.now_ms();
+    let paced = output(&h.run(&create, json!({"email": "linus@example.com"})).await);
+    assert_eq!(paced["existing"], false);
+    assert!(h.clock.now_ms() - t0 >= 2000, "Retry-After was honoured");
+
+    // The upsert by email: the same contact, updated.
+    let upsert = compile(&workflow(json!({
+        "connector": "hubspot", "operation": "upsert_contact", "connection": "hubspot",
+        "params": {"email": "ada@example.com", "lastname": "Lovelace"}
+    })));
+    let up = output(&h.run(&upsert, json!({})).await);
+    assert_eq!(up["id"], json!(id), "{up}");
+    let contacts = records(&url, "hubspot").await["contacts"].clone();
+    assert_eq!(contacts.as_array().unwrap().len(), 3, "{contacts}");
+    sb.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_one_customer_per_idempotency_key() {
+    let sb = sandbox().await;
+    let url = sb.url();
+    let h = harness(&url);
+    let create = compile(&workflow(json!({
+        "connector": "stripe", "operation": "create_customer", "connection": "stripe",
+        "params": {"email": "{{ input.email }}", "metadata": {"invoice": "{{ input.id }}"}},
+        "idempotency_key": "customer-{{ input.id }}",
+        "timeout_s": 0.5, "retries": 2, "retry_base_delay_ms": 10
+    })));
+    let first = output(
+        &h.run(&create, json!({"id": "in_1", "email": "ada@example.com"}))
+            .await,
+    );
+    let id = first["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("cus_"), "{first}");
+    // The same event again: Stripe replays the first answer.
+    let again = output(
+        &h.run(&create, json!({"id": "in_1", "email": "ada@example.com"}))
+            .await,
+    );
+    assert_eq!(again["id"], json!(id));
+    // Stripe writes, its answer is lost, the keyed retry gets the stored answer.
+    fault(&url, "POST /stripe/v1/customers", "timeout_after_write").await;
+    let late = output(
+        &h.run(&create, json!({"id": "in_2", "email": "grace@example.com"}))
+            .await,
+    );
+    assert_eq!(late["attempts"], 2, "{late}");
+    let customers = records(&url, "stripe").await["customers"].clone();
+    let n = customers
+        .as_array()
+        .map(Vec::len)
+        .or_else(|| customers.as_object().map(|m| m.len()))
+        .unwrap();
+    assert_eq!(n, 2, "{customers}");
+    // The form encoding kept the nested metadata.
+    assert!(customers.to_string().contains("in_1"), "{customers}");
+
+    // A key longer than Stripe takes is refused before anything is sent.
+    let long = compile(&workflow(json!({
+        "connector": "stripe", "operation": "create_customer", "connection": "stripe",
+        "params": {"email": "x@example.com"}, "idempotency_key": "k".repeat(256)
+    })));
+    let run = h.run(&long, json!({})).await;
+    assert_eq!(
+        step(&run, "act").error.as_ref().unwrap().code,
+        "invalid_idempotency_key"
+    );
+    sb.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn google_sheets_one_row_per_key_though_append_duplicates() {
+    let sb = sandbox().await;
+    let url = sb.url();
+    let h = harness(&url);
+    let append = compile(&workflow(json!({
+        "connector": "google_sheets", "operation": "append_row", "connection": "google_sheets",
+        "params": {"spreadsheet_id": "book1", "key": "{{ input.id }}", "values": ["{{ input.amount }}"]},
+        "timeout_s": 0.5, "retries": 2, "retry_base_delay_ms": 10
+    })));
+    let first = output(&h.run(&append, json!({"id": "in_1", "amount": 10})).await);
+    assert_eq!(first["existing"], false, "{first}");
+    let again = output(&h.run(&append, json!({"id": "in_1", "amount": 10})).await);
+    assert_eq!(again["existing"], true, "{again}");
+    // The append is written but its answer lost: the step's retry looks first.
+    fault(
+        &url,
+        "POST /sheets/v4/spreadsheets/book1/values/Sheet1:append",
+        "timeout_after_write",
+    )
+    .await;
+    let late = output(&h.run(&append, json!({"id": "in_2", "amount": 20})).await);
+    assert_eq!(
+        late["existing"], true,
+        "the retry looked first and found the row: {late}"
+    );
+    let book = records(&url, "sheets").await;
+    let rows = book
+        .pointer("/spreadsheets/book1/sheets/Sheet1")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(rows.is_array(), "{book}");
+    let keys: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(keys, ["in_1", "in_2"], "{book}");
+    // A redelivery finds the row the lost answer wrote.
+    let redelivered = output(&h.run(&append, json!({"id": "in_2", "amount": 20})).await);
+    assert_eq!(redelivered["existing"], true);
+    sb.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_a_repeat_updates_the_message_it_posted() {
+    let sb = sandbox().await;
+    let url = sb.url();
+    let h = harness(&url);
+    let post = compile(&workflow(json!({
+        "connector": "slack", "operation": "post_message", "connection": "slack",
+        "params": {"channel": "alerts", "text": "invoice {{ input.id }}: {{ input.state }}"},
+        "idempotency_key": "{{ input.id }}"
+    })));
+    output(&h.run(&post, json!({"id": "in_1", "state": "paid"})).await);
+    output(
+        &h.run(&post, json!({"id": "in_1", "state": "paid (again)"}))
+            .await,
+    );
+    let slack = records(&url, "slack").await;
+    let alerts = slack["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "alerts")
+        .cloned()
+        .unwrap();
+    let messages = alerts["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{alerts}");
+    assert!(messages[0].to_string().contains("paid (again)"), "{alerts}");
+    sb.shutdown().await;
+}
