@@ -13,9 +13,10 @@
 //! * `conflict_is_exists`: the app's conflict answer ends the step as a success with
 //!   `existing: true` and the existing record's id, never retried;
 //! * `kept_id`: the id the first write answered is kept in Memory (namespace
-//!   [`KEPT_NAMESPACE`], key `<workflow>/<step>/<idempotency key>`), and a repeat calls the
-//!   `update` operation with it; a process that dies between the app's answer and that write
-//!   can post once more;
+//!   [`KEPT_NAMESPACE`], key `<workflow>/<step>/<idempotency key>`, for [`KEPT_TTL_MS`]), and a
+//!   repeat calls the `update` operation with it; a process that dies between the app's answer
+//!   and that write can post once more, and so can the step's own retry after a timeout (Slack
+//!   has no idempotency key: give such a step `retries: 0` where a second post matters);
 //! * `find_then_create`: the connector's find operation runs first with the same params; a
 //!   hit (`found: true`) ends the step with `existing: true` and what it found;
 //! * `none`: the step is not safe to repeat ([`StepKind::repeat_safety`]), and the linter asks
@@ -56,6 +57,10 @@ use crate::template::Templates;
 
 /// The Memory namespace of the ids `kept_id` writes keep.
 pub const KEPT_NAMESPACE: &str = "fluxo.action.kept";
+
+/// How long a kept id is kept, in **milliseconds** (30 days): a repeat later than that writes
+/// anew (Slack: a new message).
+pub const KEPT_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// `action` config.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -262,7 +267,7 @@ impl StepKind for Action {
             let memory = cx.effects.memory(super::memory::Scope::Persistent);
             let opts = WriteOptions {
                 allow_overwrite: false,
-                ttl_ms: None,
+                ttl_ms: Some(KEPT_TTL_MS),
                 owner: None,
             };
             memory
