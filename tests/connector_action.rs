@@ -374,3 +374,22 @@ async fn requests_are_paced_per_connection_at_the_apps_documented_limit() {
     );
     assert_eq!(fake.lock().unwrap().messages.len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_field_that_renders_empty_is_named_and_nothing_is_sent() {
+    let (url, fake) = fake().await;
+    let h = harness(&url);
+    let wf = compile(&workflow(json!({
+        "connector": "hubspot", "operation": "create_contact", "connection": "hubspot-sales",
+        "params": {"email": "{{ input.customer_email }}"}
+    })));
+    // Stripe's invoice.paid carries `customer_email: null` for a customer without one.
+    let run = h.run(&wf, json!({"customer_email": null})).await;
+    let e = step(&run, "act").error.clone().unwrap();
+    assert_eq!(e.code, "invalid_input");
+    assert_eq!(
+        e.message,
+        "`Create a contact` needs `email`, and params.email rendered empty for this event"
+    );
+    assert!(fake.lock().unwrap().log.is_empty());
+}

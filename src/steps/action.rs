@@ -220,6 +220,22 @@ impl StepKind for Action {
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError> {
         let c: Config = parse_rendered(config)?;
         let (connector, op) = resolve(&c).map_err(|p| StepError::new("config", p.message))?;
+        // A required field that rendered empty would write a record without it (a contact with
+        // no email, twice): name it instead.
+        let required = op.input.get("required").and_then(Value::as_array);
+        for name in required.into_iter().flatten().filter_map(Value::as_str) {
+            if matches!(c.params.get(name), None | Some(Value::Null))
+                || c.params.get(name) == Some(&Value::String(String::new()))
+            {
+                return Err(StepError::new(
+                    "invalid_input",
+                    format!(
+                        "`{}` needs `{name}`, and params.{name} rendered empty for this event",
+                        op.title
+                    ),
+                ));
+            }
+        }
         let conn = connection(cx, &c, connector)?;
         let key = idempotency_key(cx, &c)?;
         let mut params = c.params.clone();
