@@ -104,6 +104,9 @@ pub fn run() {
             commands::catalog::templates,
             commands::catalog::sample_payloads,
             commands::catalog::connectors,
+            commands::connections::list_connections,
+            commands::connections::put_connection,
+            commands::connections::delete_connection,
             commands::catalog::preview_template,
             commands::app::app_info,
         ])

@@ -10,6 +10,7 @@
 pub mod app;
 pub mod catalog;
 pub mod check;
+pub mod connections;
 pub mod memory;
 pub mod runs;
 pub mod schedules;

@@ -17,6 +17,8 @@ import type {
   RunStatus,
   SamplePayload,
   ConnectorEntry,
+  ConnectionInput,
+  ConnectionView,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -201,6 +203,11 @@ export interface Api {
   samplePayloads(): Promise<SamplePayload[]>;
   /** The connectors and their operations (`GET /connectors`). */
   connectors(): Promise<ConnectorEntry[]>;
+  /** Connections, secrets masked (`GET /connections`). */
+  listConnections(): Promise<ConnectionView[]>;
+  /** Add or replace one; a mask sent back keeps the stored secret. */
+  putConnection(id: string, connection: ConnectionInput): Promise<ConnectionView>;
+  deleteConnection(id: string): Promise<void>;
   /** One template rendered as a step would render it, against a sample input and earlier outputs. */
   previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer>;
   /**

@@ -20,6 +20,8 @@ import type {
   RunStats,
   SamplePayload,
   ConnectorEntry,
+  ConnectionInput,
+  ConnectionView,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -178,6 +180,15 @@ export class HttpApi implements Api {
   }
   async connectors(): Promise<ConnectorEntry[]> {
     return (await this.request<{ connectors: ConnectorEntry[] }>('GET', '/connectors')).connectors;
+  }
+  async listConnections(): Promise<ConnectionView[]> {
+    return (await this.request<{ connections: ConnectionView[] }>('GET', '/connections')).connections;
+  }
+  putConnection(id: string, connection: ConnectionInput): Promise<ConnectionView> {
+    return this.request('PUT', `/connections/${encodeURIComponent(id)}`, connection);
+  }
+  async deleteConnection(id: string): Promise<void> {
+    await this.request('DELETE', `/connections/${encodeURIComponent(id)}`);
   }
 
   listRuns(query: RunQuery): Promise<RunPage> {

@@ -20,6 +20,8 @@ import type {
   RunStats,
   SamplePayload,
   ConnectorEntry,
+  ConnectionInput,
+  ConnectionView,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -200,6 +202,15 @@ export class TauriApi implements Api {
   }
   connectors(): Promise<ConnectorEntry[]> {
     return this.call('connectors');
+  }
+  async listConnections(): Promise<ConnectionView[]> {
+    return (await this.call<{ connections: ConnectionView[] }>('list_connections')).connections;
+  }
+  putConnection(id: string, connection: ConnectionInput): Promise<ConnectionView> {
+    return this.call('put_connection', { id, connection });
+  }
+  deleteConnection(id: string): Promise<void> {
+    return this.call('delete_connection', { id });
   }
   previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer> {
     return this.call('preview_template', { request });

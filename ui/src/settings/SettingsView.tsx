@@ -9,6 +9,7 @@ import { X } from 'lucide-react';
 import { useEffect, useRef, useState, type ReactNode } from 'react';
 import { isTauri, storeToken, type SettingsView as View } from '../api';
 import { useEditor } from '../store/editor';
+import { ConnectionsCard } from './Connections';
 import { changed, documentOf, ENV_NAME, formOf, isSecretRow, keepsStored, nextId, numOrUndef, placeOf, secretByName, type EnvRow, type ErrorPlace, type ListRow, type SettingsForm } from './model';
 
 /** A server refusal placed on the field it names (`key`: see `keyOf`). */
@@ -278,6 +279,8 @@ export function SettingsView() {
             )
           }
         />
+
+        <ConnectionsCard />
 
         <section className="fx-card">
           <h3>Environment variables</h3>
