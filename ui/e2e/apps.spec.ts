@@ -22,6 +22,7 @@ test('an app operation from the palette: its node says how a repeat dedupes, its
   await expect(inspector).toContainText('Email');
   await expect(inspector).toContainText('First name');
   await expect(inspector).toContainText('`Create a contact` needs `email`');
+  await expect(inspector).toContainText('No connection for this app yet: add one in Settings → Connections.');
   await page.screenshot({ path: '../docs/screenshots/app-action.png' });
 
   // The search finds operations by app and title.

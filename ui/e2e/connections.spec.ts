@@ -20,7 +20,16 @@ test('Settings → Connections: add a HubSpot token, shown masked only, then rem
   // The API answers the mask too, never the token.
   const list = await apiGet<{ connections: unknown[] }>(request, '/connections');
   expect(JSON.stringify(list)).not.toContain('pat-na1-e2e');
+  // The connection is offered to an App action of the same app.
+  await page.getByTestId('view-editor').click();
+  await page.getByTestId('palette-op-hubspot-create_contact').click();
+  const picker = page.getByTestId('inspector-step').locator('select').filter({ hasText: 'hubspot-main' });
+  await expect(picker).toHaveCount(1);
+  await picker.selectOption({ label: 'hubspot-main' });
+  await expect(page.getByTestId('inspector-step').getByText('No connection for this app yet')).toHaveCount(0);
+  await page.getByTestId('view-settings').click();
   // A bad id is refused with the field named.
+  await card.getByTestId('connection-app').selectOption('hubspot');
   await card.getByTestId('connection-id').fill('Bad Id');
   await card.getByTestId('connection-secret').fill('x');
   await card.getByTestId('connection-save').click();

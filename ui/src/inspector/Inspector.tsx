@@ -111,17 +111,25 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
       ? s.connectors.find((c) => c.app === data.config.connector)?.operations.find((o) => o.name === data.config.operation)?.input
       : undefined,
   );
+  const connectionIds = useEditor(
+    useShallow((s) => (data?.kind === 'action' ? s.connections.filter((c) => c.app === data.config.connector).map((c) => c.id) : [])),
+  );
   const spec = useMemo(() => {
     if (!kind) return null;
     let schema = configSchemaOf(kind);
     if (opInput && typeof opInput === 'object') {
       const props = { ...((schema.properties ?? {}) as Record<string, unknown>) };
       props.params = { ...(opInput as Record<string, unknown>), title: 'Fields' };
+      // The connections of this app to pick from; none yet: say where to add one.
+      const connection = (props.connection ?? {}) as Record<string, unknown>;
+      props.connection = connectionIds.length
+        ? { ...connection, enum: connectionIds }
+        : { ...connection, description: 'No connection for this app yet: add one in Settings → Connections.' };
       schema = { ...schema, properties: props };
     }
     const base = formSpec(schema);
     return kind.kind === SCHEDULE ? { ...base, uiSchema: withCron(base.uiSchema) } : base;
-  }, [kind, opInput]);
+  }, [kind, opInput, connectionIds]);
 
   if (!data) return null;
   const stepLevel = [...(probs?.errors ?? []), ...(probs?.warnings ?? [])].filter(

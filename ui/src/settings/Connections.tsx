@@ -27,8 +27,10 @@ export function ConnectionsCard() {
   const [baseUrl, setBaseUrl] = useState('');
   const [busy, setBusy] = useState(false);
 
+  const refreshConnections = useEditor((s) => s.refreshConnections);
   const reload = async () => {
     if (!api) return;
+    void refreshConnections();
     try {
       setList(await api.listConnections());
     } catch (e) {

@@ -16,6 +16,7 @@ import {
   type RunRecord,
   type SamplePayload,
   type ConnectorEntry,
+  type ConnectionView,
   type ScheduledWorkflow,
   type StepKind,
   type StepRecord,
@@ -143,6 +144,10 @@ export interface EditorState {
   samples: SamplePayload[];
   /** The connectors and their operations (`GET /connectors`): the palette's Apps. */
   connectors: ConnectorEntry[];
+  /** The connections (masked), for the app action's connection picker. */
+  connections: ConnectionView[];
+  /** Read the connections again (after Settings → Connections changed them). */
+  refreshConnections(): Promise<void>;
 
   meta: WorkflowMeta;
   /** The id the workflow has on the server (null: never saved, as a draft or live). */
@@ -348,6 +353,7 @@ export const useEditor = create<EditorState>()((set, get) => {
     templates: [],
     samples: [],
     connectors: [],
+    connections: [],
 
     meta: { id: 'untitled', name: 'Untitled workflow', version: 0 },
     savedId: null,
@@ -401,6 +407,7 @@ export const useEditor = create<EditorState>()((set, get) => {
           api.connectors().catch(() => [] as ConnectorEntry[]),
         ]);
         set({ catalog, kinds: Object.fromEntries(catalog.map((k) => [k.kind, k])), workflows, templates, samples, connectors });
+        void get().refreshConnections();
         void get().refreshSchedules();
         const last = localStorage.getItem(LAST_WF_KEY);
         const first = workflows.find((w) => w.id === last) ?? workflows[0];
@@ -411,6 +418,12 @@ export const useEditor = create<EditorState>()((set, get) => {
         set({ loadError: (e as Error).message, ready: false });
         throw e;
       }
+    },
+
+    async refreshConnections() {
+      const api = get().api;
+      if (!api) return;
+      set({ connections: await api.listConnections().catch(() => get().connections) });
     },
 
     async refreshWorkflows() {
