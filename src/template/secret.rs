@@ -313,7 +313,21 @@ pub fn reveal(ctx: &MjValue, v: Value, field: &str, sink: Sink) -> Result<Value,
     let Some(view) = env.downcast_object_ref::<EnvView>() else {
         return Ok(v);
     };
+    // Most fields hold no token: one scan of their text, no copy, no paths built.
+    if !holds_nonce(&v) {
+        return Ok(v);
+    }
     reveal_in(view, v, field, sink)
+}
+
+/// Whether any text in `v` holds the nonce, forward or reversed.
+fn holds_nonce(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains(NONCE.as_str()) || s.contains(NONCE_REVERSED.as_str()),
+        Value::Array(a) => a.iter().any(holds_nonce),
+        Value::Object(m) => m.values().any(holds_nonce),
+        _ => false,
+    }
 }
 
 fn reveal_in(view: &EnvView, v: Value, path: &str, sink: Sink) -> Result<Value, TemplateError> {
