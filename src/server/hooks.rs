@@ -109,11 +109,15 @@ async fn deliver(
     )?;
     let now = state.clock().now_ms();
 
-    let env = state
-        .engine()
-        .env_view(&state.engine().env(), &wf.workflow.secrets);
+    // Built only for a delivery that renders a template (a signature, a `dedupe_key`): the
+    // hot path of a keyed delivery copies no env.
+    let env = || {
+        state
+            .engine()
+            .env_view(&state.engine().env(), &wf.workflow.secrets)
+    };
     if let Some(secret_tmpl) = &config.signing_secret {
-        let secret = render_text(secret_tmpl, &Value::Null, &env).map_err(|e| {
+        let secret = render_text(secret_tmpl, &Value::Null, &env()).map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "signing_secret_unavailable",
@@ -143,7 +147,10 @@ async fn deliver(
     let key = match header_key {
         Some(k) => Some(k),
         None => {
-            let k = template_key(config, &input, &env)?;
+            let k = match (&config.dedupe_key, signed) {
+                (None, false) => None,
+                _ => template_key(config, &input, &env())?,
+            };
             if let Some(k) = &k {
                 if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now) {
                     return Ok(delivery_answer(d));
