@@ -112,7 +112,11 @@ async fn fake() -> (String, Arc<Mutex<Fake>>) {
 fn harness(url: &str) -> Harness {
     let h = Harness::new();
     let store = MemConnections::default();
-    for (id, app) in [("hubspot-sales", "hubspot"), ("slack-ops", "slack")] {
+    for (id, app) in [
+        ("hubspot-sales", "hubspot"),
+        ("slack-ops", "slack"),
+        ("sheets", "google_sheets"),
+    ] {
         store
             .put(Connection {
                 id: id.into(),
@@ -390,6 +394,61 @@ async fn a_required_field_that_renders_empty_is_named_and_nothing_is_sent() {
     assert_eq!(
         e.message,
         "`Create a contact` needs `email`, and params.email rendered empty for this event"
+    );
+    assert!(fake.lock().unwrap().log.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_fields_per_run_keys_and_climbing_paths_are_named() {
+    let registry = Registry::builtin();
+    let kind = registry.get("action").unwrap();
+    let p = kind.check(
+        &json!({"connector": "hubspot", "operation": "create_contact",
+        "connection": "c", "params": {"email": "a", "evil": "x"}}),
+    );
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].path, "params.evil");
+    assert!(
+        p[0].message.contains("its fields: email, firstname"),
+        "{}",
+        p[0].message
+    );
+
+    // Stripe dedupes on the step's key: one per run unless templated from the event.
+    let stripe = |key: Option<&str>| {
+        let mut cfg = json!({"connector": "stripe", "operation": "create_customer",
+            "connection": "s", "params": {"email": "{{ input.email }}"}, "retries": 0});
+        if let Some(k) = key {
+            cfg["idempotency_key"] = json!(k);
+        }
+        let mut wf = workflow(cfg);
+        wf["steps"][0] = json!({"id": "start", "kind": "webhook_trigger", "config": {}});
+        fluxo::workflow::check_text(&wf.to_string(), &Registry::builtin())
+            .1
+            .into_iter()
+            .filter(|p| p.code == "lint_unguarded_write")
+            .collect::<Vec<_>>()
+    };
+    let p = stripe(None);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].path, "steps[1].config.idempotency_key");
+    assert!(p[0].message.contains("one per run"), "{}", p[0].message);
+    assert!(stripe(Some("customer-{{ input.id }}")).is_empty());
+
+    // `..` in a field placed in the path is refused before anything is sent.
+    let (url, fake) = fake().await;
+    let h = harness(&url);
+    let wf = compile(&workflow(json!({
+        "connector": "google_sheets", "operation": "append_row", "connection": "sheets",
+        "params": {"spreadsheet_id": "..", "key": "k", "values": []}
+    })));
+    let run = h.run(&wf, json!({})).await;
+    let e = step(&run, "act").error.clone().unwrap();
+    assert_eq!(e.code, "invalid_input");
+    assert_eq!(
+        e.message,
+        "`Find a row by key`: a field placed in the request's path rendered `..`, which would \
+         climb the app's URL path; it is refused"
     );
     assert!(fake.lock().unwrap().log.is_empty());
 }

@@ -631,3 +631,62 @@ async fn transformed_secrets_fail_naming_the_secret_and_are_never_stored_or_prev
         }
     }
 }
+
+/// A token is only its own render's: halves of one let out by a run, put back together in an
+/// event, are text to the next run, never its secret (found by a black-box probe, when the
+/// nonce was drawn once per process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_let_out_by_one_run_is_only_text_to_the_next() {
+    let dest = echo().await;
+    let h = Harness::new().env(&[("API_KEY", API_KEY), ("CRM_URL", &dest.url)]);
+    let leak = compile(&json!({
+        "id": "halves", "name": "halves", "version": 1, "secrets": ["API_KEY"],
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "cut", "kind": "transform", "config": {"fields": {
+                "a": "{{ ('x' ~ env.API_KEY)[1:12] }}",
+                "b": "{{ ('x' ~ env.API_KEY)[12:60] }}"
+            }}}
+        ],
+        "edges": [{"from": "start", "to": "cut"}]
+    }));
+    let run = h.run(&leak, json!({})).await;
+    let out = step(&run, "cut").output.clone().unwrap();
+    let forged = format!(
+        "{}{}",
+        out["a"].as_str().unwrap(),
+        out["b"].as_str().unwrap()
+    );
+    assert!(forged.ends_with(":API_KEY\u{fdd1}"), "{forged:?}");
+
+    let forward = compile(&json!({
+        "id": "forward", "name": "forward", "version": 1, "secrets": ["API_KEY"],
+        "steps": [
+            {"id": "start", "kind": "manual_trigger", "config": {}},
+            {"id": "send", "kind": "http_request", "config": {
+                "method": "POST", "url": "{{ env.CRM_URL }}/f",
+                "headers": {"X-Ref": "{{ input.t }}", "Idempotency-Key": "f-1"},
+                "body": {}, "retries": 0
+            }}
+        ],
+        "edges": [{"from": "start", "to": "send"}]
+    }));
+    let run = h.run(&forward, json!({"t": forged})).await;
+    assert_eq!(
+        run.status,
+        fluxo::run::RunStatus::Succeeded,
+        "{:?}",
+        run.error
+    );
+    let got = dest.got.lock().unwrap().clone();
+    // (The echo shows a header that is not visible ASCII as "".)
+    let sent = got.last().unwrap()["headers"]["x-ref"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(sent, API_KEY);
+    // What was sent is the event's text, recorded as it came (not a mask of the secret).
+    let header = &step(&run, "send").resolved_config["headers"]["X-Ref"];
+    assert_eq!(header.as_str(), Some(forged.as_str()), "{header}");
+    assert_no_secret("the forwarding run", &serde_json::to_string(&run).unwrap());
+}

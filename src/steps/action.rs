@@ -201,6 +201,24 @@ impl StepKind for Action {
         match resolve(&c) {
             Err(e) => p.push(e),
             Ok((_, op)) => {
+                let known = op.input.get("properties").and_then(Value::as_object);
+                for name in c.params.keys() {
+                    if known.is_some_and(|k| !k.contains_key(name)) {
+                        let fields: Vec<&str> = known
+                            .into_iter()
+                            .flatten()
+                            .map(|(k, _)| k.as_str())
+                            .collect();
+                        p.push(ConfigProblem {
+                            path: format!("params.{name}"),
+                            message: format!(
+                                "`{}` has no field `{name}`; its fields: {}",
+                                op.title,
+                                fields.join(", ")
+                            ),
+                        });
+                    }
+                }
                 let required = op.input.get("required").and_then(Value::as_array);
                 for name in required.into_iter().flatten().filter_map(Value::as_str) {
                     if !c.params.contains_key(name) {
@@ -535,7 +553,22 @@ fn request(
             "request.path",
         )
         .map(|v| text_of(&v))
-        .map_err(|e| StepError::new("template_error", format!("connector mapping: {e}")))?;
+        .map_err(|e| {
+            if e.message.contains("path segment `..`") {
+                // The url module speaks of run data and of writing the path; here the
+                // segment is a field of the operation.
+                StepError::new(
+                    "invalid_input",
+                    format!(
+                        "`{}`: a field placed in the request's path rendered `..`, which would \
+                         climb the app's URL path; it is refused",
+                        op.title
+                    ),
+                )
+            } else {
+                StepError::new("template_error", format!("connector mapping: {e}"))
+            }
+        })?;
     let mut headers: Vec<(String, String)> = r
         .headers
         .iter()

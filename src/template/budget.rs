@@ -584,11 +584,11 @@ fn int_value(n: i128) -> Value {
 }
 
 /// `a + b`: numbers add; two strings or two lists concatenate within the budget.
-fn add(a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
+fn add(state: &State, a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
     missing(&a, left, '+')?;
     missing(&b, right, '+')?;
-    secret::check_operand(&a, '+')?;
-    secret::check_operand(&b, '+')?;
+    secret::check_operand(state, &a, '+')?;
+    secret::check_operand(state, &b, '+')?;
     if is_list(&a) && is_list(&b) {
         check_items(items(&a).zip(items(&b)).map(|(x, y)| x + y), "`+`")?;
     } else if let (Some(x), Some(y)) = (a.as_str(), b.as_str()) {
@@ -602,11 +602,11 @@ fn add(a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
 }
 
 /// `a * b`: numbers multiply; a string or a list repeated within the budget.
-fn mul(a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
+fn mul(state: &State, a: Value, b: Value, left: &str, right: &str) -> Result<Value, Error> {
     missing(&a, left, '*')?;
     missing(&b, right, '*')?;
-    secret::check_operand(&a, '*')?;
-    secret::check_operand(&b, '*')?;
+    secret::check_operand(state, &a, '*')?;
+    secret::check_operand(state, &b, '*')?;
     for (x, n) in [(&a, &b), (&b, &a)] {
         if let (Some(s), Some(n)) = (x.as_str(), n.as_usize()) {
             check_bytes(s.len().checked_mul(n), "repeating a string with `*`")?;
@@ -834,7 +834,7 @@ pub(super) fn install(env: &mut Environment<'static>) {
         env.add_filter(*name, move |state: &State, args: Rest<Value>| {
             // Also reached through `map`, `select`, … whose input was never guarded.
             if let Some(input) = args.first() {
-                secret::check_operand(input, '|')?;
+                secret::check_operand(state, input, '|')?;
             }
             before(name, &args)?;
             let out = inner.call(state, &args)?;

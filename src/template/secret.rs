@@ -6,7 +6,8 @@
 //! * `env` is an [`EnvView`]: plain variables (`CRM_URL`, `REGION`) are text as before; a
 //!   **secret** variable (a secret name, [`crate::secrets::is_secret_env`], or one the workflow
 //!   declares) is a handle whose text is an opaque token, `U+FDD0 <nonce> : NAME U+FDD1`. The
-//!   nonce is random per process and never leaves it, so run data cannot forge a token.
+//!   nonce is random per view (each run, preview and delivery draws its own when it starts),
+//!   so text in an event cannot forge a token, whatever an earlier run let out.
 //! * Whatever a template does to a handle, it does to the token: `{{ env.API_KEY | reverse }}`
 //!   reverses the token, never the key. Filters, tests, comparisons and the `+`/`*` operators
 //!   applied to a secret (or to text holding one) fail the render at once, naming the secret
@@ -31,7 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Error, ErrorKind, State, Value as MjValue};
@@ -54,19 +55,35 @@ const POISONED: char = '?';
 /// kind and line).
 pub(super) const MESSAGE_PREFIX: &str = "secret `env.";
 
-/// 20 random decimal digits, per process. Digits survive `upper`, `lower` and `title`, so a
-/// transformed token is still recognised; run data never sees them.
-static NONCE: LazyLock<String> = LazyLock::new(|| {
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
-    (0..20)
-        .map(|_| char::from(b'0' + rng.gen_range(0..10)))
-        .collect()
-});
-static NONCE_REVERSED: LazyLock<String> = LazyLock::new(|| NONCE.chars().rev().collect());
+/// 20 random decimal digits, drawn for each [`EnvView`] (each run, each preview, each
+/// delivery): a token is only recognised by the view that made it, so text in an event (or a
+/// nonce another run let out) can never stand in for a secret. Digits survive `upper`, `lower`
+/// and `title`, so a transformed token is still recognised.
+#[derive(Debug)]
+struct Nonce {
+    forward: String,
+    reversed: String,
+}
 
-fn token(name: &str, mark: char) -> String {
-    format!("{OPEN}{}{mark}{name}{CLOSE}", *NONCE)
+impl Nonce {
+    fn new() -> Self {
+        use rand::Rng;
+        let mut rng = rand::thread_rng();
+        let forward: String = (0..20)
+            .map(|_| char::from(b'0' + rng.gen_range(0..10)))
+            .collect();
+        let reversed = forward.chars().rev().collect();
+        Nonce { forward, reversed }
+    }
+
+    fn token(&self, name: &str, mark: char) -> String {
+        format!("{OPEN}{}{mark}{name}{CLOSE}", self.forward)
+    }
+
+    /// Whether `s` holds this nonce, forward or reversed.
+    fn in_text(&self, s: &str) -> bool {
+        s.contains(self.forward.as_str()) || s.contains(self.reversed.as_str())
+    }
 }
 
 /// Filters that keep their input whole: a secret may go through them.
@@ -93,6 +110,7 @@ pub enum Sink {
 struct Handle {
     name: String,
     mark: char,
+    nonce: Arc<Nonce>,
 }
 
 impl fmt::Debug for Handle {
@@ -143,6 +161,7 @@ impl Object for Handle {
         Some(MjValue::from_object(Handle {
             name: self.name.clone(),
             mark,
+            nonce: self.nonce.clone(),
         }))
     }
     fn call_method(
@@ -154,7 +173,7 @@ impl Object for Handle {
         Err(self.error())
     }
     fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&token(&self.name, self.mark))
+        f.write_str(&self.nonce.token(&self.name, self.mark))
     }
 }
 
@@ -162,6 +181,7 @@ impl Object for Handle {
 /// secrets, never their values.
 #[derive(Clone)]
 pub struct EnvView {
+    nonce: Arc<Nonce>,
     plain: BTreeMap<String, String>,
     /// Declared secrets and their values.
     secrets: BTreeMap<String, String>,
@@ -188,6 +208,7 @@ impl EnvView {
         declared: &BTreeSet<String>,
     ) -> Self {
         let mut view = EnvView {
+            nonce: Arc::new(Nonce::new()),
             plain: BTreeMap::new(),
             secrets: BTreeMap::new(),
             undeclared: BTreeSet::new(),
@@ -233,6 +254,7 @@ impl Object for EnvView {
         Some(MjValue::from_object(Handle {
             name: name.to_string(),
             mark,
+            nonce: self.nonce.clone(),
         }))
     }
     fn enumerate(self: &Arc<Self>) -> Enumerator {
@@ -251,14 +273,21 @@ impl Object for EnvView {
     }
 }
 
+/// The nonce of the render's `env` (none outside a [`Scope`](super::Scope)).
+fn nonce_of(state: &State<'_, '_>) -> Option<Arc<Nonce>> {
+    let env = state.lookup("env")?;
+    env.downcast_object_ref::<EnvView>()
+        .map(|v| v.nonce.clone())
+}
+
 /// `__fluxo_plain(v)`: `v` unchanged, or an error naming the secret when `v` is one, or text
 /// holding one (the template compiler puts it before filters, tests and comparisons).
-fn plain(v: MjValue) -> Result<MjValue, Error> {
+fn plain(state: &State<'_, '_>, v: MjValue) -> Result<MjValue, Error> {
     if let Some(h) = v.downcast_object_ref::<Handle>() {
         return Err(h.error());
     }
-    if let Some(s) = v.as_str() {
-        if let Some((name, mark)) = first_token_name(s) {
+    if let (Some(s), Some(nonce)) = (v.as_str(), nonce_of(state)) {
+        if let Some((name, mark)) = first_token_name(s, &nonce) {
             return Err(misuse(&name, mark));
         }
     }
@@ -267,8 +296,8 @@ fn plain(v: MjValue) -> Result<MjValue, Error> {
 
 /// Whether `v` is a secret or text holding one: the metered `+` and `*` refuse it, and the
 /// building filters (`op` = `|`) when reached through `map` and the like.
-pub(super) fn check_operand(v: &MjValue, op: char) -> Result<(), Error> {
-    match plain(v.clone()) {
+pub(super) fn check_operand(state: &State<'_, '_>, v: &MjValue, op: char) -> Result<(), Error> {
+    match plain(state, v.clone()) {
         Ok(_) => Ok(()),
         Err(e) => Err(Error::new(
             ErrorKind::InvalidOperation,
@@ -283,12 +312,9 @@ pub(super) fn check_operand(v: &MjValue, op: char) -> Result<(), Error> {
     }
 }
 
-/// The name and mark of the first token in `s`, if any.
-fn first_token_name(s: &str) -> Option<(String, char)> {
-    if !s.contains(NONCE.as_str()) {
-        return None;
-    }
-    let start = s.find(NONCE.as_str())? + NONCE.len();
+/// The name and mark of the first token of `nonce` in `s`, if any.
+fn first_token_name(s: &str, nonce: &Nonce) -> Option<(String, char)> {
+    let start = s.find(nonce.forward.as_str())? + nonce.forward.len();
     let rest = &s[start..];
     let mut chars = rest.chars();
     let mark = chars.next()?;
@@ -314,18 +340,18 @@ pub fn reveal(ctx: &MjValue, v: Value, field: &str, sink: Sink) -> Result<Value,
         return Ok(v);
     };
     // Most fields hold no token: one scan of their text, no copy, no paths built.
-    if !holds_nonce(&v) {
+    if !holds_nonce(&v, &view.nonce) {
         return Ok(v);
     }
     reveal_in(view, v, field, sink)
 }
 
-/// Whether any text in `v` holds the nonce, forward or reversed.
-fn holds_nonce(v: &Value) -> bool {
+/// Whether any text in `v` holds `nonce`, forward or reversed.
+fn holds_nonce(v: &Value, nonce: &Nonce) -> bool {
     match v {
-        Value::String(s) => s.contains(NONCE.as_str()) || s.contains(NONCE_REVERSED.as_str()),
-        Value::Array(a) => a.iter().any(holds_nonce),
-        Value::Object(m) => m.values().any(holds_nonce),
+        Value::String(s) => nonce.in_text(s),
+        Value::Array(a) => a.iter().any(|x| holds_nonce(x, nonce)),
+        Value::Object(m) => m.values().any(|x| holds_nonce(x, nonce)),
         _ => false,
     }
 }
@@ -362,10 +388,10 @@ fn reveal_text(
         field: field.to_string(),
         message,
     };
-    if !s.contains(NONCE.as_str()) && !s.contains(NONCE_REVERSED.as_str()) {
+    if !view.nonce.in_text(&s) {
         return Ok(s);
     }
-    let prefix = format!("{OPEN}{}", *NONCE);
+    let prefix = format!("{OPEN}{}", view.nonce.forward);
     let mut out = String::with_capacity(s.len());
     let mut pos = 0;
     while let Some(found) = s[pos..].find(&prefix) {
@@ -407,7 +433,7 @@ fn reveal_text(
     }
     out.push_str(&s[pos..]);
     // What is left holds no whole token: any trace of one is a transformed secret.
-    if out.contains(NONCE.as_str()) || out.contains(NONCE_REVERSED.as_str()) {
+    if view.nonce.in_text(&out) {
         let name = view
             .secrets
             .keys()
@@ -486,7 +512,7 @@ mod tests {
     #[test]
     fn tokens_reveal_only_in_their_sinks() {
         let v = view();
-        let t = token("API_KEY", DECLARED);
+        let t = v.nonce.token("API_KEY", DECLARED);
         let header = reveal_text(
             &v,
             format!("Bearer {t}"),
@@ -499,7 +525,7 @@ mod tests {
         assert!(!body.message.contains("sk_live"), "{}", body.message);
         let masked = reveal_text(&v, t.clone(), "preview", Sink::Masked).unwrap();
         assert_eq!(masked, "••••3456");
-        let p = token("PASS", DECLARED);
+        let p = v.nonce.token("PASS", DECLARED);
         let url = reveal_text(&v, format!("https://bot:{p}@h.example/x"), "url", Sink::Url);
         assert_eq!(url.unwrap(), "https://bot:p%40ss%3Aw%2Frd@h.example/x");
         assert!(reveal_text(&v, format!("https://h.example/x?k={t}"), "url", Sink::Url).is_err());
@@ -512,7 +538,7 @@ mod tests {
     #[test]
     fn transformed_undeclared_and_poisoned_tokens_are_errors_naming_the_secret() {
         let v = view();
-        let t = token("API_KEY", DECLARED);
+        let t = v.nonce.token("API_KEY", DECLARED);
         let reversed: String = t.chars().rev().collect();
         let e = reveal_text(&v, reversed, "headers.X", Sink::Whole).unwrap_err();
         assert!(e.message.contains("env.API_KEY"), "{}", e.message);
@@ -524,10 +550,10 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message.contains("transformed"), "{}", e.message);
-        let u = token("OTHER_TOKEN", UNDECLARED);
+        let u = v.nonce.token("OTHER_TOKEN", UNDECLARED);
         let e = reveal_text(&v, u, "headers.X", Sink::Whole).unwrap_err();
         assert!(e.message.contains("not declared"), "{}", e.message);
-        let p = token("API_KEY", POISONED);
+        let p = v.nonce.token("API_KEY", POISONED);
         assert!(reveal_text(&v, p, "headers.X", Sink::Whole).is_err());
     }
 

@@ -296,6 +296,31 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                     continue;
                 };
                 let retries = c.retry_strategy != RetryStrategy::None && c.retries > 0;
+                // A key the app dedupes on (or a kept id is found by) that is per run: a
+                // redelivered event starts a new run with a new key and writes again.
+                let per_run_key = match &c.idempotency_key {
+                    None | Some(Value::Null) => true,
+                    Some(Value::String(k)) => k.trim().is_empty(),
+                    Some(_) => false,
+                };
+                let keyed = matches!(
+                    action::strategy(&s.config),
+                    Some(Dedupe::NativeKey { .. } | Dedupe::KeptId { .. })
+                );
+                if keyed && per_run_key && !trigger_dedupes && !guarded(i) {
+                    out.push(Problem::warning(
+                        "lint_unguarded_write",
+                        format!("{path}.config.idempotency_key"),
+                        sid,
+                        format!(
+                            "{} `{}` dedupes on the step's idempotency key, which is empty, so \
+                             one per run: a redelivered event starts a new run with a new key \
+                             and writes again. Template it from business data (e.g. \
+                             {{{{ input.id }}}}) or claim the event in Memory first.",
+                            app.title, op.title
+                        ),
+                    ));
+                }
                 if matches!(action::strategy(&s.config), Some(Dedupe::None))
                     && (retries || (!trigger_dedupes && !guarded(i)))
                 {
