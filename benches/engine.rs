@@ -176,5 +176,16 @@ fn memory_claims(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, executor, templates, memory_claims);
+/// What a step pays for the crash-loop record (`store::flight`): its start and its end, two
+/// `write(2)` calls of about 90 bytes, no fsync.
+fn in_flight_log(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = fluxo::store::flight::FlightLog::start(dir.path(), &[], &[]).unwrap();
+    let run = "01a23220-72dc-72d7-b149-b2c54d5c5d29";
+    c.bench_function("flight/step", |b| {
+        b.iter(|| drop(log.step(run, run, "create_deal")))
+    });
+}
+
+criterion_group!(benches, executor, templates, memory_claims, in_flight_log);
 criterion_main!(benches);

@@ -507,20 +507,4 @@ mod tests {
         let p = parse("fluxo-in-flight 1\n+ r1 r1 a\n\0\0\0garbage\n+ r2 r2");
         assert_eq!(p.suspects, vec![suspect("r1", "r1", "a", 1)]);
     }
-
-    /// What a step pays: `cargo test --release --lib flight::tests::cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn cost() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = FlightLog::start(dir.path(), &[], &[]).unwrap();
-        let run = "01a23220-72dc-72d7-b149-b2c54d5c5d29";
-        let n = 200_000;
-        let t0 = std::time::Instant::now();
-        for _ in 0..n {
-            drop(log.step(run, run, "create_deal"));
-        }
-        let per = t0.elapsed().as_nanos() / n;
-        eprintln!("{per} ns per step (its start and its end: two write(2) calls)");
-    }
 }
