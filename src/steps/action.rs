@@ -55,6 +55,10 @@ use crate::connectors::{self, Connector, Dedupe, Operation, Outcome};
 use crate::store::WriteOptions;
 use crate::template::Templates;
 
+/// The template environment connector mappings render in: built once (an environment installs
+/// Fluxo's filters and guards), its templates compiled on the spot.
+static MAPPINGS: std::sync::LazyLock<Templates> = std::sync::LazyLock::new(Templates::new);
+
 /// The Memory namespace of the ids `kept_id` writes keep.
 pub const KEPT_NAMESPACE: &str = "fluxo.action.kept";
 
@@ -546,7 +550,7 @@ fn request(
     };
     // The path as a URL template: each value from `params` is one percent-encoded segment
     // (`crate::template`'s URL rule), so a sheet named `Q1 / Q2` stays one segment.
-    let url = Templates::new()
+    let url = MAPPINGS
         .render_url(
             &format!("{}{}", base.trim_end_matches('/'), r.path),
             &minijinja::Value::from_serialize(&ctx),
@@ -673,8 +677,7 @@ fn existing_id(body: &Value, pointer: &str, after: Option<&str>) -> Value {
 
 /// Render the connector's template value `t` over `ctx` (`params`, `connection`, `response`).
 fn render(t: &Value, ctx: &Value, field: &str) -> Result<Value, StepError> {
-    let templates = Templates::new();
-    templates
+    MAPPINGS
         .render_value(t, &minijinja::Value::from_serialize(ctx), field)
         .map_err(|e| StepError::new("template_error", format!("connector mapping: {e}")))
 }
