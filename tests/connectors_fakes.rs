@@ -268,5 +268,45 @@ async fn slack_a_repeat_updates_the_message_it_posted() {
     let messages = alerts["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 1, "{alerts}");
     assert!(messages[0].to_string().contains("paid (again)"), "{alerts}");
+
+    // Slack posts, then its answer never comes: the retry finds the message by the key in its
+    // metadata and keeps its ts; no second post.
+    let retried = compile(&workflow(json!({
+        "connector": "slack", "operation": "post_message", "connection": "slack",
+        "params": {"channel": "alerts", "text": "invoice {{ input.id }}: {{ input.state }}"},
+        "idempotency_key": "{{ input.id }}",
+        "timeout_s": 0.5, "retries": 2, "retry_base_delay_ms": 10
+    })));
+    fault(&url, "POST /slack/api/chat.postMessage", "timeout_after_write").await;
+    let late = output(&h.run(&retried, json!({"id": "in_2", "state": "paid"})).await);
+    assert_eq!(late["existing"], true, "{late}");
+    // With no retries the step fails; the redelivery finds the message instead of posting.
+    let once = compile(&workflow(json!({
+        "connector": "slack", "operation": "post_message", "connection": "slack",
+        "params": {"channel": "alerts", "text": "invoice {{ input.id }}: {{ input.state }}"},
+        "idempotency_key": "{{ input.id }}", "timeout_s": 0.5, "retries": 0
+    })));
+    fault(&url, "POST /slack/api/chat.postMessage", "timeout_after_write").await;
+    let lost = h.run(&once, json!({"id": "in_3", "state": "paid"})).await;
+    assert_eq!(lost.status, RunStatus::Failed);
+    let found = output(&h.run(&once, json!({"id": "in_3", "state": "paid"})).await);
+    assert_eq!(found["existing"], true, "{found}");
+    // The found ts is kept: the next repeat updates that message.
+    output(&h.run(&once, json!({"id": "in_3", "state": "refunded"})).await);
+    let slack = records(&url, "slack").await;
+    let alerts = slack["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "alerts")
+        .cloned()
+        .unwrap();
+    let messages = alerts["messages"].as_array().unwrap();
+    let texts: Vec<&str> = messages.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(
+        texts,
+        ["invoice in_1: paid (again)", "invoice in_2: paid", "invoice in_3: refunded"],
+        "{alerts}"
+    );
     sb.shutdown().await;
 }

@@ -86,12 +86,14 @@ pub fn parse(text: &str) -> Result<Connector, String> {
                 op.kind.as_str()
             ));
         }
-        let named = match &op.dedupe {
-            Some(Dedupe::KeptId { update, .. }) => Some(("update", update)),
-            Some(Dedupe::FindThenCreate { find, .. }) => Some(("find", find)),
-            _ => None,
+        let named: Vec<(&str, &String)> = match &op.dedupe {
+            Some(Dedupe::KeptId { update, find, .. }) => std::iter::once(("update", update))
+                .chain(find.iter().map(|f| ("find", f)))
+                .collect(),
+            Some(Dedupe::FindThenCreate { find, .. }) => vec![("find", find)],
+            _ => Vec::new(),
         };
-        if let Some((field, other)) = named {
+        for (field, other) in named {
             if !c.operations.contains_key(other) {
                 return Err(format!(
                     "operations.{name}.dedupe.{field}: no operation `{other}`"
@@ -270,8 +272,16 @@ pub enum Dedupe {
     },
     /// Fluxo keeps the id `id` (templates over `response`, e.g. `{"channel": …, "ts": …}`)
     /// under the step's idempotency key; a repeat calls operation `update` with `params` plus
-    /// `kept_id`.
-    KeptId { id: Value, update: String },
+    /// `kept_id`. With `find`: the write also carries the idempotency key (Slack: in the
+    /// message's metadata) and operation `find` (same `params`; its output `found` and
+    /// `kept_id`) runs first whenever no id is kept, and before every retry, so a write whose
+    /// answer was lost (a timeout, a crash) is found and kept instead of written again.
+    KeptId {
+        id: Value,
+        update: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        find: Option<String>,
+    },
     /// Operation `find` (same `params`) runs first; its output's `found` true ends the step
     /// with `existing: true` and the found record. `eventually_consistent`: the app's search
     /// may miss a record written moments ago (a repeat right after a write can duplicate).

@@ -14,9 +14,13 @@
 //!   `existing: true` and the existing record's id, never retried;
 //! * `kept_id`: the id the first write answered is kept in Memory (namespace
 //!   [`KEPT_NAMESPACE`], key `<workflow>/<step>/<idempotency key>`, for [`KEPT_TTL_MS`]), and a
-//!   repeat calls the `update` operation with it; a process that dies between the app's answer
-//!   and that write can post once more, and so can the step's own retry after a timeout (Slack
-//!   has no idempotency key: give such a step `retries: 0` where a second post matters);
+//!   repeat calls the `update` operation with it. Slack has no idempotency key, so its post
+//!   carries the key in the message's metadata and names a `find` operation, which looks for
+//!   a message carrying the key (and keeps its id instead of posting again) before every retry
+//!   and on a repeat whose first run died between Slack's answer and keeping the id. Before
+//!   its first post the step keeps a "pending"
+//!   mark under the key, so only a repeat that meets the mark (or a retry) looks: the common
+//!   post costs one request. The find's reach is the channel's newest 100 messages;
 //! * `find_then_create`: the connector's find operation runs first with the same params; a
 //!   hit (`found: true`) ends the step with `existing: true` and what it found;
 //! * `none`: the step is not safe to repeat ([`StepKind::repeat_safety`]), and the linter asks
@@ -27,6 +31,9 @@
 //!
 //! The idempotency key: `idempotency_key` when set (a template, e.g. `{{ input.id }}`), else
 //! one per run lineage (`<root_run_id>.<step_id>`), as `publish_output` does.
+//!
+//! Templates of a mapping read `params`, `connection.values`, `idempotency_key` and (outputs)
+//! `response`.
 //!
 //! Output: the operation's `output` (templates over `response` and `params`), plus `existing`
 //! (`true` when the record was there already) and `attempts`. Errors: `connection_not_found`,
@@ -263,15 +270,27 @@ impl StepKind for Action {
         let mut params = c.params.clone();
         let mut op = op;
         let mut kept_at = None;
-        if let Some(Dedupe::KeptId { update, .. }) = &op.dedupe {
+        // Whether a write of this key may have happened without its id being kept.
+        let mut maybe_written = false;
+        if let Some(Dedupe::KeptId { update, find, .. }) = &op.dedupe {
             let at = format!("{}/{}/{key}", cx.workflow_id, cx.step_id);
             let memory = cx.effects.memory(super::memory::Scope::Persistent);
-            if let Some(entry) = memory.read(KEPT_NAMESPACE, &at, cx.clock.now_ms()).await? {
-                // A repeat: update what the first write made.
-                params.insert("kept_id".into(), entry.value);
-                op = &connector.operations[update];
-            } else {
-                kept_at = Some(at);
+            match memory.read(KEPT_NAMESPACE, &at, cx.clock.now_ms()).await? {
+                Some(entry) if entry.value != pending() => {
+                    // A repeat: update what the first write made.
+                    params.insert("kept_id".into(), entry.value);
+                    op = &connector.operations[update];
+                }
+                Some(_) => {
+                    maybe_written = true;
+                    kept_at = Some(at);
+                }
+                None => {
+                    if find.is_some() {
+                        keep_id(cx, &at, &pending()).await?;
+                    }
+                    kept_at = Some(at);
+                }
             }
         }
         let policy = policy(
@@ -281,13 +300,25 @@ impl StepKind for Action {
             c.retry_base_delay_ms,
             c.max_retry_delay_s,
         );
-        let (mut output, existing, ctx) = match &op.dedupe {
-            Some(Dedupe::FindThenCreate { find, .. }) => {
+        // A kept-id write that can be found again is created like a find-then-create one.
+        let finder = match &op.dedupe {
+            Some(Dedupe::FindThenCreate { find, .. }) => Some((find, true)),
+            Some(Dedupe::KeptId {
+                find: Some(find), ..
+            }) if kept_at.is_some() => Some((find, maybe_written)),
+            _ => None,
+        };
+        let (mut output, existing, ctx) = match finder {
+            Some((find, look_first)) => {
                 let find = &connector.operations[find];
-                match find_then_create(cx, connector, (find, op), &conn, &params, &key, &policy, &c)
+                let ops = (find, op, look_first);
+                match find_then_create(cx, connector, ops, &conn, &params, &key, &policy, &c)
                     .await?
                 {
                     Found::Existing(mut output) => {
+                        if let (Some(at), Some(kept)) = (&kept_at, output.get("kept_id")) {
+                            keep_id(cx, at, kept).await?;
+                        }
                         if let Value::Object(m) = &mut output {
                             m.insert("existing".into(), Value::Bool(true));
                             m.insert("attempts".into(), json!(cx.attempt_count()));
@@ -302,15 +333,7 @@ impl StepKind for Action {
         let live = cx.mode == crate::run::Mode::Live;
         if let (Some(at), Some(Dedupe::KeptId { id, .. }), true) = (kept_at, &op.dedupe, live) {
             let kept = render(id, &ctx, "dedupe.id")?;
-            let memory = cx.effects.memory(super::memory::Scope::Persistent);
-            let opts = WriteOptions {
-                allow_overwrite: false,
-                ttl_ms: Some(KEPT_TTL_MS),
-                owner: None,
-            };
-            memory
-                .write(KEPT_NAMESPACE, &at, &kept, opts, cx.clock.now_ms())
-                .await?;
+            keep_id(cx, &at, &kept).await?;
         }
         if let Value::Object(m) = &mut output {
             m.insert("existing".into(), Value::Bool(existing));
@@ -322,6 +345,30 @@ impl StepKind for Action {
     }
 }
 
+/// What a kept-id write with a `find` keeps before it writes: "this key may have been
+/// written", so a repeat that meets it (the first run died before keeping the id) looks first.
+fn pending() -> Value {
+    json!({"fluxo_pending": true})
+}
+
+/// Keep `kept` (the id a kept-id write answered or its find found, or [`pending`]) under `at`
+/// in live runs (a dry run keeps nothing).
+async fn keep_id(cx: &StepContext<'_>, at: &str, kept: &Value) -> Result<(), StepError> {
+    if cx.mode != crate::run::Mode::Live {
+        return Ok(());
+    }
+    let memory = cx.effects.memory(super::memory::Scope::Persistent);
+    let opts = WriteOptions {
+        allow_overwrite: true,
+        ttl_ms: Some(KEPT_TTL_MS),
+        owner: None,
+    };
+    memory
+        .write(KEPT_NAMESPACE, at, kept, opts, cx.clock.now_ms())
+        .await?;
+    Ok(())
+}
+
 enum Found {
     /// The find's output: the record is there.
     Existing(Value),
@@ -329,14 +376,15 @@ enum Found {
     Created((Value, bool, Value)),
 }
 
-/// `find_then_create`: the find, then the create with a single attempt; a create that fails
-/// transiently (a timeout after the app wrote, a 5xx) is retried by looking again first, so a
-/// lost answer is found rather than written twice. Retries and backoff are the step's.
+/// `find_then_create`: the find (before the first attempt only when `look_first`), then the
+/// create with a single attempt; a create that fails transiently (a timeout after the app
+/// wrote, a 5xx) is retried by looking again first, so a lost answer is found rather than
+/// written twice. Retries and backoff are the step's.
 #[allow(clippy::too_many_arguments)]
 async fn find_then_create(
     cx: &StepContext<'_>,
     connector: &Connector,
-    (find, create): (&Operation, &Operation),
+    (find, create, look_first): (&Operation, &Operation, bool),
     conn: &Connection,
     params: &Map<String, Value>,
     key: &str,
@@ -360,9 +408,11 @@ async fn find_then_create(
                 .wait(cx.clock, std::time::Duration::from_millis(wait))
                 .await;
         }
-        let (found, _, _) = call_op(cx, connector, find, conn, params, key, policy, c).await?;
-        if found.get("found") == Some(&Value::Bool(true)) {
-            return Ok(Found::Existing(found));
+        if n > 1 || look_first {
+            let (found, _, _) = call_op(cx, connector, find, conn, params, key, policy, c).await?;
+            if found.get("found") == Some(&Value::Bool(true)) {
+                return Ok(Found::Existing(found));
+            }
         }
         match call_op(cx, connector, create, conn, params, key, &once, c).await {
             Ok(done) => return Ok(Found::Created(done)),
@@ -406,7 +456,7 @@ async fn call_op(
     let keep = |a: &HttpAnswer| a.status < 500 && !matches!(a.status, 408 | 429);
     let answer = send_with_retries_keeping(cx, &call, policy, c.dry_run.as_ref(), &keep).await?;
     let response = json!({"status": answer.status, "headers": answer.headers, "body": answer.body});
-    let ctx = json!({"response": response, "params": params});
+    let ctx = json!({"response": response, "params": params, "idempotency_key": key});
     let existing = match verdict(connector, op, &answer) {
         Verdict::Done => false,
         Verdict::Exists => true,
@@ -539,7 +589,11 @@ fn request(
             ),
         ));
     }
-    let ctx = json!({"params": params, "connection": {"values": conn.values}});
+    let ctx = json!({
+        "params": params,
+        "connection": {"values": conn.values},
+        "idempotency_key": key,
+    });
     let r = &op.request;
     let base = match &conn.credential {
         Credential::WebhookUrl { url } => url.clone(),

@@ -3,7 +3,9 @@
 //!
 //! What matters for dedupe: `chat.postMessage` has no key, so a retried post is a second
 //! message; the answer's `ts` is the message's id, and `chat.update` with it changes the
-//! message instead of posting again. Errors are `200 {"ok": false, "error": "…"}` (only a rate
+//! message instead of posting again. A message can carry `metadata` (`event_type`,
+//! `event_payload`), which `conversations.history` shows with `include_all_metadata=true`:
+//! how a post whose answer was lost is found again. Errors are `200 {"ok": false, "error": "…"}` (only a rate
 //! limit is an HTTP error: `429` with `Retry-After`). Webhooks answer `200 ok` as plain text
 //! and a URL that is not a webhook `404 no_service`.
 
@@ -296,7 +298,8 @@ fn text_arg(args: &Map<String, Value>, name: &str) -> Option<String> {
     }
 }
 
-/// The message fields `text`, `blocks`, `attachments`, `thread_ts` of a post or update.
+/// The message fields `text`, `blocks`, `attachments`, `thread_ts`, `metadata` of a post or
+/// update.
 /// `Err`: Slack's error code.
 fn message_fields(args: &Map<String, Value>) -> Result<Map<String, Value>, &'static str> {
     let mut m = Map::new();
@@ -334,6 +337,20 @@ fn message_fields(args: &Map<String, Value>) -> Result<Map<String, Value>, &'sta
     }
     if let Some(t) = text_arg(args, "thread_ts") {
         m.insert("thread_ts".into(), json!(t));
+    }
+    // Message metadata (Slack's `metadata` argument): `event_type` text and an
+    // `event_payload` object; a form-encoded call sends it as JSON text.
+    if let Some(md) = args.get("metadata").filter(|v| !v.is_null()) {
+        let md = match md {
+            Value::String(t) => serde_json::from_str(t).map_err(|_| "invalid_metadata_format")?,
+            v => v.clone(),
+        };
+        let ok = md.get("event_type").and_then(Value::as_str).is_some_and(|t| !t.is_empty())
+            && md.get("event_payload").is_some_and(Value::is_object);
+        if !ok {
+            return Err("invalid_metadata_format");
+        }
+        m.insert("metadata".into(), md);
     }
     Ok(m)
 }
@@ -421,8 +438,9 @@ async fn update(State(state): State<SandboxState>, req: Request) -> Response {
     .await
 }
 
-/// `GET|POST /api/conversations.history?channel=&limit=&oldest=&latest=&inclusive=`: newest
-/// first.
+/// `GET|POST /api/conversations.history?channel=&limit=&oldest=&latest=&inclusive=
+/// &include_all_metadata=`: newest first; a message's `metadata` only with
+/// `include_all_metadata=true`.
 async fn history(State(state): State<SandboxState>, req: Request) -> Response {
     let ctx = match start(state, req).await {
         Ok(c) => c,
@@ -443,6 +461,9 @@ async fn history(State(state): State<SandboxState>, req: Request) -> Response {
     let ts_num = |name: &str| text_arg(&args, name).and_then(|t| t.parse::<f64>().ok());
     let (oldest, latest) = (ts_num("oldest"), ts_num("latest"));
     let inclusive = matches!(text_arg(&args, "inclusive").as_deref(), Some("true" | "1"));
+    let metadata = args.get("include_all_metadata").is_some_and(|v| {
+        v == &Value::Bool(true) || matches!(v.as_str(), Some("true" | "1"))
+    });
     ctx.run(|_, data, _| {
         let Some(c) = data.slack.channel_mut(&channel) else {
             return Ok((fail("channel_not_found"), None));
@@ -461,7 +482,13 @@ async fn history(State(state): State<SandboxState>, req: Request) -> Response {
         let messages: Vec<Value> = all
             .iter()
             .take(limit)
-            .map(|m| Value::Object((*m).clone()))
+            .map(|m| {
+                let mut m = (*m).clone();
+                if !metadata {
+                    m.remove("metadata");
+                }
+                Value::Object(m)
+            })
             .collect();
         Ok((
             ok(json!({
