@@ -1039,3 +1039,101 @@ async fn progress_counts_scenarios_and_deliveries_as_they_happen() {
         "the first report is the first scenario"
     );
 }
+
+/// A webhook workflow whose one write is `operation` of `connector`, as connection `conn`.
+fn app_write(connector: &str, operation: &str, params: Value, key: Option<&str>) -> Value {
+    let mut config = json!({
+        "connector": connector, "operation": operation, "connection": format!("{connector}-main"),
+        "params": params
+    });
+    if let Some(k) = key {
+        config["idempotency_key"] = json!(k);
+    }
+    json!({
+        "id": format!("{connector}-{operation}"), "name": "app write", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "write", "kind": "action", "config": config}
+        ],
+        "edges": [{"from": "hook", "to": "write"}]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_apps_write_passes_the_check_through_its_fake() {
+    let email = "{{ input.data.object.id | lower }}@example.com";
+    let invoice = "{{ input.data.object.id }}";
+    let cases = [
+        (
+            app_write("hubspot", "upsert_contact", json!({"email": email}), None),
+            "hubspot contact",
+        ),
+        (
+            app_write("hubspot", "create_contact", json!({"email": email}), None),
+            "hubspot contact",
+        ),
+        (
+            app_write("stripe", "create_customer", json!({"email": email}), Some(invoice)),
+            "stripe customer",
+        ),
+        (
+            app_write(
+                "slack",
+                "post_message",
+                json!({"channel": "alerts", "text": "paid: {{ input.data.object.id }}"}),
+                Some(invoice),
+            ),
+            "slack message",
+        ),
+        (
+            app_write(
+                "google_sheets",
+                "append_row",
+                json!({"spreadsheet_id": "ledger", "key": invoice, "values": ["{{ input.data.object.amount_paid }}"]}),
+                None,
+            ),
+            "sheets row",
+        ),
+    ];
+    for (wf, record) in cases {
+        let r = check_value(&wf).await;
+        let t = table(&r);
+        println!("{}:\n{t}", wf["id"]);
+        assert!(r.passed, "{}:\n{t}", wf["id"]);
+        assert!(r.warnings.is_empty(), "{}: {:?}", wf["id"], r.warnings);
+        let first = row(&r, "first delivery");
+        assert!(first.seen.ends_with(&format!("; 1 {record}")), "{t}");
+        // Every write route was faulted: a timeout after the write and a crash there.
+        assert!(t.contains("timeout after write on POST /"), "{t}");
+        assert!(t.contains("engine killed during POST /"), "{t}");
+        assert!(
+            r.notes.iter().any(|n| n.contains(&format!("`{}-main`", wf["steps"][1]["config"]["connector"].as_str().unwrap()))),
+            "{:?}",
+            r.notes
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_without_dedupe_and_without_a_claim_fails_the_check_with_the_linters_hint() {
+    let wf = app_write(
+        "slack",
+        "send_webhook",
+        json!({"text": "paid: {{ input.data.object.id }}"}),
+        None,
+    );
+    let r = check_value(&wf).await;
+    let t = table(&r);
+    println!("{t}\n{:?}", r.warnings);
+    assert!(!r.passed, "{t}");
+    let twice = row(&r, "same event twice");
+    assert_eq!(twice.verdict, Verdict::Fail, "{t}");
+    assert!(twice.seen.starts_with("2 slack messages;"), "{t}");
+    // The linter says the same, with what to do.
+    let lint = r
+        .warnings
+        .iter()
+        .find(|w| w.contains("lint_unguarded_write"))
+        .unwrap_or_else(|| panic!("{:?}", r.warnings));
+    assert!(lint.contains("Memory"), "{lint}");
+}

@@ -551,6 +551,7 @@ async fn item_rows(
         lane_prefix: "item",
         targets: ctx.targets,
         seed: ctx.seed.clone(),
+        connections: ctx.connections.clone(),
         progress: ctx.progress,
     };
     let mut rows = item.run_all(&input, &variant, &id_paths).await;

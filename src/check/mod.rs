@@ -281,6 +281,10 @@ pub async fn check_with_progress(
         lane_prefix: "lane",
         targets: &targets,
         seed: Vec::new(),
+        connections: sandbox_connections(
+            std::iter::once(&wf.workflow).chain(targets.values().map(|t| &t.workflow)),
+            &sandbox.url(),
+        ),
         progress: &progress,
     };
     let (rows, id_paths, extra_notes) = match plan {
@@ -290,6 +294,7 @@ pub async fn check_with_progress(
         }
         Plan::FanOut => fan_out::run(&mut ctx, event, options).await,
     };
+    let connections: Vec<String> = ctx.connections.iter().map(|c| format!("`{}`", c.id)).collect();
     drop(ctx);
     sandbox.shutdown().await;
     drop(scratch);
@@ -314,7 +319,14 @@ pub async fn check_with_progress(
             .to_string(),
     ];
     notes.extend(extra_notes);
-    if env_names.is_empty() {
+    if !connections.is_empty() {
+        notes.push(format!(
+            "connections {} were pointed at the sandbox's app fakes (with tokens the fakes \
+             accept); the workflow's own connections were not used",
+            connections.join(", ")
+        ));
+    }
+    if env_names.is_empty() && connections.is_empty() {
         notes.push(
             "the workflow references no env variables: nothing was pointed at the sandbox".into(),
         );
@@ -347,6 +359,8 @@ struct Ctx<'a> {
     targets: &'a BTreeMap<String, Arc<Compiled>>,
     /// Records each lane's sandbox starts with, `(collection, body)` (a poll's source items).
     seed: Vec<(String, serde_json::Map<String, Value>)>,
+    /// The connections `action` steps name, pointed at the sandbox's app fakes.
+    connections: Vec<crate::connections::Connection>,
     progress: &'a Progress<'a>,
 }
 
@@ -406,6 +420,12 @@ impl Ctx<'_> {
         )
         .with_http(http.clone());
         engine.set_env(self.env.clone());
+        let connections = crate::connections::MemConnections::default();
+        for c in &self.connections {
+            crate::connections::ConnectionStore::put(&connections, c.clone())
+                .map_err(|e| e.to_string())?;
+        }
+        engine.set_connections(Arc::new(connections));
         let queued = Arc::new(std::sync::Mutex::new(Vec::new()));
         if !self.targets.is_empty() {
             let (targets, q) = ((*self.targets).clone(), queued.clone());
@@ -433,9 +453,11 @@ impl Ctx<'_> {
             .map_err(|e| format!("the run could not be stored: {e}"))
     }
 
-    /// Records per collection, less the lane's seed (a poll's source items are not writes).
+    /// Records per collection, less the lane's seed (a poll's source items are not writes),
+    /// and per kind in the app fakes (`hubspot contacts`).
     fn counts(&self) -> Counts {
-        self.state()
+        let mut counts: Counts = self
+            .state()
             .all_records()
             .into_iter()
             .map(|(c, r)| {
@@ -444,7 +466,9 @@ impl Ctx<'_> {
                 (c, n)
             })
             .filter(|(_, n)| *n > 0)
-            .collect()
+            .collect();
+        counts.extend(self.state().vendor_counts());
+        counts
     }
 
     /// `METHOD /path` of requests that created a record, in first-seen order.
@@ -930,6 +954,33 @@ async fn held_claims(lane: &Lane, run: &RunRecord) -> Vec<String> {
 
 /// URL fields (`url`, `*_url`) must be templates (`{{ env.NAME }}/path`): a fixed address
 /// cannot be pointed at the sandbox.
+/// A connection for every one an `action` step of `workflows` names, to its app's fake in
+/// the sandbox at `url` (a static token; Slack's webhook for a webhook-only operation). A
+/// step whose app has no fake gets none: it fails with `connection_not_found`, which its row
+/// shows.
+fn sandbox_connections<'w>(
+    workflows: impl Iterator<Item = &'w Workflow>,
+    url: &str,
+) -> Vec<crate::connections::Connection> {
+    let mut out: Vec<crate::connections::Connection> = Vec::new();
+    for step in workflows.flat_map(|w| &w.steps) {
+        if step.kind != "action" {
+            continue;
+        }
+        let text = |k: &str| step.config.get(k).and_then(Value::as_str).unwrap_or_default();
+        let (app, id) = (text("connector"), text("connection"));
+        if out.iter().any(|c| c.id == id) {
+            continue;
+        }
+        let kind = crate::connectors::get(app)
+            .and_then(|c| c.operations.get(text("operation")))
+            .and_then(|op| op.auth.first())
+            .map_or("bearer", String::as_str);
+        out.extend(crate::sandbox::vendors::sandbox_connection(app, id, url, kind));
+    }
+    out
+}
+
 fn fixed_destinations(wf: &Workflow) -> Result<(), CheckError> {
     let mut bad = Vec::new();
     for (i, s) in wf.steps.iter().enumerate() {

@@ -273,6 +273,12 @@ impl SandboxState {
             .collect()
     }
 
+    /// Records per kind in the vendor fakes (`hubspot contacts` → 2), kinds with none left
+    /// out.
+    pub fn vendor_counts(&self) -> BTreeMap<String, usize> {
+        super::vendors::counts(&self.lock().vendors)
+    }
+
     /// One record by id.
     pub fn record(&self, collection: &str, id: &str) -> Option<Value> {
         self.lock()

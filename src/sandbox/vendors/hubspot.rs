@@ -329,6 +329,16 @@ impl Fake for HubSpot {
         v
     }
 
+    fn counts(&self, data: &VendorData) -> Vec<(String, usize)> {
+        KINDS
+            .iter()
+            .map(|k| {
+                let n = data.hubspot.objects.get(k.name).map_or(0, Vec::len);
+                (format!("hubspot {}", k.name), n)
+            })
+            .collect()
+    }
+
     fn control(&self, data: &mut VendorData, body: Value) -> Result<Value, String> {
         let m = object(&body);
         for (k, v) in &m {

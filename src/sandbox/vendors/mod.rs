@@ -113,6 +113,56 @@ pub(crate) trait Fake: Style {
     fn snapshot(&self, data: &VendorData, now_ms: i64) -> Value;
     /// `POST /_sandbox/vendors/{app}`: a setup command; `Err` is a 400's detail.
     fn control(&self, data: &mut VendorData, body: Value) -> Result<Value, String>;
+    /// How many records of each kind it holds (`("hubspot contacts", 2)`): what `fluxo
+    /// check` compares between deliveries. Kinds with none may be left out.
+    fn counts(&self, data: &VendorData) -> Vec<(String, usize)>;
+}
+
+/// Records per kind in every fake (`hubspot contacts` → 2), kinds with none left out.
+pub(crate) fn counts(data: &VendorData) -> BTreeMap<String, usize> {
+    FAKES
+        .iter()
+        .flat_map(|f| f.counts(data))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// A connection of `app` (a connector's app id: `hubspot`, `stripe`, `slack`,
+/// `google_sheets`) to the fakes of the sandbox at `sandbox_url`, with a static token the
+/// fake accepts, or for `kind` `webhook_url` the Slack webhook every fresh sandbox has.
+/// `None` for an app without a fake. What `fluxo check` and the desktop's sandbox use.
+pub fn sandbox_connection(
+    app: &str,
+    id: &str,
+    sandbox_url: &str,
+    kind: &str,
+) -> Option<crate::connections::Connection> {
+    use crate::connections::{Connection, Credential};
+    let base = sandbox_url.trim_end_matches('/');
+    let (prefix, token) = match app {
+        "hubspot" => ("hubspot", HUBSPOT_TOKEN_PREFIX),
+        "stripe" => ("stripe", STRIPE_TOKEN_PREFIX),
+        "slack" => ("slack", SLACK_TOKEN_PREFIX),
+        "google_sheets" => ("sheets", SHEETS_TOKEN_PREFIX),
+        _ => return None,
+    };
+    let credential = if kind == "webhook_url" && app == "slack" {
+        Credential::WebhookUrl {
+            url: format!("{base}{}", slack::webhook_path(SLACK_WEBHOOK_SECRET)),
+        }
+    } else {
+        Credential::Bearer {
+            token: format!("{token}fluxo"),
+        }
+    };
+    Some(Connection {
+        id: id.to_string(),
+        app: app.to_string(),
+        name: format!("{app} (sandbox)"),
+        credential,
+        base_url: Some(format!("{base}/{prefix}")),
+        values: Default::default(),
+    })
 }
 
 /// The fakes' memory, inside the sandbox's state (so `POST /_sandbox/reset` forgets it).

@@ -482,6 +482,17 @@ impl Fake for Sheets {
             )
     }
 
+    fn counts(&self, data: &VendorData) -> Vec<(String, usize)> {
+        let rows = data
+            .sheets
+            .books
+            .values()
+            .flat_map(|b| &b.sheets)
+            .map(|s| s.rows.len())
+            .sum();
+        vec![("sheets rows".into(), rows)]
+    }
+
     fn snapshot(&self, data: &VendorData, _now_ms: i64) -> Value {
         let books: Map<String, Value> = data
             .sheets

@@ -189,6 +189,13 @@ impl Fake for Slack {
             .route("/slack/services/{team}/{bot}/{secret}", post(webhook))
     }
 
+    fn counts(&self, data: &VendorData) -> Vec<(String, usize)> {
+        let s = &data.slack;
+        // A webhook's message is posted to its channel too.
+        let posted: usize = s.channels.iter().map(|c| c.messages.len()).sum();
+        vec![("slack messages".into(), posted)]
+    }
+
     fn snapshot(&self, data: &VendorData, _now_ms: i64) -> Value {
         let s = &data.slack;
         let name_of = |id: &str| {
@@ -252,7 +259,7 @@ impl Fake for Slack {
     }
 }
 
-fn webhook_path(secret: &str) -> String {
+pub(super) fn webhook_path(secret: &str) -> String {
     format!("/slack/services/{TEAM}/{BOT_ID}/{secret}")
 }
 

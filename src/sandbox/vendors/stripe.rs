@@ -174,6 +174,10 @@ impl Fake for Stripe {
         json!({"customers": data.stripe.customers})
     }
 
+    fn counts(&self, data: &VendorData) -> Vec<(String, usize)> {
+        vec![("stripe customers".into(), data.stripe.customers.len())]
+    }
+
     fn control(&self, _data: &mut VendorData, _body: Value) -> Result<Value, String> {
         Err("the Stripe fake has no settings".into())
     }
