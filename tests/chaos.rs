@@ -31,6 +31,15 @@
 //!   ever succeed; such an event must still have exactly one deal, and its lineage must end
 //!   `failed` (or `timed_out`): a person has to look. They are counted as "poisoned keys".
 //!
+//! **Through a connector** (issue 35): the second test runs the same storm (120 events, 6
+//! kills by default) with the HubSpot fake as the destination: the workflow is webhook_trigger
+//! → `action` HubSpot *Create a contact* (email `<event id>@chaos.example`) as a connection
+//! in the data dir's encrypted store, with no Memory claim and no key: the connector's
+//! dedupe (`409` "Contact already exists" is success with the existing id) is the only guard.
+//! The coin strikes `POST /hubspot/crm/v3/objects/contacts`; a 500 after the write is then
+//! followed by a 409 on the retry, so no key is ever poisoned and every lineage must end
+//! succeeded with one contact per event.
+//!
 //! Figures are printed (`cargo test --test chaos -- --nocapture`). Loopback only; every loop is
 //! bounded in count and time.
 //!
@@ -79,6 +88,108 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(default)
+}
+
+/// Where the storm's writes go.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Target {
+    /// `POST {{ env.CRM_URL }}/deals` by `http_request`, guarded by a Memory claim and the
+    /// destination's `Idempotency-Key`.
+    Deals,
+    /// HubSpot's *Create a contact* through the `action` step and a connection to the
+    /// sandbox's HubSpot fake, guarded only by the connector's dedupe (`409` is exists): no
+    /// Memory step, no key.
+    HubSpot,
+}
+
+/// The connection the HubSpot workflow acts as.
+const HUBSPOT_CONNECTION: &str = "hubspot-chaos";
+/// The route of HubSpot's create.
+const HUBSPOT_CREATE: &str = "/hubspot/crm/v3/objects/contacts";
+
+impl Target {
+    fn workflow(self) -> Value {
+        match self {
+            Target::Deals => workflow(),
+            Target::HubSpot => json!({
+                "id": WF,
+                "name": "chaos: create the HubSpot contact once",
+                "version": 1,
+                // Longer than the 1 s of the deals: HubSpot's documented limit (100 requests
+                // per 10 s per connection) paces the calls.
+                "settings": {"run_timeout_s": 30},
+                "steps": [
+                    {"id": "hook", "kind": "webhook_trigger", "config": {}},
+                    {"id": "create", "kind": "action", "config": {
+                        "connector": "hubspot", "operation": "create_contact",
+                        "connection": HUBSPOT_CONNECTION,
+                        "params": {"email": "{{ input.id }}@chaos.example",
+                                   "firstname": "{{ input.amount }}"},
+                        "retries": 2, "retry_strategy": "exponential",
+                        "retry_base_delay_ms": 100, "max_retry_delay_s": 0.2,
+                        "timeout_s": 0.45}}
+                ],
+                "edges": [{"from": "hook", "to": "create"}]
+            }),
+        }
+    }
+
+    /// The route the fault coin strikes.
+    fn fault_path(self) -> &'static str {
+        match self {
+            Target::Deals => "/deals",
+            Target::HubSpot => HUBSPOT_CREATE,
+        }
+    }
+
+    /// What one event makes at the destination.
+    fn noun(self) -> &'static str {
+        match self {
+            Target::Deals => "deals",
+            Target::HubSpot => "contacts",
+        }
+    }
+
+    /// Records at the destination per event id.
+    async fn records(self, probe: &reqwest::Client, dest: &Destination) -> BTreeMap<String, usize> {
+        let mut per_event: BTreeMap<String, usize> = BTreeMap::new();
+        let (path, list, field) = match self {
+            Target::Deals => ("/deals", "/data", "/event"),
+            Target::HubSpot => ("/_sandbox/vendors/hubspot", "/contacts", "/properties/email"),
+        };
+        let all: Value = probe
+            .get(format!("{}{path}", dest.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for r in all.pointer(list).and_then(Value::as_array).unwrap() {
+            let v = r.pointer(field).and_then(Value::as_str).unwrap_or("?");
+            let event = v.strip_suffix("@chaos.example").unwrap_or(v);
+            *per_event.entry(event.to_string()).or_default() += 1;
+        }
+        per_event
+    }
+}
+
+/// Write the connections store of a data dir: the HubSpot connection, to the fake at
+/// `dest_url`, sealed under `key`.
+fn write_connections(data: &Path, key: &fluxo::connections::key::ConnectionKey, dest_url: &str) {
+    let conn = fluxo::sandbox::vendors::sandbox_connection(
+        "hubspot",
+        HUBSPOT_CONNECTION,
+        dest_url,
+        "bearer",
+    )
+    .unwrap();
+    std::fs::create_dir_all(data).unwrap();
+    std::fs::write(
+        data.join(fluxo::connections::file::FILE),
+        fluxo::connections::file::seal(key, &[conn]),
+    )
+    .unwrap();
 }
 
 fn workflow() -> Value {
@@ -161,7 +272,7 @@ impl Drop for Destination {
     }
 }
 
-async fn start_destination(seed: u64) -> Destination {
+async fn start_destination(seed: u64, fault_path: &'static str) -> Destination {
     let state = SandboxState::new(SandboxConfig {
         // Longer than the step's 0.45 s timeout: the engine gives up first.
         hold: Duration::from_secs(2),
@@ -180,7 +291,7 @@ async fn start_destination(seed: u64) -> Destination {
             move |mut req: Request, next: Next| {
                 let c = c.clone();
                 async move {
-                    if req.method() == Method::POST && req.uri().path() == "/deals" {
+                    if req.method() == Method::POST && req.uri().path() == fault_path {
                         if let Some(f) = c.pick() {
                             req.headers_mut()
                                 .insert(FAULT_HEADER, HeaderValue::from_static(f));
@@ -225,6 +336,8 @@ struct Paths {
     data: PathBuf,
     workflows: PathBuf,
     log: PathBuf,
+    /// The connections store's key, given to every child.
+    key: fluxo::connections::key::ConnectionKey,
 }
 
 fn log_tail(log: &Path, lines: usize) -> String {
@@ -234,11 +347,13 @@ fn log_tail(log: &Path, lines: usize) -> String {
 }
 
 async fn spawn_serve(paths: &Paths, crm_url: &str, probe: &reqwest::Client) -> Serve {
+    let key = paths.key.to_hex();
     let port = free_port();
     let mut child = serve_command(port, &paths.workflows, &paths.data, TOKEN, &paths.log)
         .args(["--cache-mb", "16", "--retention-runs", "100000000"])
         .env("FLUXO_LOG", "warn")
         .env("FLUXO_ENV_CRM_URL", crm_url)
+        .env(fluxo::connections::key::KEY_ENV, key)
         .spawn()
         .expect("spawn fluxo serve");
     let url = format!("http://127.0.0.1:{port}");
@@ -514,16 +629,26 @@ async fn describe_event(client: &reqwest::Client, url: &str, key: &str) -> Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_every_event_takes_effect_exactly_once() {
+    storm(Target::Deals, 300, 12).await;
+}
+
+/// The same storm with HubSpot's fake as the destination, through the connector (issue 35).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_through_the_hubspot_connector_every_event_makes_one_contact() {
+    storm(Target::HubSpot, 120, 6).await;
+}
+
+async fn storm(target: Target, default_events: usize, default_kills: usize) {
     let seed: u64 = std::env::var("FLUXO_CHAOS_SEED")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or_else(rand::random);
-    let events = env_usize("FLUXO_CHAOS_EVENTS", 300).max(1);
-    let kills = env_usize("FLUXO_CHAOS_KILLS", 12);
+    let events = env_usize("FLUXO_CHAOS_EVENTS", default_events).max(1);
+    let kills = env_usize("FLUXO_CHAOS_KILLS", default_kills);
     let clients = env_usize("FLUXO_CHAOS_CLIENTS", 8).max(1);
     println!(
-        "chaos test seed: {seed} (FLUXO_CHAOS_SEED={seed} replays it); {events} events, \
-         {kills} kills, {clients} clients"
+        "chaos test ({target:?}) seed: {seed} (FLUXO_CHAOS_SEED={seed} replays it); {events} \
+         events, {kills} kills, {clients} clients"
     );
     let t0 = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
@@ -533,15 +658,19 @@ async fn chaos_every_event_takes_effect_exactly_once() {
         data: tmp.path().join("data"),
         workflows: tmp.path().join("workflows"),
         log: tmp.path().join("serve.log"),
+        key: fluxo::connections::key::ConnectionKey::generate(),
     };
     std::fs::create_dir_all(&paths.workflows).unwrap();
     std::fs::write(
         paths.workflows.join(format!("{WF}.json")),
-        serde_json::to_string_pretty(&workflow()).unwrap(),
+        serde_json::to_string_pretty(&target.workflow()).unwrap(),
     )
     .unwrap();
 
-    let dest = start_destination(seed).await;
+    let dest = start_destination(seed, target.fault_path()).await;
+    if target == Target::HubSpot {
+        write_connections(&paths.data, &paths.key, &dest.url);
+    }
     let probe = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(5))
@@ -698,21 +827,8 @@ async fn chaos_every_event_takes_effect_exactly_once() {
     }
     let drain2 = drain(&probe, &serve.url, "after the bulk resume").await;
 
-    // The promise, at the destination: one deal per event.
-    let deals: Value = probe
-        .get(format!("{}/deals", dest.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut deals_per_event: BTreeMap<String, usize> = BTreeMap::new();
-    for d in deals["data"].as_array().unwrap() {
-        *deals_per_event
-            .entry(d["event"].as_str().unwrap_or("?").to_string())
-            .or_default() += 1;
-    }
+    // The promise, at the destination: one deal (contact) per event.
+    let deals_per_event = target.records(&probe, &dest).await;
     // Keys whose executing request got `error_500_after_write`: the destination stored that 500
     // under the key and replays it forever (Stripe's semantics).
     let log = dest.state.log();
@@ -777,7 +893,7 @@ async fn chaos_every_event_takes_effect_exactly_once() {
             doubled += 1;
         }
         if n != 1 {
-            problems.push(format!("event {id}: {n} deals at the destination"));
+            problems.push(format!("event {id}: {n} {} at the destination", target.noun()));
             broken.insert(id.clone());
         }
         // The door: every 2xx named the same run, at most one 202.
@@ -876,7 +992,7 @@ async fn chaos_every_event_takes_effect_exactly_once() {
          \x20 events {events}; deliveries {} (planned {planned}) from {clients} senders, {} HTTP \
          requests ({} without an answer, {} 503); 202 {}, 200 duplicate {}\n\
          \x20 SIGKILLs {kills} in a {:.1} s storm, then 1 restart with recovery ({:.1} s to drain)\n\
-         \x20 destination: {} POST /deals, faults chosen {:?} ({} answers held), \
+         \x20 destination: {} POST {}, faults chosen {:?} ({} answers held), \
          {} keys poisoned by a stored 500\n\
          \x20 runs before the bulk resume: {} {:?}; interrupted {interrupted} \
          ({} auto-resumed runs, {interrupted_unresumed} interrupted and not resumed); \
@@ -884,7 +1000,7 @@ async fn chaos_every_event_takes_effect_exactly_once() {
          \x20 resumed by hand: {resumed_by_hand} (one bulk pass over {} runs; {already_resumed} \
          answered 409 already_resumed; {:.1} s to drain)\n\
          \x20 runs at the end: {} {:?}\n\
-         \x20 deals per event: min {min_deals}, max {max_deals}; lost {lost}, doubled {doubled}; \
+         \x20 {} per event: min {min_deals}, max {max_deals}; lost {lost}, doubled {doubled}; \
          lineages ending succeeded {}, poisoned lineages ending failed/timed_out {poisoned_failed}\n\
          \x20 total {:.1} s",
         c.deliveries.load(Ordering::Relaxed),
@@ -896,6 +1012,7 @@ async fn chaos_every_event_takes_effect_exactly_once() {
         storm.as_secs_f64(),
         drain1.as_secs_f64(),
         dest.coin.requests.load(Ordering::Relaxed),
+        target.fault_path(),
         faults_applied,
         held,
         poisoned.len(),
@@ -906,6 +1023,7 @@ async fn chaos_every_event_takes_effect_exactly_once() {
         drain2.as_secs_f64(),
         after.len(),
         final_status,
+        target.noun(),
         events - broken.len().min(events) - poisoned_failed,
         t0.elapsed().as_secs_f64(),
     );
