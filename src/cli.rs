@@ -1925,13 +1925,14 @@ pub fn print_check(report: &crate::check::CheckReport) {
         "fluxo check {} v{}: {} pointed at a private sandbox; new-event ids: {}",
         report.workflow_id,
         report.workflow_version,
-        if report.env.is_empty() {
+        if report.env.is_empty() && report.connections.is_empty() {
             "no env variables".to_string()
         } else {
             report
                 .env
                 .iter()
                 .map(|n| format!("env.{n}"))
+                .chain(report.connections.iter().map(|c| format!("connection {c}")))
                 .collect::<Vec<_>>()
                 .join(", ")
         },

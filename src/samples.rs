@@ -28,6 +28,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         "polling-sync-item",
         include_str!("../workflows/polling-sync-item.json"),
     ),
+    (
+        "stripe-customer-to-hubspot",
+        include_str!("../workflows/stripe-customer-to-hubspot.json"),
+    ),
 ];
 
 /// `(name, JSON text)` of every sample payload (Stripe events built from Stripe's API

@@ -50,6 +50,13 @@ fn polled_charge() -> Value {
 }
 
 /// Every template with the event and id paths it is checked with.
+fn customer_with_email() -> Value {
+    let mut e = payload("stripe/customer.created.json");
+    e["data"]["object"]["email"] = json!("jenny.rosen@example.com");
+    e["data"]["object"]["name"] = json!("Jenny Rosen");
+    e
+}
+
 fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
     vec![
         (
@@ -73,6 +80,13 @@ fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
             vec!["issue.id".into(), "issue.number".into()],
         ),
         ("polling-sync-item", polled_charge(), vec![]),
+        // Stripe's fixture customer has no email; the event a customer with one sends. The
+        // upsert matches on the email, so a new customer is one with a new email.
+        (
+            "stripe-customer-to-hubspot",
+            customer_with_email(),
+            vec!["id".into(), "data.object.id".into(), "data.object.email".into()],
+        ),
         // The poll's event is one item of the source it lists (the check seeds 3 copies).
         ("polling-sync", polled_charge(), vec![]),
     ]
@@ -173,7 +187,7 @@ async fn every_template_passes_the_check() {
             row(&r, &format!("{prefix}{name}"));
         }
         assert!(
-            !r.env.is_empty(),
+            !r.env.is_empty() || !r.connections.is_empty(),
             "{id}: destinations pointed at the sandbox"
         );
         assert!(r.warnings.is_empty(), "{id}: lint clean: {:?}", r.warnings);

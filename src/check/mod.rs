@@ -134,6 +134,9 @@ pub struct CheckReport {
     pub checks: Vec<CheckRow>,
     /// The `env` names pointed at the sandbox.
     pub env: Vec<String>,
+    /// The connections (of `action` steps) pointed at the sandbox's app fakes.
+    #[serde(default)]
+    pub connections: Vec<String>,
     /// The id paths the variant changed.
     pub id_paths: Vec<String>,
     /// Linter warnings of the workflow (`Problem` display form).
@@ -294,7 +297,8 @@ pub async fn check_with_progress(
         }
         Plan::FanOut => fan_out::run(&mut ctx, event, options).await,
     };
-    let connections: Vec<String> = ctx.connections.iter().map(|c| format!("`{}`", c.id)).collect();
+    let connection_ids: Vec<String> = ctx.connections.iter().map(|c| c.id.clone()).collect();
+    let connections: Vec<String> = connection_ids.iter().map(|c| format!("`{c}`")).collect();
     drop(ctx);
     sandbox.shutdown().await;
     drop(scratch);
@@ -337,6 +341,7 @@ pub async fn check_with_progress(
         passed: rows.iter().all(|r| r.verdict == Verdict::Pass),
         checks: rows,
         env: env_names,
+        connections: connection_ids,
         id_paths,
         warnings: wf.warnings.iter().map(|w| w.to_string()).collect(),
         notes,

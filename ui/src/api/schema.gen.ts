@@ -912,6 +912,8 @@ export interface components {
             checks: components["schemas"]["CheckRow"][];
             /** @description The `env` names pointed at the sandbox. */
             env: string[];
+            /** @description The connections (of `action` steps) pointed at the sandbox's app fakes. */
+            connections?: string[];
             /** @description The id paths the variant changed. */
             id_paths: string[];
             /** @description Linter warnings of the workflow (`Problem` display form). */
