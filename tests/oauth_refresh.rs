@@ -153,6 +153,18 @@ async fn expire_at_the_fake(base: &str) {
     assert_eq!(r.status(), 200);
 }
 
+/// The next refresh answers after 300 ms of real time: the runs that arrive meanwhile find
+/// it in flight (the claim taken, or this process's lock held).
+async fn slow_token_endpoint(base: &str) {
+    let r = client()
+        .post(format!("{base}/_sandbox/faults"))
+        .json(&json!({"route": "POST /oauth/token", "fault": "slow:300", "times": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+}
+
 /// Every token the fake issued (access and refresh, rotated-out ones included).
 async fn issued(base: &str) -> Vec<String> {
     let v: Value = client()
@@ -320,6 +332,7 @@ async fn twenty_concurrent_runs_refresh_once_on_sled() {
         .unwrap();
     engine.set_connections(conns);
     expire_at_the_fake(&base).await;
+    slow_token_endpoint(&base).await;
     let wf = Arc::new(contact("hs"));
     let tasks: Vec<_> = (0..20)
         .map(|i| {
@@ -393,6 +406,7 @@ async fn three_engines_on_one_postgres_refresh_once_and_keep_the_rotated_token()
         stores.push(store);
     }
     expire_at_the_fake(&base).await;
+    slow_token_endpoint(&base).await;
     let wf = Arc::new(contact("hs"));
     let wave = |tag: &'static str| {
         let tasks: Vec<_> = (0..12)
@@ -426,6 +440,7 @@ async fn three_engines_on_one_postgres_refresh_once_and_keep_the_rotated_token()
     // Half an hour later every token has expired (the fake's clock is the engines'): the next
     // refresh must use the rotated refresh token; the credential's own is spent and refused.
     clock.advance(Duration::from_secs(31 * 60));
+    slow_token_endpoint(&base).await;
     runs.extend(wave("b").await);
     let s = stats(&base).await;
     assert_eq!(s["refreshes"], 2, "{s}");
