@@ -386,7 +386,7 @@ async fn three_engines_on_one_postgres_refresh_once_and_keep_the_rotated_token()
             store.migrate().await.unwrap();
         }
         let conns = FileConnections::open(
-            &dir.path().join(format!("connections-{i}.enc")),
+            dir.path().join(format!("connections-{i}.enc")),
             key.clone(),
             KeySource::Env,
         )
