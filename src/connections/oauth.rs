@@ -61,16 +61,16 @@
 //! # Errors (as a step's [`StepError`])
 //!
 //! * `auth_failed`: the token endpoint refused the grant (`invalid_grant`: the refresh token
-//!   was revoked or already used; any other OAuth error code), or the token expired and the
-//!   connection has no refresh token: the message names the connection id and says to
-//!   reconnect it. Never retried.
-//! * `oauth_refresh_failed`: no answer from the token endpoint (timeout, connection error), an
-//!   answer that is not a token response, or a wait for another process's refresh that did
-//!   not end in time.
+//!   was revoked or already used; `invalid_client`, `unauthorized_client`, any other OAuth
+//!   error code but the two below), or the token expired and the connection has no refresh
+//!   token: the message names the connection id and says to reconnect it.
+//! * `oauth_refresh_failed`: no answer from the token endpoint (timeout, connection error),
+//!   the OAuth error `server_error` or `temporarily_unavailable`, an answer that is not a
+//!   token response, or a wait for another process's refresh that did not end in time.
 //! * `connection_unavailable`: the stored state cannot be read (another key, damage) or
 //!   written (the store).
 //!
-//! No message quotes a token.
+//! None is retried within the step (the next run asks again). No message quotes a token.
 //!
 //! # Masking
 //!
@@ -531,6 +531,20 @@ impl Tokens {
         .await;
         let (access, rotated, expires_in) = match answer {
             Ok(t) => t,
+            // The endpoint is down or busy (RFC 6749 §5.2 has no such code; providers answer
+            // `server_error`, `temporarily_unavailable` as in §4.1.2.1): not the grant's fault.
+            Err(Refused::Grant { error, .. })
+                if matches!(error.as_str(), "server_error" | "temporarily_unavailable") =>
+            {
+                return Err(StepError::new(
+                    "oauth_refresh_failed",
+                    format!(
+                        "refreshing the tokens of connection `{}` failed: the token endpoint \
+                         answered {error}",
+                        conn.id
+                    ),
+                ))
+            }
             Err(Refused::Grant { error, description }) => {
                 let description = description.replace(&refresh_token, "…");
                 return Err(StepError::new(
