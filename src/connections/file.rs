@@ -365,6 +365,9 @@ impl ConnectionStore for FileConnections {
         self.write(&mut loaded, next)
     }
 
+    fn state_key(&self) -> Option<ConnectionKey> {
+        Some(self.key.clone())
+    }
     fn remove(&self, id: &str) -> Result<bool, ConnectionError> {
         let mut loaded = self.fresh()?;
         if !loaded.connections.contains_key(id) {

@@ -10,10 +10,11 @@
 //! [`ConnectionStore`] is the one interface the engine reads them through: [`MemConnections`]
 //! for tests, an encrypted file for `fluxo serve` and the desktop app
 //! ([`file::FileConnections`], its key: [`key`]). [`validate`] is the rule every stored
-//! connection meets.
+//! connection meets. OAuth 2 connections are refreshed once for every process ([`oauth`]).
 
 pub mod file;
 pub mod key;
+pub mod oauth;
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -251,6 +252,12 @@ pub trait ConnectionStore: Send + Sync {
     fn put(&self, connection: Connection) -> Result<(), ConnectionError>;
     /// Remove `id`; `false` when there was none.
     fn remove(&self, id: &str) -> Result<bool, ConnectionError>;
+    /// The key this store encrypts with, if it has one: what the OAuth 2 tokens a refresh
+    /// answers are sealed with in Memory, derived per use ([`oauth`]). `None` (the default,
+    /// [`MemConnections`]): they are sealed with a random key of this process.
+    fn state_key(&self) -> Option<key::ConnectionKey> {
+        None
+    }
 }
 
 /// Connections in memory (tests, and an engine nobody gave a store: it has none).

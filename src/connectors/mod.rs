@@ -363,6 +363,11 @@ pub enum Outcome {
     RateLimited,
     /// The step fails with the rule's message; never retried.
     Fail,
+    /// The access token was refused (expired, revoked): on an OAuth 2 connection the tokens
+    /// are refreshed once ([`crate::connections::oauth`]) and the call is sent once more;
+    /// otherwise, or when the retried call is refused too, the step fails with the rule's
+    /// message as `fail` does.
+    RefreshToken,
 }
 
 #[cfg(test)]

@@ -127,6 +127,9 @@ pub struct Engine {
     connections: Arc<RwLock<Arc<dyn crate::connections::ConnectionStore>>>,
     /// Connector requests paced per connection ([`crate::connections::pace`]).
     pacer: Arc<crate::connections::pace::Pacer>,
+    /// OAuth 2 connections' refresh locks and the tokens to mask
+    /// ([`crate::connections::oauth`]).
+    oauth: Arc<crate::connections::oauth::Tokens>,
 }
 
 impl Engine {
@@ -150,6 +153,7 @@ impl Engine {
             children: Arc::new(RwLock::new(None)),
             flight: Arc::default(),
             pacer,
+            oauth: Arc::default(),
             connections: Arc::new(RwLock::new(Arc::new(
                 crate::connections::MemConnections::default(),
             ))),
@@ -277,7 +281,9 @@ impl Engine {
     }
 
     /// Read every secret of the connection store ([`crate::connections::Credential::secrets`])
-    /// and rebuild the masker when they changed; answers whether it did. A store that cannot
+    /// and the OAuth 2 tokens this process has read or refreshed
+    /// ([`crate::connections::oauth::Tokens::known_secrets`]), and rebuild the masker when they
+    /// changed; answers whether it did. A store that cannot
     /// be read (a wrong key, a damaged file) is logged and the secrets known so far stay
     /// masked. Called by [`Engine::masker`] and [`Engine::set_connections`]; a store's own
     /// reads are cheap (the file store keeps its list in memory).
@@ -288,6 +294,7 @@ impl Engine {
                     .iter()
                     .flat_map(|c| c.credential.secrets())
                     .map(str::to_string)
+                    .chain(self.oauth.known_secrets())
                     .collect();
                 s.sort();
                 s.dedup();
@@ -523,9 +530,9 @@ impl Engine {
             self.emit(&run, "run_started", None, run.status.as_str());
         }
         let effects = match run.mode {
-            Mode::Live => {
-                Effects::live(self.store.clone(), self.http.clone()).with_pacer(self.pacer.clone())
-            }
+            Mode::Live => Effects::live(self.store.clone(), self.http.clone())
+                .with_pacer(self.pacer.clone())
+                .with_oauth(self.oauth.clone()),
             Mode::Dry => Effects::dry(self.store.clone()),
         }
         .with_children(self.child_starter(run.mode))
@@ -546,6 +553,8 @@ impl Engine {
                 }
             }
         }
+        // The version first: a token added meanwhile is taken up at the first step.
+        let oauth_masked = self.oauth.secrets_version();
         let mask = (*self.masker()).clone();
         let run_meta = json!({
             "id": run.id,
@@ -603,6 +612,7 @@ impl Engine {
                 .map(|(i, r)| (r.step_id.clone(), i))
                 .collect(),
             mask,
+            oauth_masked,
             handler_config: None,
         };
         match plan_error {
@@ -622,6 +632,7 @@ impl Engine {
         };
         run.status = status;
         run.error = error;
+        walk.take_up_oauth_tokens();
         walk.mask.run_outcome(&mut run);
         run.finished_at = Some(Timestamp(self.clock.now_ms()));
         run.duration_ms = Some(t0.elapsed().as_millis() as u64);
@@ -799,11 +810,25 @@ struct Walk<'a> {
     /// Masks each step record as it is made (secrets are never stored or shown); learns the
     /// secrets the run reveals.
     mask: Masker,
+    /// The version of the engine's OAuth 2 tokens `mask` knows
+    /// ([`crate::connections::oauth::Tokens::secrets_version`]).
+    oauth_masked: u64,
     /// The last error handler's resolved config before masking (its mode and fallback).
     handler_config: Option<Value>,
 }
 
 impl Walk<'_> {
+    /// Mask the OAuth 2 tokens refreshed (here or by another run) since `mask` was made.
+    fn take_up_oauth_tokens(&mut self) {
+        let v = self.engine.oauth.secrets_version();
+        if v != self.oauth_masked {
+            for t in self.engine.oauth.known_secrets() {
+                self.mask.add(&t);
+            }
+            self.oauth_masked = v;
+        }
+    }
+
     /// The record of step `id` in `run`, if it has one.
     fn record_mut<'r>(&self, run: &'r mut RunRecord, id: &str) -> Option<&'r mut StepRecord> {
         let i = *self.records.get(id)?;
@@ -1321,6 +1346,7 @@ impl Walk<'_> {
                 },
             ),
         }
+        self.take_up_oauth_tokens();
         if let Some(rec) = self.record_mut(run, &def.id) {
             let is_trigger = step == self.wf.trigger_index();
             self.mask.step_record(rec, is_trigger);

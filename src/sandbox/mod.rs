@@ -158,6 +158,8 @@
 //!   "reused_refresh_tokens", "authorizations", "code_exchanges", "access_tokens": {"active",
 //!   "expired"}, …}`; `POST /_sandbox/oauth` `{"access_token_ttl_s": 1,
 //!   "expire_access_tokens": true, "deny_authorization": true}` (each optional).
+//! * `GET /_sandbox/oauth/issued` — `{"access_tokens": [...], "refresh_tokens": [...]}`:
+//!   every token issued since the last reset (rotated-out refresh tokens included).
 //!
 //! # Faults
 //!

@@ -29,6 +29,12 @@
 //! Requests are paced per connection at the app's documented rate limit
 //! ([`crate::connections::pace`]), within the run deadline.
 //!
+//! An OAuth 2 connection (live runs) sends its current access token, refreshed first when it
+//! expires within a minute, and refreshed once more when the app refuses it (a connector
+//! rule's `refresh_token` outcome, or a 401 no rule names): the call is then sent once
+//! again, and a second refusal fails as `fail` does. Refreshes are single-flight per
+//! connection across processes ([`crate::connections::oauth`]).
+//!
 //! The idempotency key: `idempotency_key` when set (a template, e.g. `{{ input.id }}`), else
 //! one per run lineage (`<root_run_id>.<step_id>`), as `publish_output` does.
 //!
@@ -38,8 +44,9 @@
 //! Output: the operation's `output` (templates over `response` and `params`), plus `existing`
 //! (`true` when the record was there already) and `attempts`. Errors: `connection_not_found`,
 //! `connection_mismatch`, `unknown_operation`, `connector_error` (an answer the connector's
-//! rules call a failure, with the app's message), and the transport's (`timeout`,
-//! `http_status`, …).
+//! rules call a failure, with the app's message), the token refresh's (`auth_failed`: the
+//! connection must be reconnected; `oauth_refresh_failed`; `connection_unavailable`), and the
+//! transport's (`timeout`, `http_status`, …).
 
 use std::collections::BTreeMap;
 
@@ -450,25 +457,56 @@ async fn call_op(
     policy: &super::retry::RetryPolicy,
     c: &Config,
 ) -> Result<(Value, bool, Value), StepError> {
-    let call = request(connector, op, conn, params, key)?;
-    pace(cx, connector, conn).await?;
+    // Live runs of an engine send an OAuth 2 connection's current token, refreshed when it
+    // expires and once more when the app refuses it (`refresh_token` rules).
+    let oauth = match (&conn.credential, cx.effects.oauth()) {
+        (Credential::Oauth2 { .. }, Some(tokens)) if cx.mode == crate::run::Mode::Live => {
+            Some(tokens)
+        }
+        _ => None,
+    };
+    let io = crate::connections::oauth::Io {
+        memory: cx.effects.memory(super::memory::Scope::Persistent),
+        http: cx.effects.http_shared(),
+        clock: cx.clock,
+        deadline_ms: cx.deadline_ms,
+        store_key: cx.effects.connections().state_key(),
+    };
+    let mut token = match oauth {
+        Some(tokens) => Some(tokens.access_token(&io, conn, None).await?),
+        None => None,
+    };
+    let mut refreshed = false;
     // Every answer but a transient one comes back to be read by the rules.
     let keep = |a: &HttpAnswer| a.status < 500 && !matches!(a.status, 408 | 429);
-    let answer = send_with_retries_keeping(cx, &call, policy, c.dry_run.as_ref(), &keep).await?;
-    let response = json!({"status": answer.status, "headers": answer.headers, "body": answer.body});
-    let ctx = json!({"response": response, "params": params, "idempotency_key": key});
-    let existing = match verdict(connector, op, &answer) {
-        Verdict::Done => false,
-        Verdict::Exists => true,
-        Verdict::Fail(message) => {
-            let message = message
-                .map(|m| render_text(&m, &ctx))
-                .unwrap_or_else(|| format!("{} answered {}", connector.title, answer.status));
-            let mut e = StepError::new("connector_error", message);
-            e.http_status = Some(answer.status);
-            e.attempts = cx.attempt_count();
-            return Err(e);
-        }
+    let (answer, ctx, existing) = loop {
+        let call = request(connector, op, conn, params, key, token.as_deref())?;
+        pace(cx, connector, conn).await?;
+        let answer =
+            send_with_retries_keeping(cx, &call, policy, c.dry_run.as_ref(), &keep).await?;
+        let response =
+            json!({"status": answer.status, "headers": answer.headers, "body": answer.body});
+        let ctx = json!({"response": response, "params": params, "idempotency_key": key});
+        let message = match verdict(connector, op, &answer) {
+            Verdict::Done => break (answer, ctx, false),
+            Verdict::Exists => break (answer, ctx, true),
+            Verdict::Refresh(message) => match oauth {
+                Some(tokens) if !refreshed => {
+                    refreshed = true;
+                    token = Some(tokens.access_token(&io, conn, token.as_deref()).await?);
+                    continue;
+                }
+                _ => message,
+            },
+            Verdict::Fail(message) => message,
+        };
+        let message = message
+            .map(|m| render_text(&m, &ctx))
+            .unwrap_or_else(|| format!("{} answered {}", connector.title, answer.status));
+        let mut e = StepError::new("connector_error", message);
+        e.http_status = Some(answer.status);
+        e.attempts = cx.attempt_count();
+        return Err(e);
     };
     let output = match (&op.dedupe, &op.output) {
         // The conflict names the record that exists; the operation's output describes a
@@ -569,13 +607,16 @@ fn idempotency_key(cx: &StepContext<'_>, c: &Config) -> Result<String, StepError
     }
 }
 
-/// The HTTP call of `op` as `conn`, with `params` and the idempotency `key`.
+/// The HTTP call of `op` as `conn`, with `params` and the idempotency `key`; an OAuth 2
+/// connection sends `oauth_token` when given (the current token,
+/// [`crate::connections::oauth`]), else its credential's access token.
 fn request(
     connector: &Connector,
     op: &Operation,
     conn: &Connection,
     params: &Map<String, Value>,
     key: &str,
+    oauth_token: Option<&str>,
 ) -> Result<HttpCall, StepError> {
     if !op.auth.is_empty() && !op.auth.iter().any(|k| k == conn.credential.kind()) {
         return Err(StepError::new(
@@ -637,7 +678,8 @@ fn request(
             headers.push(("Authorization".into(), format!("Bearer {token}")));
         }
         Credential::Oauth2 { access_token, .. } => {
-            headers.push(("Authorization".into(), format!("Bearer {access_token}")));
+            let token = oauth_token.unwrap_or(access_token);
+            headers.push(("Authorization".into(), format!("Bearer {token}")));
         }
         Credential::Basic { username, password } => {
             use base64::Engine as _;
@@ -683,6 +725,8 @@ fn request(
 enum Verdict {
     Done,
     Exists,
+    /// The token was refused: refresh and retry once (OAuth 2), else fail with the message.
+    Refresh(Option<String>),
     Fail(Option<String>),
 }
 
@@ -702,8 +746,10 @@ fn verdict(connector: &Connector, op: &Operation, answer: &HttpAnswer) -> Verdic
     match rule.map(|r| (r.then, r.message.clone())) {
         Some((Outcome::Success, _)) => Verdict::Done,
         Some((Outcome::Exists, _)) => Verdict::Exists,
+        Some((Outcome::RefreshToken, message)) => Verdict::Refresh(message),
         Some((_, message)) => Verdict::Fail(message),
         None if (200..300).contains(&answer.status) => Verdict::Done,
+        None if answer.status == 401 => Verdict::Refresh(None),
         None => Verdict::Fail(None),
     }
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::children::{NoStarter, RunStarter};
 use super::http::{HttpTransport, SimulatedHttp};
 use crate::clock::Clock;
+use crate::connections::oauth::Tokens;
 use crate::connections::pace::Pacer;
 use crate::connections::{ConnectionStore, MemConnections};
 use crate::run::Mode;
@@ -26,9 +27,23 @@ pub struct Effects {
     children: Arc<dyn RunStarter>,
     connections: Arc<dyn ConnectionStore>,
     pacer: Option<Arc<Pacer>>,
+    oauth: Option<Arc<Tokens>>,
 }
 
 impl Effects {
+    /// Refresh OAuth 2 connections' tokens through `tokens` (the engine's, for live runs).
+    pub fn with_oauth(mut self, tokens: Arc<Tokens>) -> Self {
+        self.oauth = Some(tokens);
+        self
+    }
+
+    /// The OAuth 2 tokens of connections ([`crate::connections::oauth`]), when this run
+    /// refreshes them (live runs of an engine); `None`: the credential's access token is sent
+    /// as it is.
+    pub fn oauth(&self) -> Option<&Tokens> {
+        self.oauth.as_deref()
+    }
+
     /// Set how this run starts child runs (`fan_out`; the engine sets it per mode).
     pub fn with_children(mut self, starter: Arc<dyn RunStarter>) -> Self {
         self.children = starter;
@@ -73,6 +88,7 @@ impl Effects {
             children: Arc::new(NoStarter),
             connections: Arc::new(MemConnections::default()),
             pacer: None,
+            oauth: None,
         }
     }
 
@@ -87,6 +103,7 @@ impl Effects {
             children: Arc::new(NoStarter),
             connections: Arc::new(MemConnections::default()),
             pacer: None,
+            oauth: None,
         }
     }
 
@@ -107,6 +124,11 @@ impl Effects {
     /// The HTTP transport.
     pub fn http(&self) -> &dyn HttpTransport {
         self.http.as_ref()
+    }
+
+    /// The HTTP transport, shared (for work that must own it: the OAuth 2 refresh).
+    pub fn http_shared(&self) -> Arc<dyn HttpTransport> {
+        self.http.clone()
     }
 
     /// Wait before a retry: really (live) or not at all (dry; the planned delay is recorded).

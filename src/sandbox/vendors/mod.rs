@@ -563,6 +563,7 @@ pub(crate) fn routes() -> Router<SandboxState> {
             "/_sandbox/oauth",
             get(oauth::control_get).post(oauth::control_post),
         )
+        .route("/_sandbox/oauth/issued", get(oauth::control_issued))
         .merge(oauth::routes());
     for f in FAKES {
         r = r.merge(f.routes());

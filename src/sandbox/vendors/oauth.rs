@@ -480,6 +480,22 @@ pub(super) async fn control_get(State(state): State<SandboxState>) -> Response {
     ok_json(StatusCode::OK, &data.vendors.oauth.status(ttl, now))
 }
 
+/// `GET /_sandbox/oauth/issued`: every token the server issued since the last reset
+/// (`{"access_tokens": [...], "refresh_tokens": [...]}`, sorted; refresh tokens include the
+/// rotated-out ones), so a test can check that none of them leaked into what it stores.
+pub(super) async fn control_issued(State(state): State<SandboxState>) -> Response {
+    let data = state.lock();
+    let o = &data.vendors.oauth;
+    let mut access: Vec<&String> = o.access.keys().collect();
+    access.sort();
+    let mut refresh: Vec<&String> = o.refresh.keys().chain(&o.retired).collect();
+    refresh.sort();
+    ok_json(
+        StatusCode::OK,
+        &json!({"access_tokens": access, "refresh_tokens": refresh}),
+    )
+}
+
 /// Body of `POST /_sandbox/oauth`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
