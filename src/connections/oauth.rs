@@ -45,7 +45,7 @@
 //!
 //! In one process: a `tokio::sync::Mutex` per connection, held by the engine (as the
 //! [`super::pace::Pacer`] is), taken only when the token is not fresh. Across processes: a
-//! Memory claim (`allow_overwrite: false`, TTL [`CLAIM_TTL_MS`]) at [`CLAIM_NAMESPACE`]/<id>.
+//! Memory claim (`allow_overwrite: false`, TTL [`CLAIM_TTL_MS`]) at [`CLAIM_NAMESPACE`], key the connection id.
 //! After taking the mutex, and after every lost claim, the state is read again first
 //! (double-checked): a refresh someone else finished is used, not repeated. The claim's
 //! winner posts the refresh grant (RFC 6749 §6) to the credential's `token_url` through the
