@@ -12,6 +12,7 @@
 //! ([`file::FileConnections`], its key: [`key`]). [`validate`] is the rule every stored
 //! connection meets.
 
+pub mod authorize;
 pub mod file;
 pub mod key;
 
