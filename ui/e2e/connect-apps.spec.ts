@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, test, type Page } from '@playwright/test';
-import { apiGet, baseUrl, edge, fitDone, newBlank, node, openEditor, select } from './helpers';
+import { apiGet, baseUrl, edge, newBlank, node, openEditor, select } from './helpers';
 import { startSandbox, type Sandbox } from './sandbox-helpers';
 
 const WF = 'invoice-to-hubspot-slack-e2e';
@@ -33,14 +33,11 @@ test.afterAll(async () => {
 });
 
 async function fillTemplate(page: Page, testId: string, value: string) {
-  const el = page.getByTestId(testId);
-  const inner = el.locator('textarea, input');
-  if ((await inner.count()) > 0) await inner.first().fill(value);
-  else await el.fill(value);
+  await page.locator(`#${testId.replace(/^input-/, '')}`).fill(value, { timeout: 10_000 });
 }
 
 test('connect HubSpot with OAuth, build invoice.paid → HubSpot → Slack from the palette, run twice: one contact, one message', async ({ page, request }) => {
-  test.setTimeout(120_000);
+  test.setTimeout(180_000);
   await openEditor(page);
   await page.getByTestId('view-settings').click();
   const card = page.getByTestId('settings-connections');
@@ -117,9 +114,6 @@ test('connect HubSpot with OAuth, build invoice.paid → HubSpot → Slack from 
   await page.locator('#root_connection').selectOption('slack-main');
   await fillTemplate(page, 'input-root_params_channel', '#general');
   await fillTemplate(page, 'input-root_params_text', 'Invoice {{ input.data.object.id }} paid by {{ input.data.object.customer_email }}');
-  await page.getByTestId('save').click();
-  await expect(page.getByTestId('workflow-version')).not.toHaveText('new');
-  await fitDone(page).catch(() => undefined);
 
   // Dry run with the event: nothing reaches the apps.
   const event = invoicePaid();
@@ -131,6 +125,10 @@ test('connect HubSpot with OAuth, build invoice.paid → HubSpot → Slack from 
   const vendor = async (app: string) => (await (await request.get(`${sandbox.url}/_sandbox/vendors/${app}`)).json()) as Record<string, unknown>;
   expect((await vendor('hubspot')).contacts).toEqual([]);
   await page.screenshot({ path: '../docs/screenshots/connect-apps-flow.png' });
+
+  // Publish: webhooks run the published version.
+  await page.getByTestId('publish').click();
+  await expect(page.getByTestId('workflow-version')).toHaveText('v1');
 
   // Live, twice, the same event (Stripe retries a delivery): the second is a duplicate.
   for (let i = 0; i < 2; i++) {

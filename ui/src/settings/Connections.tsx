@@ -75,7 +75,10 @@ export function ConnectionsCard() {
   const kinds = (connector?.auth ?? []).filter((a) => a.kind !== 'oauth2');
   useEffect(() => {
     if (connector && !kinds.some((k) => k.kind === kind)) setKind(kinds[0]?.kind ?? 'bearer');
-    if (connector && !id) setId(`${connector.app.replace(/_/g, '-')}-main`);
+    // The default id follows the app (unless one was typed).
+    if (connector && (!id || /-main$/.test(id))) setId(`${connector.app.replace(/_/g, '-')}-main`);
+    setBaseUrl('');
+    setFlowMessage(null);
     // The connector's first (preferred) kind decides which path shows first.
     setMode(connector?.auth[0]?.kind === 'oauth2' ? 'oauth' : 'paste');
     // eslint-disable-next-line react-hooks/exhaustive-deps
