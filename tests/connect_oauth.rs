@@ -133,9 +133,15 @@ impl World {
         r.headers()[LOCATION].to_str().unwrap().to_string()
     }
 
-    /// GET the callback (no API token): its status and page.
+    /// GET the callback as a browser would (no API token, HTML accepted): its status and page.
     async fn callback(&self, url: &str) -> (u16, String) {
-        let r = self.http.get(url).send().await.unwrap();
+        let r = self
+            .http
+            .get(url)
+            .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+            .send()
+            .await
+            .unwrap();
         (r.status().as_u16(), r.text().await.unwrap())
     }
 }

@@ -164,17 +164,26 @@ pub struct CallbackParams {
         endpoint refused or could not be reached).",
     params(CallbackParams),
     responses(
-        (status = 200, description = "Connected.", content_type = "text/html"),
-        (status = 400, description = "An expired flow or no state.", content_type = "text/html"),
-        (status = 403, description = "Consent denied (`error=access_denied`).",
+        (status = 200, description = "Connected: a page saying so to a browser (`Accept: \
+            text/html`), else `{app, title, connection}` (the connection masked).",
             content_type = "text/html"),
-        (status = 404, description = "No live flow has this state.", content_type = "text/html"),
-        (status = 422, description = "The token endpoint refused or could not be reached.",
-            content_type = "text/html"),
+        (status = 400, description = "`oauth_state_expired` (the flow waited more than 10 \
+            minutes), `oauth_state_unknown` (no state). A browser gets the message as a page.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`oauth_denied`: consent denied (`error=access_denied`) \
+            or another error of the authorization page.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`oauth_state_unknown`: no live flow has this state \
+            (never started here, already finished, or the server restarted).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`oauth_token_refused` (the token endpoint's RFC 6749 \
+            `error`), `oauth_token_unreachable`.",
+            body = Problem, content_type = "application/problem+json"),
     ),
 )]
 pub async fn oauth_callback(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     Query(q): Query<CallbackParams>,
 ) -> Response {
     let cb = connections::OAuthCallback {
@@ -183,7 +192,20 @@ pub async fn oauth_callback(
         error: q.error,
         error_description: q.error_description,
     };
-    let (status, title, text) = match connections::oauth_finish(&state, &cb).await {
+    // A browser (it accepts text/html) gets the page; any other client the API's answers.
+    let html = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/html"));
+    let done = connections::oauth_finish(&state, &cb).await;
+    if !html {
+        return match done {
+            Ok(v) => Json(v).into_response(),
+            Err(e) => super::error::ApiError::from(e).into_response(),
+        };
+    }
+    let (status, title, text) = match done {
         Ok(v) => (
             StatusCode::OK,
             "Connected".to_string(),

@@ -2402,7 +2402,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Connected. */
+            /** @description Connected: a page saying so to a browser (`Accept: text/html`), else `{app, title, connection}` (the connection masked). */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2411,31 +2411,31 @@ export interface operations {
                     "text/html": unknown;
                 };
             };
-            /** @description An expired flow or no state. */
+            /** @description `oauth_state_expired` (the flow waited more than 10 minutes), `oauth_state_unknown` (no state). A browser gets the message as a page. */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/html": unknown;
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Consent denied (`error=access_denied`). */
+            /** @description `oauth_denied`: consent denied (`error=access_denied`) or another error of the authorization page. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/html": unknown;
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No live flow has this state. */
+            /** @description `oauth_state_unknown`: no live flow has this state (never started here, already finished, or the server restarted). */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/html": unknown;
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
@@ -2447,13 +2447,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token endpoint refused or could not be reached. */
+            /** @description `oauth_token_refused` (the token endpoint's RFC 6749 `error`), `oauth_token_unreachable`. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/html": unknown;
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
