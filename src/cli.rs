@@ -544,6 +544,17 @@ pub enum ConnectionsCommand {
         #[command(flatten)]
         key: ConnectionsKeyArgs,
     },
+    /// Test a connection: run its app's test request (a cheap read) as it. Exit 0 when the
+    /// app accepted the credentials, 1 when it refused them or could not be reached.
+    Test {
+        /// The connection id.
+        id: String,
+        /// Print the result as JSON (`{ok, status, message}`).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        key: ConnectionsKeyArgs,
+    },
 }
 
 /// `--kind` of `fluxo connections add`.
@@ -629,6 +640,9 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Validate(a) => cmd_validate(a),
         Command::Runs(c) => cmd_runs(data_dir, c).await,
         Command::Memory(c) => cmd_memory(data_dir, c).await,
+        Command::Connections(ConnectionsCommand::Test { id, json, key }) => {
+            cmd_connection_test(data_dir, &id, json, &key).await
+        }
         Command::Connections(c) => cmd_connections(data_dir, c),
         Command::StepKinds => {
             println!("{}", pretty(&Registry::builtin().catalog()));
@@ -1461,7 +1475,43 @@ fn cmd_connections(data_dir: Option<PathBuf>, c: ConnectionsCommand) -> CliResul
             println!("connection `{id}` removed");
             Ok(EXIT_OK)
         }
+        ConnectionsCommand::Test { id, json, key } => {
+            // Async: dispatched to `cmd_connection_test` before this.
+            let _ = (id, json, key);
+            Err(CliError::bad_input("internal: test is dispatched elsewhere"))
+        }
     }
+}
+
+/// `fluxo connections test <id>`: [`crate::app::connections::test_with`] over the live
+/// transport (its outbound rules).
+async fn cmd_connection_test(
+    data_dir: Option<PathBuf>,
+    id: &str,
+    json: bool,
+    key: &ConnectionsKeyArgs,
+) -> CliResult {
+    let Some(store) = open_connections(data_dir, key, false)? else {
+        return Err(CliError::bad_input(format!(
+            "no connection `{id}` (no connections yet)"
+        )));
+    };
+    let conn = store
+        .get(id)
+        .map_err(|e| CliError::bad_input(e.to_string()))?
+        .ok_or_else(|| CliError::bad_input(format!("no connection `{id}`")))?;
+    let http = crate::steps::http::LiveHttp::new();
+    let v = crate::app::connections::test_with(&conn, &http).await;
+    if json {
+        println!("{}", pretty(&v));
+    } else {
+        println!("{}", v["message"].as_str().unwrap_or_default());
+    }
+    Ok(if v["ok"] == Value::Bool(true) {
+        EXIT_OK
+    } else {
+        EXIT_RUN_FAILED
+    })
 }
 
 async fn cmd_sandbox(a: SandboxArgs) -> CliResult {

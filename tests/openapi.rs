@@ -70,6 +70,10 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/connections/{id}"),
     ("PUT", "/api/v1/connections/{id}"),
     ("DELETE", "/api/v1/connections/{id}"),
+    ("POST", "/api/v1/connections/{id}/test"),
+    ("POST", "/api/v1/connections/oauth/start"),
+    ("GET", "/api/v1/connections/oauth/{state}"),
+    ("GET", "/api/v1/connections/oauth/callback"),
 ];
 
 /// Routes served without the bearer token.
@@ -78,6 +82,7 @@ const PUBLIC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/api/v1/openapi.json"),
+    ("GET", "/api/v1/connections/oauth/callback"),
 ];
 
 const METHODS: [&str; 8] = [

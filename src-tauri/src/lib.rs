@@ -107,6 +107,9 @@ pub fn run() {
             commands::connections::list_connections,
             commands::connections::put_connection,
             commands::connections::delete_connection,
+            commands::connections::test_connection,
+            commands::connections::start_oauth_connection,
+            commands::connections::oauth_connection_status,
             commands::catalog::preview_template,
             commands::app::app_info,
         ])

@@ -62,7 +62,15 @@ pub fn connectors() -> Vec<Value> {
             let auth: Vec<Value> = c
                 .auth
                 .iter()
-                .map(|a| json!({"kind": a.kind, "title": a.title, "help": a.help}))
+                .map(|a| {
+                    let mut v = json!({"kind": a.kind, "title": a.title, "help": a.help});
+                    if a.kind == "oauth2" {
+                        v["authorize_url"] = json!(a.authorize_url);
+                        v["token_url"] = json!(a.token_url);
+                        v["scopes"] = json!(a.scopes);
+                    }
+                    v
+                })
                 .collect();
             json!({
                 "app": c.app,

@@ -308,6 +308,492 @@ fn parse_credential(
         .map_err(|_| bad(format!("credential: not a valid {kind} credential")))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Connect with OAuth 2 (authorization code + PKCE, loopback redirect) and "Test connection"
+
+/// Members of an OAuth start body.
+const START_MEMBERS: &[&str] = &[
+    "app",
+    "id",
+    "name",
+    "client_id",
+    "client_secret",
+    "base_url",
+    "authorize_url",
+    "token_url",
+    "scopes",
+];
+
+/// Start connecting `body.app` as connection `body.id` with OAuth 2: `{app, id, name?,
+/// client_id, client_secret?, base_url?, authorize_url?, token_url?, scopes?}` (the URLs and
+/// scopes default to the connector's `oauth2` auth; give them for a sandbox fake or a regional
+/// host). The browser comes back to `redirect_uri` (a loopback URL of this process: `fluxo
+/// serve`'s callback route, the desktop app's one-shot listener), which hands the query to
+/// [`oauth_finish`]. Answers `{authorize_url, state, redirect_uri, expires_at_ms}`; the PKCE
+/// verifier stays in memory here. Errors: `invalid_connection` naming the member,
+/// `oauth_not_offered` (the connector takes no OAuth 2).
+pub fn oauth_start(state: &AppState, body: &Value, redirect_uri: &str) -> AppResult<Value> {
+    use crate::connections::authorize::{FlowStart, FLOW_TTL_MS};
+    let bad = |m: String| AppError::bad_request("invalid_connection", m);
+    let Some(obj) = body.as_object() else {
+        return Err(bad(
+            "the body must be a JSON object: {app, id, name?, client_id, client_secret?, \
+             base_url?, authorize_url?, token_url?}"
+                .into(),
+        ));
+    };
+    if let Some(k) = obj.keys().find(|k| !START_MEMBERS.contains(&k.as_str())) {
+        return Err(bad(format!(
+            "unknown member `{k}` (an OAuth start has {})",
+            START_MEMBERS.join(", ")
+        )));
+    }
+    let string = |name: &str| -> AppResult<Option<String>> {
+        match obj.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
+            Some(_) => Err(bad(format!("{name} must be a string"))),
+        }
+    };
+    let app = string("app")?.ok_or_else(|| bad("app is missing (e.g. `hubspot`)".into()))?;
+    let id = string("id")?.ok_or_else(|| bad("id is missing (the connection id)".into()))?;
+    validate_id(&id).map_err(store_error)?;
+    let connector = crate::connectors::get(&app).ok_or_else(|| {
+        bad(format!(
+            "app `{}`: no such connector (one of: {})",
+            app.chars().take(64).collect::<String>(),
+            crate::connectors::CONNECTORS
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let spec = connector
+        .auth
+        .iter()
+        .find(|a| a.kind == "oauth2")
+        .ok_or_else(|| {
+            AppError::bad_request(
+                "oauth_not_offered",
+                format!(
+                    "{} does not connect with OAuth 2; paste a token instead ({})",
+                    connector.title,
+                    connector
+                        .auth
+                        .iter()
+                        .map(|a| a.title.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+    let client_id = string("client_id")?.ok_or_else(|| {
+        bad("client_id is missing: the OAuth app's client id (from the app's developer console)"
+            .into())
+    })?;
+    let authorize_url = string("authorize_url")?
+        .or_else(|| spec.authorize_url.clone())
+        .ok_or_else(|| bad("authorize_url is missing (the connector names none)".into()))?;
+    let token_url = string("token_url")?
+        .or_else(|| spec.token_url.clone())
+        .ok_or_else(|| bad("token_url is missing (the connector names none)".into()))?;
+    let scopes = match obj.get("scopes") {
+        None | Some(Value::Null) => spec.scopes.clone(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| bad("scopes must be an array of strings".into()))
+            })
+            .collect::<AppResult<_>>()?,
+        Some(_) => return Err(bad("scopes must be an array of strings".into())),
+    };
+    let base_url = string("base_url")?;
+    // The connection it will store must be valid: check it now, with a stand-in token.
+    let probe = Connection {
+        id: id.clone(),
+        app: app.clone(),
+        name: string("name")?.unwrap_or_default(),
+        credential: Credential::Oauth2 {
+            access_token: "probe".into(),
+            refresh_token: None,
+            expires_at_ms: None,
+            token_url: token_url.clone(),
+            client_id: client_id.clone(),
+            client_secret: string("client_secret")?,
+        },
+        base_url: base_url.clone(),
+        values: Default::default(),
+    };
+    crate::connections::validate(&probe).map_err(store_error)?;
+    let Credential::Oauth2 { client_secret, .. } = probe.credential else {
+        unreachable!("built above as oauth2")
+    };
+    let now = state.clock().now_ms();
+    let start = FlowStart {
+        app,
+        id,
+        name: probe.name,
+        client_id,
+        client_secret,
+        base_url,
+        authorize_url,
+        token_url,
+        scopes,
+        redirect_uri: redirect_uri.to_string(),
+    };
+    let (url, flow) = state
+        .oauth_flows()
+        .begin(start, now)
+        .map_err(|e| bad(e.to_string()))?;
+    tracing::info!(app = %connector.app, "OAuth connect started");
+    Ok(json!({
+        "authorize_url": url,
+        "state": flow,
+        "redirect_uri": redirect_uri,
+        "expires_at_ms": now + FLOW_TTL_MS,
+    }))
+}
+
+/// What the app's authorization page sent back to the redirect URI (its query).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct OAuthCallback {
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub error_description: Option<String>,
+}
+
+impl OAuthCallback {
+    /// From a redirect's query string (`state=…&code=…`, without the `?`), percent-decoded.
+    pub fn from_query(query: &str) -> Self {
+        let mut cb = OAuthCallback::default();
+        let Ok(url) = reqwest::Url::parse(&format!("http://callback/?{query}")) else {
+            return cb;
+        };
+        for (k, v) in url.query_pairs() {
+            let v = Some(v.into_owned());
+            match &*k {
+                "state" => cb.state = v,
+                "code" => cb.code = v,
+                "error" => cb.error = v,
+                "error_description" => cb.error_description = v,
+                _ => {}
+            }
+        }
+        cb
+    }
+}
+
+/// Finish the flow the callback's `state` names: refuse an unknown or expired state, report a
+/// denied consent (`error=access_denied`), else exchange the `code` at the token URL (with
+/// the PKCE verifier) and store the connection with its [`Credential::Oauth2`]
+/// (`expires_at_ms` from `expires_in` on the engine's clock). Answers `{app, title,
+/// connection: view}`. Errors: `oauth_state_unknown` (404), `oauth_state_expired` (400),
+/// `oauth_denied` (403), `oauth_token_refused` (422, the endpoint's RFC 6749 `error`),
+/// `oauth_token_unreachable` (422), and the store's. None quotes a secret.
+pub async fn oauth_finish(state: &AppState, cb: &OAuthCallback) -> AppResult<Value> {
+    use crate::connections::authorize::{self, FlowError, Outcome};
+    let flows = state.oauth_flows();
+    let Some(flow) = cb.state.as_deref().filter(|s| !s.is_empty()) else {
+        return Err(AppError::bad_request(
+            "oauth_state_unknown",
+            "the redirect has no state: it did not come from a connect flow Fluxo started",
+        ));
+    };
+    let now = state.clock().now_ms();
+    let fail = |e: FlowError| {
+        let (kind, code) = match &e {
+            FlowError::UnknownState => (ErrorKind::NotFound, "oauth_state_unknown"),
+            FlowError::Expired => (ErrorKind::Invalid, "oauth_state_expired"),
+            FlowError::Denied(_) => (ErrorKind::Forbidden, "oauth_denied"),
+            FlowError::Refused(_) => (ErrorKind::Unprocessable, "oauth_token_refused"),
+            FlowError::Unreachable(_) => (ErrorKind::Unprocessable, "oauth_token_unreachable"),
+            FlowError::Invalid(_) => (ErrorKind::Invalid, "invalid_connection"),
+        };
+        AppError::new(kind, code, e.to_string())
+    };
+    let pending = flows.take(flow, now).map_err(fail)?;
+    let title = crate::connectors::get(&pending.start.app)
+        .map_or(pending.start.app.clone(), |c| c.title.clone());
+    let settle_failed = |e: FlowError| {
+        flows.settle(flow, Outcome::Failed(e.to_string()), state.clock().now_ms());
+        tracing::info!(error = %e, "OAuth connect failed");
+        fail(e)
+    };
+    if let Some(error) = cb.error.as_deref() {
+        return Err(settle_failed(authorize::denied(
+            &title,
+            error,
+            cb.error_description.as_deref(),
+        )));
+    }
+    let Some(code) = cb.code.as_deref().filter(|c| !c.is_empty()) else {
+        return Err(settle_failed(FlowError::Denied(format!(
+            "{title}'s authorization page came back with neither a code nor an error"
+        ))));
+    };
+    let start = pending.start.clone();
+    let credential = authorize::exchange(pending, code, &title, now)
+        .await
+        .map_err(settle_failed)?;
+    let c = Connection {
+        id: start.id.clone(),
+        app: start.app.clone(),
+        name: start.name.clone(),
+        credential,
+        base_url: start.base_url.clone(),
+        values: Default::default(),
+    };
+    let store = state.engine().connections();
+    // Values a reconnect keeps (`instance_url`, …): the stored connection's.
+    let c = match store.get(&c.id).map_err(store_error)? {
+        Some(old) if old.app == c.app => Connection {
+            values: old.values,
+            ..c
+        },
+        _ => c,
+    };
+    if let Err(e) = crate::connections::validate(&c).and_then(|()| store.put(c.clone())) {
+        flows.settle(flow, Outcome::Failed(e.to_string()), state.clock().now_ms());
+        return Err(store_error(e));
+    }
+    state.engine().refresh_connection_secrets();
+    flows.settle(
+        flow,
+        Outcome::Connected {
+            app: c.app.clone(),
+            id: c.id.clone(),
+        },
+        state.clock().now_ms(),
+    );
+    tracing::info!(connection = %c.id, app = %c.app, "connection connected with OAuth");
+    Ok(json!({"app": c.app, "title": title, "connection": view(&c)}))
+}
+
+/// What became of the connect flow `flow`: `{state: pending|exchanging|connected|failed, app,
+/// id, message?, connection?}` (the masked connection once connected). Error:
+/// `oauth_state_unknown` (never started here, or ended more than 10 minutes ago).
+pub fn oauth_status(state: &AppState, flow: &str) -> AppResult<Value> {
+    use crate::connections::authorize::Outcome;
+    let now = state.clock().now_ms();
+    let Some((outcome, app, id)) = state.oauth_flows().status(flow, now) else {
+        return Err(AppError::not_found(
+            "oauth_state_unknown",
+            "no connect flow with this state (never started here, or it ended more than 10 \
+             minutes ago)",
+        ));
+    };
+    let mut v = json!({"state": outcome.as_str(), "app": app, "id": id});
+    match outcome {
+        Outcome::Failed(m) => v["message"] = json!(m),
+        Outcome::Connected { id, .. } => {
+            if let Some(c) = state.engine().connections().get(&id).map_err(store_error)? {
+                v["connection"] = view(&c);
+            }
+        }
+        _ => {}
+    }
+    Ok(v)
+}
+
+/// How long "Test connection" waits for the app.
+pub const TEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Slack's answers (`200 {"ok": false, "error": …}`) that mean the token is not accepted.
+const REFUSED_ERRORS: &[&str] = &[
+    "invalid_auth",
+    "not_authed",
+    "account_inactive",
+    "token_revoked",
+    "token_expired",
+    "no_permission",
+];
+
+/// "Test connection" of `id`: [`test_with`] over the engine's HTTP transport (its outbound
+/// rules, as action steps send). Error: `connection_not_found`.
+pub async fn test(state: &AppState, id: &str) -> AppResult<Value> {
+    let c = state
+        .engine()
+        .connections()
+        .get(id)
+        .map_err(store_error)?
+        .ok_or_else(|| not_found(id))?;
+    let v = test_with(&c, state.engine().http().as_ref()).await;
+    tracing::info!(connection = %id, ok = %v["ok"], "connection tested");
+    Ok(v)
+}
+
+/// Run the connector's `test` request (a cheap read) as connection `c` through `http`:
+/// `{ok, status, message}`. `ok` is true when the app accepted the credential (2xx that no
+/// rule of the connector calls a failure); 401, 403 and Slack's `invalid_auth` and the like
+/// say "… refused the credentials"; no answer says the app could not be reached. The message
+/// names the app, the status and the host, never a secret.
+pub async fn test_with(c: &Connection, http: &dyn crate::steps::http::HttpTransport) -> Value {
+    use crate::steps::http::{HttpCall, TransportError};
+    static MAPPINGS: std::sync::LazyLock<crate::template::Templates> =
+        std::sync::LazyLock::new(crate::template::Templates::new);
+    let answer = |ok: bool, status: Option<u16>, message: String| {
+        json!({"ok": ok, "status": status, "message": message})
+    };
+    let Some(connector) = crate::connectors::get(&c.app) else {
+        return answer(
+            false,
+            None,
+            format!("no connector `{}` to test the connection with", c.app),
+        );
+    };
+    let title = &connector.title;
+    if let Credential::WebhookUrl { .. } = c.credential {
+        return answer(
+            false,
+            None,
+            format!(
+                "a {title} incoming webhook URL cannot be tested without posting a message; \
+                 a dry run checks the step, the first live run the URL"
+            ),
+        );
+    }
+    let Some(req) = &connector.test else {
+        return answer(false, None, format!("{title} has no test request"));
+    };
+    let ctx = json!({"connection": {"values": c.values}});
+    let ctx = minijinja::Value::from_serialize(&ctx);
+    let text = |t: &str| -> String {
+        match MAPPINGS.render_str(t, &ctx, "test") {
+            Ok(Value::String(s)) => s,
+            Ok(Value::Null) | Err(_) => String::new(),
+            Ok(other) => other.to_string(),
+        }
+    };
+    let base = c.base_url.clone().unwrap_or_else(|| text(&connector.base_url));
+    let url = format!("{}{}", base.trim_end_matches('/'), text(&req.path));
+    let host = reqwest::Url::parse(&url)
+        .ok()
+        .map(|u| match u.port() {
+            Some(p) => format!("{}:{p}", u.host_str().unwrap_or_default()),
+            None => u.host_str().unwrap_or_default().to_string(),
+        })
+        .unwrap_or_default();
+    let mut headers: Vec<(String, String)> = req
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), text(v)))
+        .collect();
+    match &c.credential {
+        Credential::Bearer { token } => {
+            headers.push(("Authorization".into(), format!("Bearer {token}")));
+        }
+        Credential::Oauth2 { access_token, .. } => {
+            headers.push(("Authorization".into(), format!("Bearer {access_token}")));
+        }
+        Credential::Basic { username, password } => {
+            use base64::Engine as _;
+            let b =
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+            headers.push(("Authorization".into(), format!("Basic {b}")));
+        }
+        Credential::WebhookUrl { .. } => {}
+    }
+    let query = req
+        .query
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Value::String(s) => text(s),
+                other => other.to_string(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    let call = HttpCall {
+        headers,
+        query,
+        body: req.body.clone(),
+        ..HttpCall::new(&req.method, url)
+    };
+    let what = format!("{} {}", req.method, text(&req.path));
+    let mut masker = crate::secrets::Masker::default();
+    for secret in c.credential.secrets() {
+        masker.add(secret);
+    }
+    let safe = |m: String| masker.text(&m).into_owned();
+    match http.send(&call, TEST_TIMEOUT, None).await {
+        Err(TransportError::Timeout) => answer(
+            false,
+            None,
+            format!(
+                "could not reach {title} at {host}: no answer within {} s",
+                TEST_TIMEOUT.as_secs()
+            ),
+        ),
+        Err(TransportError::Connection(m)) => answer(
+            false,
+            None,
+            safe(format!("could not reach {title} at {host}: {m}")),
+        ),
+        Err(TransportError::Invalid(m)) => answer(
+            false,
+            None,
+            safe(format!("the test request to {title} could not be sent: {m}")),
+        ),
+        Err(TransportError::Refused {
+            message, status, ..
+        }) => answer(
+            false,
+            status,
+            safe(format!("the test request to {title} was stopped: {message}")),
+        ),
+        Ok(a) => {
+            let error = a
+                .body
+                .pointer("/error")
+                .and_then(Value::as_str)
+                .map(|e| e.chars().take(80).collect::<String>());
+            let failed = connector.errors.iter().any(|r| {
+                r.then == crate::connectors::Outcome::Fail && r.matches(a.status, &a.body)
+            });
+            let status = Some(a.status);
+            if matches!(a.status, 401 | 403)
+                || error
+                    .as_deref()
+                    .is_some_and(|e| REFUSED_ERRORS.contains(&e))
+            {
+                let why = error.map(|e| format!(", {e}")).unwrap_or_default();
+                answer(
+                    false,
+                    status,
+                    format!(
+                        "{title} refused the credentials ({}{why} to {what}): connect \
+                         again or paste a new token",
+                        a.status
+                    ),
+                )
+            } else if (200..300).contains(&a.status) && !failed {
+                answer(
+                    true,
+                    status,
+                    format!("{title} accepted the credentials ({} to {what})", a.status),
+                )
+            } else {
+                let why = error.map(|e| format!(": {e}")).unwrap_or_default();
+                answer(
+                    false,
+                    status,
+                    safe(format!("{title} answered {} to {what}{why}", a.status)),
+                )
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -257,6 +257,8 @@ struct Inner {
     revisions: std::sync::Mutex<settings::Revisions>,
     /// Template previews rendering at once ([`templates::PREVIEW_CONCURRENCY`]).
     previews: Arc<tokio::sync::Semaphore>,
+    /// OAuth connect flows waiting for their browser ([`connections::oauth_start`]).
+    oauth_flows: crate::connections::authorize::Flows,
 }
 
 impl AppState {
@@ -271,6 +273,10 @@ impl AppState {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         self.0.engine.store()
+    }
+    /// The OAuth connect flows waiting for their browser (in memory).
+    pub fn oauth_flows(&self) -> &crate::connections::authorize::Flows {
+        &self.0.oauth_flows
     }
     /// The clock.
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -440,6 +446,7 @@ impl AppState {
             hosts: RwLock::new(hosts),
             revisions: std::sync::Mutex::new(settings::Revisions::default()),
             previews: Arc::new(tokio::sync::Semaphore::new(templates::PREVIEW_CONCURRENCY)),
+            oauth_flows: Default::default(),
         }));
         // On a shared database the settings and token in force are the database's (the first
         // process to start seeds them with its own).

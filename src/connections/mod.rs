@@ -12,6 +12,7 @@
 //! ([`file::FileConnections`], its key: [`key`]). [`validate`] is the rule every stored
 //! connection meets. OAuth 2 connections are refreshed once for every process ([`oauth`]).
 
+pub mod authorize;
 pub mod file;
 pub mod key;
 pub mod oauth;

@@ -238,6 +238,12 @@ impl Engine {
         Ok(())
     }
 
+    /// The HTTP transport steps send through (its outbound rules apply to whatever uses it:
+    /// "Test connection" too).
+    pub fn http(&self) -> &Arc<dyn HttpTransport> {
+        &self.http
+    }
+
     /// The outbound policy (allowlist, resolver) of the engine's live transport.
     pub fn outbound_policy(&self) -> &Arc<OutboundPolicy> {
         &self.outbound

@@ -76,6 +76,7 @@ pub fn public_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(api::readyz))
         .routes(routes!(metrics::metrics))
         .routes(routes!(api::openapi))
+        .routes(routes!(connections::oauth_callback))
 }
 
 /// The full router: `/hooks`, `/api/v1` (token required), `/healthz`, `/readyz`, the UI at `/`, all

@@ -624,6 +624,12 @@ pub struct ConnectorAuth {
     pub title: String,
     /// Where to find or make one.
     pub help: Option<String>,
+    /// `oauth2`: the app's authorization endpoint.
+    pub authorize_url: Option<String>,
+    /// `oauth2`: the app's token endpoint.
+    pub token_url: Option<String>,
+    /// `oauth2`: the scopes asked for.
+    pub scopes: Option<Vec<String>>,
 }
 
 /// One operation of a connector.
@@ -702,6 +708,70 @@ pub struct ConnectionView {
 pub struct ConnectionList {
     /// By id.
     pub connections: Vec<ConnectionView>,
+}
+
+/// The answer of `POST /api/v1/connections/{id}/test`.
+#[derive(ToSchema)]
+pub struct ConnectionTest {
+    /// The app accepted the credential.
+    pub ok: bool,
+    /// The test request's HTTP status; null when no answer came.
+    #[schema(required = true)]
+    pub status: Option<u16>,
+    /// What happened, in plain words (`HubSpot refused the credentials (401 …)`, `could not
+    /// reach HubSpot at …`); never a secret.
+    pub message: String,
+}
+
+/// The body of `POST /api/v1/connections/oauth/start`.
+#[derive(ToSchema)]
+pub struct OAuthStartInput {
+    /// The connector's app (`hubspot`); it must offer `oauth2`.
+    pub app: String,
+    /// The connection id to store: `[a-z0-9][a-z0-9_-]{0,63}` (an existing one is replaced).
+    pub id: String,
+    /// A person's label.
+    pub name: Option<String>,
+    /// The OAuth app's client id.
+    pub client_id: String,
+    /// The OAuth app's client secret, if it has one (kept encrypted with the connection).
+    pub client_secret: Option<String>,
+    /// Replaces the connector's base URL (a sandbox fake).
+    pub base_url: Option<String>,
+    /// Replaces the connector's authorization endpoint.
+    pub authorize_url: Option<String>,
+    /// Replaces the connector's token endpoint.
+    pub token_url: Option<String>,
+    /// Replaces the connector's scopes.
+    pub scopes: Option<Vec<String>>,
+}
+
+/// The answer of `POST /api/v1/connections/oauth/start`.
+#[derive(ToSchema)]
+pub struct OAuthStarted {
+    /// Open it in a browser: the app's authorization page.
+    pub authorize_url: String,
+    /// The flow's state: poll `GET /api/v1/connections/oauth/{state}`.
+    pub state: String,
+    /// Where the browser comes back (this server's callback).
+    pub redirect_uri: String,
+    /// When the flow stops waiting (UTC unix ms).
+    pub expires_at_ms: i64,
+}
+
+/// The answer of `GET /api/v1/connections/oauth/{state}`.
+#[derive(ToSchema)]
+pub struct OAuthFlow {
+    /// `pending`, `exchanging`, `connected` or `failed`.
+    pub state: String,
+    /// The connector's app.
+    pub app: String,
+    /// The connection id it stores.
+    pub id: String,
+    /// Why it failed (`failed` only).
+    pub message: Option<String>,
+    /// The connection, masked (`connected` only).
+    pub connection: Option<ConnectionView>,
 }
 
 /// The body of `PUT /api/v1/connections/{id}`: the whole connection.

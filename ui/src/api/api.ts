@@ -18,7 +18,11 @@ import type {
   SamplePayload,
   ConnectorEntry,
   ConnectionInput,
+  ConnectionTest,
   ConnectionView,
+  OAuthFlow,
+  OAuthStarted,
+  OAuthStartInput,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -208,6 +212,15 @@ export interface Api {
   /** Add or replace one; a mask sent back keeps the stored secret. */
   putConnection(id: string, connection: ConnectionInput): Promise<ConnectionView>;
   deleteConnection(id: string): Promise<void>;
+  /** "Test connection": the app's test request as connection `id` (`{ok, status, message}`). */
+  testConnection(id: string): Promise<ConnectionTest>;
+  /**
+   * Start connecting an app with OAuth 2 (PKCE, loopback redirect): the authorize URL to open
+   * and the flow's `state`. The desktop app opens the system browser itself.
+   */
+  startOAuth(start: OAuthStartInput): Promise<OAuthStarted>;
+  /** What became of an OAuth connect flow (`pending`, `connected`, `failed`). */
+  oauthStatus(state: string): Promise<OAuthFlow>;
   /** One template rendered as a step would render it, against a sample input and earlier outputs. */
   previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer>;
   /**

@@ -21,7 +21,11 @@ import type {
   SamplePayload,
   ConnectorEntry,
   ConnectionInput,
+  ConnectionTest,
   ConnectionView,
+  OAuthFlow,
+  OAuthStarted,
+  OAuthStartInput,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -189,6 +193,15 @@ export class HttpApi implements Api {
   }
   async deleteConnection(id: string): Promise<void> {
     await this.request('DELETE', `/connections/${encodeURIComponent(id)}`);
+  }
+  testConnection(id: string): Promise<ConnectionTest> {
+    return this.request('POST', `/connections/${encodeURIComponent(id)}/test`);
+  }
+  startOAuth(start: OAuthStartInput): Promise<OAuthStarted> {
+    return this.request('POST', '/connections/oauth/start', start);
+  }
+  oauthStatus(state: string): Promise<OAuthFlow> {
+    return this.request('GET', `/connections/oauth/${encodeURIComponent(state)}`);
   }
 
   listRuns(query: RunQuery): Promise<RunPage> {

@@ -103,6 +103,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/connections/oauth/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * OAuth redirect target (a browser page)
+         * @description Where the app's authorization page sends the browser back (the `redirect_uri` of `POST /api/v1/connections/oauth/start`). It needs no API token, as the browser carries none, and accepts only the `state` of a live flow started here (once). It exchanges the code with the flow's PKCE verifier, stores the connection and answers a small HTML page: "Connected HubSpot as crm. You can close this window." or the error (400 an unknown or expired state, 403 consent denied, 422 the token endpoint refused or could not be reached).
+         */
+        get: operations["oauth_callback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workflows": {
         parameters: {
             query?: never;
@@ -754,6 +774,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/connections/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test a connection
+         * @description Runs the connector's test request (a cheap read, e.g. HubSpot `GET /crm/v3/objects/contacts?limit=1`, Slack `auth.test`) as the connection, through the engine's outbound HTTP rules, as action steps send. `ok` is true when the app accepted the credential; a 401, 403 or Slack's `invalid_auth` says the app refused the credentials; no answer says it could not be reached. The message never quotes a secret.
+         */
+        post: operations["test_connection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/connections/oauth/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start connecting an app with OAuth 2
+         * @description Authorization code with PKCE (S256) and a loopback redirect (RFC 8252): answers the app's authorize URL to open in a browser and the flow's `state`. The browser comes back to this server's `GET /api/v1/connections/oauth/callback`, which exchanges the code at the token URL and stores the connection (credential `oauth2`). The PKCE verifier stays in this process; a flow waits 10 minutes. `authorize_url`, `token_url` and `scopes` default to the connector's; give them for a sandbox fake (`http://127.0.0.1:<port>/oauth/authorize`, `…/oauth/token`).
+         */
+        post: operations["oauth_start"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/connections/oauth/{state}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What became of an OAuth connect flow
+         * @description `pending` (the browser has not come back), `exchanging`, `connected` (with the connection, masked) or `failed` (with the reason: consent denied, the token endpoint's refusal, an expired flow). Kept 10 minutes after the flow ends.
+         */
+        get: operations["oauth_status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -981,6 +1061,21 @@ export interface components {
             /** @description By id. */
             connections: components["schemas"]["ConnectionView"][];
         };
+        /** @description The answer of `POST /api/v1/connections/{id}/test`. */
+        ConnectionTest: {
+            /** @description The app accepted the credential. */
+            ok: boolean;
+            /**
+             * Format: int32
+             * @description The test request's HTTP status; null when no answer came.
+             */
+            status: number | null;
+            /**
+             * @description What happened, in plain words (`HubSpot refused the credentials (401 …)`, `could not
+             *     reach HubSpot at …`); never a secret.
+             */
+            message: string;
+        };
         /**
          * @description A connection as answered: everything but its secrets, each secret field of `credential`
          *     masked (`••••` plus the last 4 characters of a value of 12 or more, else `••••`).
@@ -1011,6 +1106,12 @@ export interface components {
             title: string;
             /** @description Where to find or make one. */
             help?: string | null;
+            /** @description `oauth2`: the app's authorization endpoint. */
+            authorize_url?: string | null;
+            /** @description `oauth2`: the app's token endpoint. */
+            token_url?: string | null;
+            /** @description `oauth2`: the scopes asked for. */
+            scopes?: string[] | null;
         };
         /** @description How a write dedupes. */
         ConnectorDedupe: {
@@ -1295,6 +1396,53 @@ export interface components {
             namespaces: string[];
             /** @description Live keys per namespace, in the same order. */
             counts: components["schemas"]["NamespaceCount"][];
+        };
+        /** @description The answer of `GET /api/v1/connections/oauth/{state}`. */
+        OAuthFlow: {
+            /** @description `pending`, `exchanging`, `connected` or `failed`. */
+            state: string;
+            /** @description The connector's app. */
+            app: string;
+            /** @description The connection id it stores. */
+            id: string;
+            /** @description Why it failed (`failed` only). */
+            message?: string | null;
+            connection?: null | components["schemas"]["ConnectionView"];
+        };
+        /** @description The body of `POST /api/v1/connections/oauth/start`. */
+        OAuthStartInput: {
+            /** @description The connector's app (`hubspot`); it must offer `oauth2`. */
+            app: string;
+            /** @description The connection id to store: `[a-z0-9][a-z0-9_-]{0,63}` (an existing one is replaced). */
+            id: string;
+            /** @description A person's label. */
+            name?: string | null;
+            /** @description The OAuth app's client id. */
+            client_id: string;
+            /** @description The OAuth app's client secret, if it has one (kept encrypted with the connection). */
+            client_secret?: string | null;
+            /** @description Replaces the connector's base URL (a sandbox fake). */
+            base_url?: string | null;
+            /** @description Replaces the connector's authorization endpoint. */
+            authorize_url?: string | null;
+            /** @description Replaces the connector's token endpoint. */
+            token_url?: string | null;
+            /** @description Replaces the connector's scopes. */
+            scopes?: string[] | null;
+        };
+        /** @description The answer of `POST /api/v1/connections/oauth/start`. */
+        OAuthStarted: {
+            /** @description Open it in a browser: the app's authorization page. */
+            authorize_url: string;
+            /** @description The flow's state: poll `GET /api/v1/connections/oauth/{state}`. */
+            state: string;
+            /** @description Where the browser comes back (this server's callback). */
+            redirect_uri: string;
+            /**
+             * Format: int64
+             * @description When the flow stops waiting (UTC unix ms).
+             */
+            expires_at_ms: number;
         };
         /** @description One step with side effects that the previewed run would execute. */
         PlannedCall: {
@@ -2230,6 +2378,79 @@ export interface operations {
             };
             /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    oauth_callback: {
+        parameters: {
+            query?: {
+                /** @description The flow's state (required: a redirect without a live one is refused). */
+                state?: string;
+                /** @description The authorization code. */
+                code?: string;
+                /** @description The authorization page's error (`access_denied`: the person said no). */
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Connected: a page saying so to a browser (`Accept: text/html`), else `{app, title, connection}` (the connection masked). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description `oauth_state_expired` (the flow waited more than 10 minutes), `oauth_state_unknown` (no state). A browser gets the message as a page. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `oauth_denied`: consent denied (`error=access_denied`) or another error of the authorization page. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `oauth_state_unknown`: no live flow has this state (never started here, already finished, or the server restarted). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `oauth_token_refused` (the token endpoint's RFC 6749 `error`), `oauth_token_unreachable`. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5466,6 +5687,193 @@ export interface operations {
             };
             /** @description `connections_unavailable`; nothing was changed. */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    test_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The result (also when the app refused). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionTest"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connection_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `connections_unavailable`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    oauth_start: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OAuthStartInput"];
+            };
+        };
+        responses: {
+            /** @description The URL to open and the flow's state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthStarted"];
+                };
+            };
+            /** @description `invalid_connection` (the message names the member), `oauth_not_offered` (the app takes no OAuth 2), `invalid_json`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    oauth_status: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The flow's state, as `start` answered it. */
+                state: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The flow. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthFlow"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `oauth_state_unknown`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -21,7 +21,11 @@ import type {
   SamplePayload,
   ConnectorEntry,
   ConnectionInput,
+  ConnectionTest,
   ConnectionView,
+  OAuthFlow,
+  OAuthStarted,
+  OAuthStartInput,
   ScheduledWorkflow,
   SchedulePreview,
   SettingsView,
@@ -211,6 +215,15 @@ export class TauriApi implements Api {
   }
   deleteConnection(id: string): Promise<void> {
     return this.call('delete_connection', { id });
+  }
+  testConnection(id: string): Promise<ConnectionTest> {
+    return this.call('test_connection', { id });
+  }
+  startOAuth(start: OAuthStartInput): Promise<OAuthStarted> {
+    return this.call('start_oauth_connection', { start });
+  }
+  oauthStatus(state: string): Promise<OAuthFlow> {
+    return this.call('oauth_connection_status', { flow: state });
   }
   previewTemplate(request: TemplatePreview): Promise<TemplatePreviewAnswer> {
     return this.call('preview_template', { request });
