@@ -13,9 +13,9 @@ import { startSandbox, type Sandbox } from './sandbox-helpers';
 const WF = 'invoice-to-hubspot-slack-e2e';
 const here = dirname(fileURLToPath(import.meta.url));
 
-/** The shared Stripe invoice.paid payload, with a customer email (HubSpot upserts on it). */
+/** Stripe's invoice.paid fixture (tests/fixtures/payloads), with a customer email (HubSpot upserts on it). */
 function invoicePaid(): Record<string, unknown> {
-  const evt = JSON.parse(readFileSync(resolve(here, '../../../shared/data/payloads/stripe/invoice.paid.json'), 'utf8')) as {
+  const evt = JSON.parse(readFileSync(resolve(here, '../../tests/fixtures/payloads/stripe/invoice.paid.json'), 'utf8')) as {
     id: string;
     data: { object: Record<string, unknown> };
   };
