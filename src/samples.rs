@@ -29,6 +29,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../workflows/polling-sync-item.json"),
     ),
     (
+        "invoice-paid-to-hubspot",
+        include_str!("../workflows/invoice-paid-to-hubspot.json"),
+    ),
+    (
         "stripe-customer-to-hubspot",
         include_str!("../workflows/stripe-customer-to-hubspot.json"),
     ),

@@ -80,6 +80,11 @@ fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
             vec!["issue.id".into(), "issue.number".into()],
         ),
         ("polling-sync-item", polled_charge(), vec![]),
+        (
+            "invoice-paid-to-hubspot",
+            payload("stripe/invoice.paid.json"),
+            vec![],
+        ),
         // Stripe's fixture customer has no email; the event a customer with one sends. The
         // upsert matches on the email, so a new customer is one with a new email.
         (

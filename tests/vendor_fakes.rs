@@ -233,6 +233,38 @@ async fn hubspot_contacts_conflict_upsert_search_and_deals() {
             .starts_with("Authentication credentials not found"));
     }
 
+    // Deals upsert on the portal's custom unique property `external_id`, and on nothing else.
+    for _ in 0..2 {
+        let (status, _, up) = send(
+            c.post(format!("{api}/deals/batch/upsert"))
+                .bearer_auth(HUBSPOT)
+                .json(&json!({"inputs": [{"idProperty": "external_id", "id": "in_1",
+                    "properties": {"dealname": "Invoice in_1"}}]})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{up}");
+        assert_eq!(up["results"][0]["properties"]["external_id"], "in_1");
+    }
+    let deals = snapshot(&c, &sb.url(), "hubspot").await["deals"].clone();
+    let upserted: Vec<&Value> = deals
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["properties"]["external_id"] == "in_1")
+        .collect();
+    assert_eq!(upserted.len(), 1, "{deals}");
+    let (status, _, bad) = send(
+        c.post(format!("{api}/deals/batch/upsert"))
+            .bearer_auth(HUBSPOT)
+            .json(&json!({"inputs": [{"idProperty": "dealname", "id": "x", "properties": {}}]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        bad["message"].as_str().unwrap().contains("unique values (external_id)"),
+        "{bad}"
+    );
+
     // An unknown route under the prefix is HubSpot's 404, and logged.
     let (status, _, _) = send(
         c.get(format!("{}/hubspot/nope", sb.url()))

@@ -11,7 +11,7 @@
 //! | timeout after write on `R`, then redelivery | per write route `R`: the sandbox writes, then withholds the answer once; then the event again | exactly the first delivery's records; the redelivery succeeds |
 //! | engine killed during `R` | per write route `R`: the sandbox writes, then withholds the answer while the engine "dies" (the run's task is dropped; its stored record is what a crash leaves); crash recovery runs on that record as a restart does | the run is resumed automatically and succeeds; exactly the first delivery's records (a write without an `Idempotency-Key` is left `interrupted` for a person: the row fails) |
 //! | forced failure on `R` | per write route `R`: every call answers 500 before writing | the run does not succeed, and every Memory claim it took is released (compensation) |
-//! | replay of the failed run | the fault cleared, [`Engine::replay`] of that run | it succeeds; exactly the first delivery's records |
+//! | replay of the failed run | the fault cleared, [`Engine::replay`] of that run | it succeeds; exactly the first delivery's records, besides what the failed run's error path wrote of kinds the first delivery never writes (an alert), which the replay must not add to |
 //!
 //! Each scenario starts clean (a fresh sled store in the throw-away dir, the sandbox reset),
 //! so one scenario's claims and records never mask another's. The write routes are those the
@@ -776,6 +776,15 @@ impl Ctx<'_> {
             if failed.status == RunStatus::Succeeded {
                 seen.push_str("; the failure was swallowed, the event is lost");
             }
+            // What the failure path wrote (an alert): kinds the first delivery never writes.
+            let on_failure: Counts = self
+                .counts()
+                .into_iter()
+                .filter(|(c, _)| !baseline.contains_key(c))
+                .collect();
+            if !on_failure.is_empty() {
+                seen.push_str(&format!("; the failure path wrote {}", fmt_counts(&on_failure)));
+            }
             rows.push(row(name, expected, seen, ended_failed && held.is_empty()));
 
             let replay = lane
@@ -784,11 +793,21 @@ impl Ctx<'_> {
                 .await
                 .map_err(|e| format!("the replay could not be stored: {e}"));
             let after = self.counts();
+            let mut want = baseline.clone();
+            want.extend(on_failure.clone());
+            let replay_expected = if on_failure.is_empty() {
+                replay_expected
+            } else {
+                format!(
+                    "{replay_expected}, besides the failed run's {}",
+                    fmt_counts(&on_failure)
+                )
+            };
             rows.push(row(
                 replay_name,
                 replay_expected,
                 format!("replay {}; {}", summary(&replay), fmt_counts(&after)),
-                succeeded(&replay) && after == baseline,
+                succeeded(&replay) && after == want,
             ));
         }
         rows

@@ -4,7 +4,9 @@
 //! What matters for dedupe: a contact's `email` is unique, so a second create with an email
 //! that exists is `409 CONFLICT` `"Contact already exists. Existing ID: <id>"` (the existing id
 //! is only in the message); `batch/upsert` with `idProperty: "email"` creates or updates; deals
-//! have no unique property, so every create is a new deal; search can lag behind writes
+//! have no unique property HubSpot defines, so every create is a new deal; the fake portal has
+//! one custom deal property with unique values, `external_id`, which `batch/upsert` matches on
+//! (as a portal whose admin ticked "Has unique value" on such a property); search can lag behind writes
 //! (`search_lag_ms`, 0 unless set), as HubSpot's search index does.
 
 use std::collections::BTreeMap;
@@ -40,6 +42,9 @@ struct Kind {
     defaults: &'static [&'static str],
     /// Ids are this plus a per-type counter.
     id_base: u64,
+    /// Custom properties with unique values the fake portal has ("Has unique value" set in
+    /// HubSpot's property settings): `batch/upsert` may match on them as `idProperty`.
+    custom_unique: &'static [&'static str],
 }
 
 const KINDS: [Kind; 2] = [
@@ -57,6 +62,7 @@ const KINDS: [Kind; 2] = [
             "lastname",
         ],
         id_base: 1000,
+        custom_unique: &[],
     },
     Kind {
         name: "deals",
@@ -74,6 +80,7 @@ const KINDS: [Kind; 2] = [
             "pipeline",
         ],
         id_base: 5000,
+        custom_unique: &["external_id"],
     },
 ];
 
@@ -107,7 +114,11 @@ pub(crate) struct HubSpotData {
 
 impl HubSpotData {
     fn find_unique(&self, k: &Kind, value: &str) -> Option<&Obj> {
-        let prop = k.unique?;
+        self.find_by(k, k.unique?, value)
+    }
+
+    /// The record whose `prop` is `value` (case-insensitive, as HubSpot compares emails).
+    fn find_by(&self, k: &Kind, prop: &str, value: &str) -> Option<&Obj> {
         self.objects
             .get(k.name)?
             .iter()
@@ -850,39 +861,49 @@ async fn batch_upsert(
         Ok(b) => b,
         Err(a) => return ctx.refuse(a),
     };
-    let Some(unique) = k.unique else {
+    if k.unique.is_none() && k.custom_unique.is_empty() {
         return ctx.refuse(validation(&format!(
             "{} have no unique property to upsert on in the sandbox",
             k.name
         )));
-    };
+    }
     let Some(inputs) = body.get("inputs").and_then(Value::as_array) else {
         return ctx.refuse(validation("Invalid input JSON: inputs must be an array"));
     };
     if inputs.is_empty() || inputs.len() > MAX_BATCH {
         return ctx.refuse(validation("inputs must hold 1 to 100 objects"));
     }
-    let mut parsed: Vec<(String, Map<String, Value>)> = Vec::new();
+    let mut parsed: Vec<(&'static str, String, Map<String, Value>)> = Vec::new();
     for input in inputs {
         let id_property = input.get("idProperty").and_then(Value::as_str);
-        if id_property != Some(unique) {
+        let Some(unique) = k
+            .unique
+            .iter()
+            .chain(k.custom_unique)
+            .copied()
+            .find(|u| Some(*u) == id_property)
+        else {
+            let names: Vec<&str> = k.unique.iter().chain(k.custom_unique).copied().collect();
             return ctx.refuse(validation(&format!(
-                "idProperty must be {unique:?}, the unique property of {}",
-                k.name
+                "idProperty must be a property of {} with unique values ({})",
+                k.name,
+                names.join(", ")
             )));
-        }
+        };
         let Some(id) = input
             .get("id")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
         else {
-            return ctx.refuse(validation("each input needs an id (the email)"));
+            return ctx.refuse(validation(&format!(
+                "each input needs an id (its {unique})"
+            )));
         };
         let mut props = match properties(k, input.get("properties")) {
             Ok(p) => p,
             Err(a) => return ctx.refuse(a),
         };
-        if !valid_email(id) {
+        if unique == "email" && !valid_email(id) {
             return ctx.refuse(invalid_properties(&[json!({
                 "isValid": false,
                 "message": format!("Email address {id} is invalid"),
@@ -890,20 +911,20 @@ async fn batch_upsert(
                 "name": unique,
             })]));
         }
-        if parsed.iter().any(|(p, _)| p.eq_ignore_ascii_case(id)) {
+        if parsed.iter().any(|(_, p, _)| p.eq_ignore_ascii_case(id)) {
             return ctx.refuse(validation(&format!(
                 "Duplicate IDs found in batch input: [{id}]. IDs must be unique"
             )));
         }
         props.insert(unique.to_string(), json!(id));
-        parsed.push((id.to_string(), props));
+        parsed.push((unique, id.to_string(), props));
     }
     ctx.run(|_, data, now| {
         let h = &mut data.hubspot;
         let mut results = Vec::new();
         let mut ids = Vec::new();
-        for (id, props) in parsed {
-            let (o, new) = match h.find_unique(k, &id).map(|o| o.id.clone()) {
+        for (unique, id, props) in parsed {
+            let (o, new) = match h.find_by(k, unique, &id).map(|o| o.id.clone()) {
                 Some(existing) => match h.update(k, &existing, props, now) {
                     Some(o) => (o, false),
                     None => continue,
