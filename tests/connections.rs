@@ -3,7 +3,7 @@
 //! `<data-dir>/connections.enc` across a restart with the same key, and masked in the records
 //! of a run that outputs its token; a restart with another key, or over a damaged file, stops
 //! the server with a message naming the key ids (or the damage) and leaves the file as it was;
-//! no file of the data dir, nor the log, ever holds the token in clear. `fluxo connections add`
+//! no file of the data dir, no export, nor the log, ever holds the token in clear. `fluxo connections add`
 //! reads the secret from stdin or a file, and `list` shows it masked.
 
 mod common;
@@ -206,6 +206,19 @@ async fn serve_keeps_connections_encrypted_masked_and_refuses_another_key() {
         .unwrap();
     assert_eq!(shape["output"]["leak"], masked.as_str(), "{shape}");
     assert!(!detail.to_string().contains(SECRET));
+    // Nor in an export of the history (traces carry ids and statuses only: `crate::traces`).
+    for format in ["jsonl", "csv"] {
+        let (status, text) = api(
+            &c,
+            reqwest::Method::GET,
+            &format!("{url}/api/v1/runs/export?format={format}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains(run_id), "{format}: {text}");
+        assert!(!text.contains(SECRET), "{format}: {text}");
+    }
     stop(child);
 
     // The same key: still there.
