@@ -310,3 +310,47 @@ async fn slack_a_repeat_updates_the_message_it_posted() {
     );
     sb.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_desktops_sandbox_lends_a_connection_nobody_added_to_its_apps_fake() {
+    let sb = sandbox().await;
+    let url = sb.url();
+    let h = Harness::new();
+    let mine = Arc::new(MemConnections::default());
+    mine.put(Connection {
+        id: "stripe-live".into(),
+        app: "stripe".into(),
+        name: "Stripe".into(),
+        credential: Credential::Bearer {
+            token: "sk_test_sandbox_mine".into(),
+        },
+        base_url: Some(format!("{url}/stripe")),
+        values: Default::default(),
+    })
+    .unwrap();
+    let layered = fluxo::sandbox::vendors::SandboxFallback::new(mine.clone(), url.clone());
+    h.engine.set_connections(Arc::new(layered));
+    // Nobody added `hubspot-main`: the run goes to the sandbox's HubSpot.
+    let create = compile(&workflow(json!({
+        "connector": "hubspot", "operation": "create_contact", "connection": "hubspot-main",
+        "params": {"email": "{{ input.email }}"}
+    })));
+    let out = output(&h.run(&create, json!({"email": "ada@example.com"})).await);
+    assert_eq!(out["existing"], false);
+    assert_eq!(records(&url, "hubspot").await["contacts"].as_array().unwrap().len(), 1);
+    // Settings lists and edits only what a person added.
+    let store = h.engine.connections();
+    let ids: Vec<String> = store.list().unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, ["stripe-live"]);
+    assert!(store.get("hubspot-main").unwrap().is_none());
+    assert!(!store.remove("hubspot-main").unwrap());
+    // A connection that exists wins over the fallback: a wrong app is still a mismatch.
+    let wrong = compile(&workflow(json!({
+        "connector": "hubspot", "operation": "create_contact", "connection": "stripe-live",
+        "params": {"email": "grace@example.com"}
+    })));
+    let run = h.run(&wrong, json!({})).await;
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(step(&run, "act").error.as_ref().unwrap().code, "connection_mismatch");
+    sb.shutdown().await;
+}

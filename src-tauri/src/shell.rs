@@ -133,7 +133,8 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
 /// The sandbox destination when the settings say so (`sandbox`; turned on and saved at the
 /// first launch): started on a free loopback port, with every `env.NAME` the workflows use
 /// pointed at it through the embedder's layer of `env`, so a variable set in Settings (or
-/// `FLUXO_ENV_*`) still wins.
+/// `FLUXO_ENV_*`) still wins, and every connection an app step names that nobody added pointed
+/// at its app's fake (a connection added in Settings still wins).
 async fn start_sandbox(
     data_dir: &Path,
     first_launch: bool,
@@ -160,6 +161,11 @@ async fn start_sandbox(
         .flat_map(|c| fluxo::workflow::env::env_names(&c.workflow))
         .collect();
     engine.set_env(names.iter().map(|n| (n.clone(), handle.url())).collect());
+    // Connections likewise: one a workflow names that nobody added goes to its app's fake.
+    engine.set_connections(Arc::new(fluxo::sandbox::vendors::SandboxFallback::new(
+        engine.connections(),
+        handle.url(),
+    )));
     tracing::info!(url = %handle.url(), variables = ?names, "sandbox destination running");
     Ok(Some(handle))
 }

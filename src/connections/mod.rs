@@ -259,6 +259,15 @@ pub trait ConnectionStore: Send + Sync {
     fn state_key(&self) -> Option<key::ConnectionKey> {
         None
     }
+    /// The connection an `action` step of app `app`, whose operation takes credential kind
+    /// `kind` (`bearer`, `webhook_url`, …), acts as when it names `id`. The default is
+    /// [`ConnectionStore::get`]; a store may supply one it does not hold (the desktop's
+    /// sandbox points a connection nobody added at its app's fake:
+    /// [`crate::sandbox::vendors::SandboxFallback`]).
+    fn get_for(&self, id: &str, app: &str, kind: &str) -> Result<Option<Connection>, ConnectionError> {
+        let _ = (app, kind);
+        self.get(id)
+    }
 }
 
 /// Connections in memory (tests, and an engine nobody gave a store: it has none).

@@ -272,7 +272,7 @@ impl StepKind for Action {
                 ));
             }
         }
-        let conn = connection(cx, &c, connector)?;
+        let conn = connection(cx, &c, connector, op)?;
         let key = idempotency_key(cx, &c)?;
         let mut params = c.params.clone();
         let mut op = op;
@@ -572,11 +572,13 @@ fn connection(
     cx: &StepContext<'_>,
     c: &Config,
     connector: &Connector,
+    op: &Operation,
 ) -> Result<Connection, StepError> {
+    let kind = op.auth.first().map_or("bearer", String::as_str);
     let conn = cx
         .effects
         .connections()
-        .get(&c.connection)
+        .get_for(&c.connection, &connector.app, kind)
         .map_err(|e| StepError::new("connection_unavailable", e.to_string()))?
         .ok_or_else(|| {
             StepError::new(

@@ -118,6 +118,69 @@ pub(crate) trait Fake: Style {
     fn counts(&self, data: &VendorData) -> Vec<(String, usize)>;
 }
 
+/// The desktop's sandbox layer over its connections store, as its env layer is over `env`:
+/// a connection the store holds wins; one an `action` step names that nobody added is pointed
+/// at its app's fake in the sandbox at `url` ([`sandbox_connection`]), so a template runs in
+/// the sandbox before any account is connected. Listing, writes and the key are the store's:
+/// Settings shows and edits only the connections a person added.
+pub struct SandboxFallback {
+    primary: std::sync::Arc<dyn crate::connections::ConnectionStore>,
+    url: String,
+}
+
+impl SandboxFallback {
+    /// `primary`, falling back to the fakes of the sandbox at `url`.
+    pub fn new(
+        primary: std::sync::Arc<dyn crate::connections::ConnectionStore>,
+        url: impl Into<String>,
+    ) -> Self {
+        SandboxFallback {
+            primary,
+            url: url.into(),
+        }
+    }
+}
+
+impl crate::connections::ConnectionStore for SandboxFallback {
+    fn get(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::connections::Connection>, crate::connections::ConnectionError> {
+        self.primary.get(id)
+    }
+    fn list(
+        &self,
+    ) -> Result<Vec<crate::connections::Connection>, crate::connections::ConnectionError> {
+        self.primary.list()
+    }
+    fn put(
+        &self,
+        connection: crate::connections::Connection,
+    ) -> Result<(), crate::connections::ConnectionError> {
+        self.primary.put(connection)
+    }
+    fn remove(&self, id: &str) -> Result<bool, crate::connections::ConnectionError> {
+        self.primary.remove(id)
+    }
+    fn state_key(&self) -> Option<crate::connections::key::ConnectionKey> {
+        self.primary.state_key()
+    }
+    fn get_for(
+        &self,
+        id: &str,
+        app: &str,
+        kind: &str,
+    ) -> Result<Option<crate::connections::Connection>, crate::connections::ConnectionError> {
+        match self.primary.get_for(id, app, kind)? {
+            Some(c) => Ok(Some(c)),
+            None if crate::connections::validate_id(id).is_ok() => {
+                Ok(sandbox_connection(app, id, &self.url, kind))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
 /// Records per kind in every fake (`hubspot contacts` → 2), kinds with none left out.
 pub(crate) fn counts(data: &VendorData) -> BTreeMap<String, usize> {
     FAKES
