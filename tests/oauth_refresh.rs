@@ -11,6 +11,19 @@
 //! * a 401 mid-life → one refresh, the retried call succeeds; a refused refresh is
 //!   `auth_failed` naming the connection, quoting no token;
 //! * no token the fake issued appears in any stored run record or in Memory.
+//!
+//! And with real processes, on the wall clock
+//! (`three_fluxo_serve_processes_on_postgres_refresh_once`): three `fluxo serve --store
+//! postgres://…` children on one database (`tests/common/pg.rs`), each with its own data dir
+//! holding the same sealed connections file and the same `FLUXO_CONNECTIONS_KEY`, the sandbox
+//! (system clock) in the test process. 20 webhook deliveries at once, spread over the three, on a
+//! connection whose token expired a second ago, while the token endpoint answers slowly once →
+//! exactly one refresh, 20 succeeded runs (each call sent once), 20 HubSpot contacts. The fake's
+//! tokens live 72 s, so the refreshed one is stale for the engines 12 s later (the one-minute
+//! skew): after that (a bounded wait on the wall clock) 6 more deliveries → exactly one more
+//! refresh, with the rotated refresh token (no refused or reused refresh token). No token the fake
+//! issued appears in a run record as `GET /api/v1/runs/{id}` serves it, nor in the children's logs
+//! (`FLUXO_LOG=info`).
 
 mod common;
 
@@ -24,7 +37,7 @@ use common::{compile, step};
 use fluxo::clock::{Clock, ManualClock};
 use fluxo::connections::file::FileConnections;
 use fluxo::connections::key::{ConnectionKey, KeySource};
-use fluxo::connections::oauth::STATE_NAMESPACE;
+use fluxo::connections::oauth::{SKEW_MS, STATE_NAMESPACE};
 use fluxo::connections::{Connection, ConnectionStore, Credential, MemConnections};
 use fluxo::run::{Mode, RunRecord, RunStatus, Trigger};
 use fluxo::runtime::{Engine, RunRequest};
@@ -156,9 +169,14 @@ async fn expire_at_the_fake(base: &str) {
 /// The next refresh answers after 300 ms of real time: the runs that arrive meanwhile find
 /// it in flight (the claim taken, or this process's lock held).
 async fn slow_token_endpoint(base: &str) {
+    slow_token_endpoint_ms(base, 300).await;
+}
+
+/// The next refresh answers after `ms` of real time.
+async fn slow_token_endpoint_ms(base: &str, ms: u64) {
     let r = client()
         .post(format!("{base}/_sandbox/faults"))
-        .json(&json!({"route": "POST /oauth/token", "fault": "slow:300", "times": 1}))
+        .json(&json!({"route": "POST /oauth/token", "fault": format!("slow:{ms}"), "times": 1}))
         .send()
         .await
         .unwrap();
@@ -523,5 +541,287 @@ async fn a_401_mid_life_refreshes_once_and_a_refused_refresh_asks_to_reconnect()
     let runs = [first, next, refused];
     let texts = stored_texts(h.store.as_ref(), &runs, h.now()).await;
     assert_no_token_in(&texts, &issued(&base).await);
+    sb.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Three real `fluxo serve` processes on one PostgreSQL database
+// ---------------------------------------------------------------------------------------------
+
+/// The API token of the `fluxo serve` children.
+const SERVE_TOKEN: &str = "oauth-refresh-serve-token-0123456789abcdef";
+/// The workflow the children run: a webhook → HubSpot's *Create a contact* on [`SERVE_CONN`].
+const SERVE_WF: &str = "pg_refresh";
+const SERVE_CONN: &str = "hs";
+/// The lifetime of the access tokens the fake issues in the process test: 72 s, so a refreshed
+/// token is fresh for the engines for 12 s (72 s less [`SKEW_MS`]) and stale after that by the
+/// wall clock, while the fake still takes it.
+const SERVE_TTL_S: u64 = 72;
+
+/// A `fluxo serve` child, SIGKILLed when dropped (a failing test leaves no process behind).
+struct Serve {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wall_ms() -> i64 {
+    fluxo::clock::SystemClock.now_ms()
+}
+
+/// `GET {url}/api/v1{path}` with the bearer token, as JSON (a few tries on no answer).
+async fn api(c: &reqwest::Client, url: &str, path: &str) -> Value {
+    let mut last = String::new();
+    for _ in 0..20 {
+        match c
+            .get(format!("{url}/api/v1{path}"))
+            .bearer_auth(SERVE_TOKEN)
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => return r.json().await.unwrap(),
+            Ok(r) => last = format!("{} {}", r.status(), r.text().await.unwrap_or_default()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("GET /api/v1{path}: {last}");
+}
+
+/// One webhook delivery of event `key` (`{"email": "<key>@pg.example"}`) to a child, sent
+/// again on no answer or a 503 (at most 10 s); the run id of its `202`.
+async fn deliver(c: &reqwest::Client, url: &str, key: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut last = String::new();
+    while std::time::Instant::now() < deadline {
+        match c
+            .post(format!("{url}/hooks/{SERVE_WF}"))
+            .header("idempotency-key", key)
+            .json(&json!({"email": format!("{key}@pg.example")}))
+            .send()
+            .await
+        {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let v: Value = r.json().await.unwrap_or_default();
+                if status == 202 && v["duplicate"] == false && v["run_id"].is_string() {
+                    return v["run_id"].as_str().unwrap().to_string();
+                }
+                assert_eq!(status, 503, "delivery of {key}: {v}");
+                last = v.to_string();
+            }
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("delivery of {key} got no 202 in 10 s: {last}");
+}
+
+/// Deliver `n` events (`<tag><i>`) at once, event `i` to child `i % 3`; wait (at most 60 s)
+/// until every run they started is final; their details (from the run's own child), and how
+/// long the deliveries took to be accepted (all of them).
+async fn serve_wave(
+    c: &reqwest::Client,
+    procs: &[Serve],
+    tag: &str,
+    n: usize,
+) -> (Vec<Value>, Duration) {
+    let started = std::time::Instant::now();
+    let sends: Vec<_> = (0..n)
+        .map(|i| {
+            let (c, url) = (c.clone(), procs[i % procs.len()].url.clone());
+            let key = format!("{tag}{i}");
+            tokio::spawn(async move { (url.clone(), deliver(&c, &url, &key).await) })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for s in sends {
+        ids.push(s.await.unwrap());
+    }
+    let accepted_in = started.elapsed();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut done = Vec::new();
+    for (url, id) in ids {
+        loop {
+            let d = api(c, &url, &format!("/runs/{id}")).await;
+            if matches!(
+                d["status"].as_str(),
+                Some("succeeded" | "failed" | "timed_out" | "interrupted")
+            ) {
+                done.push(d);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {id} did not finish in 60 s: {d}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    for d in &done {
+        assert_eq!(d["status"], "succeeded", "{d}");
+        let act = d["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["step_id"] == "act"))
+            .unwrap_or_else(|| panic!("no step `act`: {d}"));
+        // The call went once, with a fresh token: never a 401 and a second refresh.
+        assert_eq!(act["output"]["attempts"], 1, "{act}");
+    }
+    (done, accepted_in)
+}
+
+/// The contacts HubSpot's fake holds for the process test (emails `…@pg.example`).
+async fn pg_contacts(base: &str) -> usize {
+    client()
+        .get(format!("{base}/_sandbox/vendors/hubspot"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .matches("@pg.example")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_fluxo_serve_processes_on_postgres_refresh_once() {
+    let pg = TestPg::shared();
+    let store_url = pg.fresh_db().await;
+    let migrate = std::process::Command::new(env!("CARGO_BIN_EXE_fluxo"))
+        .args(["db", "migrate", "--store", &store_url])
+        .output()
+        .unwrap();
+    assert!(
+        migrate.status.success(),
+        "fluxo db migrate: {}",
+        String::from_utf8_lossy(&migrate.stderr)
+    );
+
+    // The fake on the wall clock: the children's engines use the system clock.
+    let sb = Sandbox::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        SandboxConfig {
+            hold: Duration::from_secs(3),
+            access_token_ttl: Duration::from_secs(SERVE_TTL_S),
+            ..SandboxConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let base = sb.url();
+    let grant = connect(&base).await;
+    // Expired for the engines (a second ago by the wall clock) and at the fake.
+    let conn = oauth_conn(SERVE_CONN, "hubspot", &base, &grant, wall_ms() - 1_000);
+    expire_at_the_fake(&base).await;
+
+    // One connections store for all: the same sealed file in each data dir, the same key.
+    let tmp = tempfile::tempdir().unwrap();
+    let key = ConnectionKey::generate();
+    let workflows = tmp.path().join("workflows");
+    std::fs::create_dir_all(&workflows).unwrap();
+    let wf = json!({
+        "id": SERVE_WF, "name": "OAuth refresh across processes", "version": 1,
+        "settings": {"run_timeout_s": 30},
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "act", "kind": "action", "config": {
+                "connector": "hubspot", "operation": "create_contact", "connection": SERVE_CONN,
+                "params": {"email": "{{ input.email }}", "firstname": "Ada"},
+                "timeout_s": 5, "retries": 0}}
+        ],
+        "edges": [{"from": "hook", "to": "act"}]
+    });
+    std::fs::write(workflows.join("pg_refresh.json"), wf.to_string()).unwrap();
+    let c = client();
+    let mut procs = Vec::new();
+    for i in 0..3 {
+        let data = tmp.path().join(format!("data-{i}"));
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(
+            data.join(fluxo::connections::file::FILE),
+            fluxo::connections::file::seal(&key, std::slice::from_ref(&conn)),
+        )
+        .unwrap();
+        let log = tmp.path().join(format!("serve-{i}.log"));
+        let port = common::child::free_port();
+        let child = common::child::serve_command(port, &workflows, &data, SERVE_TOKEN, &log)
+            .args(["--store", &store_url])
+            .args(["--lease-s", "5", "--workers", "8"])
+            .env(fluxo::connections::key::KEY_ENV, key.to_hex())
+            .env("FLUXO_LOG", "info")
+            .spawn()
+            .expect("spawn fluxo serve");
+        procs.push(Serve {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        });
+    }
+    for p in &mut procs {
+        let url = p.url.clone();
+        common::child::wait_ready(&c, &url, &mut p.child, &p.log).await;
+    }
+
+    // 20 runs over three processes find the expired token while the one refresh is in flight.
+    let slow = Duration::from_millis(1_000);
+    slow_token_endpoint_ms(&base, slow.as_millis() as u64).await;
+    let started = std::time::Instant::now();
+    let (mut runs, accepted_in) = serve_wave(&c, &procs, "a", 20).await;
+    let first_wave = started.elapsed();
+    // The refreshed token went stale for the engines 12 s after the refresh answered, which was
+    // before the wave ended.
+    let stale_at = wall_ms() + (SERVE_TTL_S as i64 * 1_000 - SKEW_MS) + 1_000;
+    let s = stats(&base).await;
+    assert_eq!(s["refreshes"], 1, "one refresh for three processes: {s}");
+    assert_eq!(s["refresh_failures"], 0, "{s}");
+    assert_eq!(pg_contacts(&base).await, 20);
+    assert!(
+        first_wave >= slow,
+        "the wave waited for the slow refresh: {first_wave:?}"
+    );
+
+    // Once the refreshed token is stale by the wall clock (bounded wait), 6 more runs: one
+    // more refresh, with the rotated refresh token (the fake refuses a spent one).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while wall_ms() < stale_at {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wall clock stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    slow_token_endpoint_ms(&base, 500).await;
+    runs.extend(serve_wave(&c, &procs, "b", 6).await.0);
+    let s = stats(&base).await;
+    assert_eq!(s["refreshes"], 2, "{s}");
+    assert_eq!(
+        s["refresh_failures"], 0,
+        "no spent refresh token was sent: {s}"
+    );
+    assert_eq!(s["reused_refresh_tokens"], 0, "{s}");
+    assert_eq!(pg_contacts(&base).await, 26);
+
+    // No token the fake issued in a run record (as the API serves it) or in a child's log.
+    let mut texts: Vec<String> = runs.iter().map(Value::to_string).collect();
+    for p in &procs {
+        texts.push(std::fs::read_to_string(&p.log).unwrap());
+    }
+    let tokens = issued(&base).await;
+    assert_eq!(tokens.len(), 6, "3 access and 3 refresh tokens: {tokens:?}");
+    assert_no_token_in(&texts, &tokens);
+    eprintln!(
+        "first wave (20 runs, 3 processes): accepted in {accepted_in:?}, done in \
+         {first_wave:?}; test {:?}",
+        started.elapsed()
+    );
+    drop(procs);
     sb.shutdown().await;
 }
