@@ -354,3 +354,60 @@ async fn the_desktops_sandbox_lends_a_connection_nobody_added_to_its_apps_fake()
     assert_eq!(step(&run, "act").error.as_ref().unwrap().code, "connection_mismatch");
     sb.shutdown().await;
 }
+
+/// Each app's 429 with `Retry-After`: the step waits on the engine's clock and the write
+/// happens once; a `Retry-After` past the run deadline ends the step at once, written nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_apps_429_is_honoured_on_the_engine_clock_inside_the_run_deadline() {
+    let cases = [
+        (
+            "stripe",
+            json!({"connector": "stripe", "operation": "create_customer", "connection": "stripe",
+                   "params": {"email": "{{ input.id }}@example.com"}, "idempotency_key": "{{ input.id }}"}),
+            "POST /stripe/v1/customers",
+        ),
+        (
+            "slack",
+            json!({"connector": "slack", "operation": "post_message", "connection": "slack",
+                   "params": {"channel": "alerts", "text": "{{ input.id }}"}, "idempotency_key": "{{ input.id }}"}),
+            "POST /slack/api/chat.postMessage",
+        ),
+        (
+            "sheets",
+            json!({"connector": "google_sheets", "operation": "append_row", "connection": "google_sheets",
+                   "params": {"spreadsheet_id": "book", "key": "{{ input.id }}", "values": ["x"]}}),
+            "POST /sheets/v4/spreadsheets/book/values/Sheet1:append",
+        ),
+    ];
+    for (app, config, route) in cases {
+        let sb = sandbox().await;
+        let url = sb.url();
+        let h = harness(&url);
+        let wf = compile(&workflow(config.clone()));
+        fault(&url, route, "rate_limit_429:2").await;
+        let t0 = h.clock.now_ms();
+        let out = output(&h.run(&wf, json!({"id": "in_1"})).await);
+        assert_eq!(out["existing"], false, "{app}: {out}");
+        assert!(
+            h.clock.now_ms() - t0 >= 2000,
+            "{app}: Retry-After was honoured on the engine's clock"
+        );
+        let counts = sb.state().vendor_counts();
+        assert_eq!(counts.values().sum::<usize>(), 1, "{app}: {counts:?}");
+
+        // The app asks for 2 s; the run has 1 s: no wait past the deadline, nothing written.
+        let mut short = workflow(config);
+        short["settings"] = json!({"run_timeout_s": 1});
+        let short = compile(&short);
+        // Past the app's pacing (Slack: one a second), so the 429 is what meets the deadline.
+        h.clock.advance(Duration::from_secs(5));
+        fault(&url, route, "rate_limit_429:2").await;
+        let run = h.run(&short, json!({"id": "in_2"})).await;
+        assert_ne!(run.status, RunStatus::Succeeded, "{app}");
+        let e = step(&run, "act").error.clone().unwrap();
+        assert_eq!(run.status, RunStatus::TimedOut, "{app}: {e:?}");
+        assert_eq!(e.http_status, Some(429), "{app}: {e:?}");
+        assert_eq!(sb.state().vendor_counts(), counts, "{app}: nothing more written");
+        sb.shutdown().await;
+    }
+}

@@ -406,7 +406,12 @@ async fn find_then_create(
     let mut past_deadline = false;
     for n in 1..=policy.max_attempts() {
         if n > 1 {
-            let wait = policy.backoff_ms(n - 1, &mut rand::thread_rng());
+            // The app's `Retry-After` (a 429, a 503) replaces the backoff, capped as in
+            // `steps::retry`.
+            let wait = match last.as_ref().and_then(|e| e.retry_after_ms) {
+                Some(ms) => ms.min(policy.max_delay_ms),
+                None => policy.backoff_ms(n - 1, &mut rand::thread_rng()),
+            };
             if cx.clock.now_ms() + wait as i64 >= cx.deadline_ms {
                 past_deadline = true;
                 break;

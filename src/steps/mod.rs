@@ -131,6 +131,9 @@ pub struct StepError {
     pub deadline: bool,
     /// Attempts made (0 = the executor counts one).
     pub attempts: u32,
+    /// The wait the answer asked for (`Retry-After`, RFC 9110 §10.2.3), in milliseconds, when
+    /// it gave one: what a caller retrying on its own (a find-then-create) waits.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl StepError {
@@ -142,6 +145,7 @@ impl StepError {
             http_status: None,
             deadline: false,
             attempts: 0,
+            retry_after_ms: None,
         }
     }
 }

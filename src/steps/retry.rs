@@ -288,6 +288,7 @@ pub async fn send_with_retries_keeping(
         if attempt == max_attempts {
             let mut e = err;
             e.attempts = attempt;
+            e.retry_after_ms = retry_after;
             return Err(e);
         }
         let delay = match retry_after {
