@@ -1501,7 +1501,7 @@ async fn cmd_connection_test(
         .map_err(|e| CliError::bad_input(e.to_string()))?
         .ok_or_else(|| CliError::bad_input(format!("no connection `{id}`")))?;
     let http = crate::steps::http::LiveHttp::new();
-    let v = crate::app::connections::test_with(&conn, &http).await;
+    let v = crate::app::connections::test_with(&conn, &http, None).await;
     if json {
         println!("{}", pretty(&v));
     } else {

@@ -245,6 +245,21 @@ async fn connect_hubspot_through_the_fake_oauth_server() {
             .starts_with("HubSpot accepted the credentials"),
         "{t}"
     );
+
+    // Past the token's expiry on the engine's clock: the test refreshes it first, as a step
+    // would, and sends the new token.
+    let oauth = |w: &World| {
+        let (c, u) = (w.http.clone(), format!("{}/_sandbox/oauth", w.sandbox.url()));
+        async move { c.get(u).send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let before = oauth(&w).await["refreshes"].as_u64().unwrap();
+    w.clock.advance(Duration::from_secs(ttl_s as u64 + 120));
+    let (status, t) = w
+        .api(reqwest::Method::POST, "/connections/crm/test", None)
+        .await;
+    assert_eq!(status, 200, "{t}");
+    assert_eq!(t["ok"], true, "{t}");
+    assert_eq!(oauth(&w).await["refreshes"].as_u64().unwrap(), before + 1);
 }
 
 #[tokio::test]
@@ -339,10 +354,17 @@ async fn wrong_state_denied_consent_and_expiry_are_refused() {
         .api(
             reqwest::Method::POST,
             "/connections/oauth/start",
-            Some(json!({"app": "stripe", "id": "s", "client_id": "c"})),
+            Some(json!({"app": "salesforce", "id": "s", "client_id": "c"})),
         )
         .await;
-    assert_eq!((status, v["code"].as_str()), (400, Some("oauth_not_offered")), "{v}");
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("app `salesforce`: no such connector (one of: google_sheets, hubspot"),
+        "{v}"
+    );
     let (status, v) = w
         .api(
             reqwest::Method::POST,

@@ -626,17 +626,46 @@ pub async fn test(state: &AppState, id: &str) -> AppResult<Value> {
         .get(id)
         .map_err(store_error)?
         .ok_or_else(|| not_found(id))?;
-    let v = test_with(&c, state.engine().http().as_ref()).await;
+    let engine = state.engine();
+    // An OAuth 2 connection is tested with its current token (refreshed when it expired), as
+    // its steps would send.
+    let token = match &c.credential {
+        Credential::Oauth2 { .. } => {
+            let clock = engine.clock();
+            let io = crate::connections::oauth::Io {
+                memory: engine.store().as_ref(),
+                http: engine.http().clone(),
+                clock: clock.as_ref(),
+                deadline_ms: clock.now_ms() + TEST_TIMEOUT.as_millis() as i64,
+                store_key: engine.connections().state_key(),
+            };
+            match engine.oauth_tokens().access_token(&io, &c, None).await {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    let v = json!({"ok": false, "status": e.http_status, "message": e.message});
+                    tracing::info!(connection = %id, ok = false, "connection tested");
+                    return Ok(v);
+                }
+            }
+        }
+        _ => None,
+    };
+    let v = test_with(&c, engine.http().as_ref(), token.as_deref()).await;
     tracing::info!(connection = %id, ok = %v["ok"], "connection tested");
     Ok(v)
 }
 
-/// Run the connector's `test` request (a cheap read) as connection `c` through `http`:
+/// Run the connector's `test` request (a cheap read) as connection `c` (an OAuth 2 one with
+/// `oauth_token` when given: [`Credential::authorization`]) through `http`:
 /// `{ok, status, message}`. `ok` is true when the app accepted the credential (2xx that no
 /// rule of the connector calls a failure); 401, 403 and Slack's `invalid_auth` and the like
 /// say "… refused the credentials"; no answer says the app could not be reached. The message
 /// names the app, the status and the host, never a secret.
-pub async fn test_with(c: &Connection, http: &dyn crate::steps::http::HttpTransport) -> Value {
+pub async fn test_with(
+    c: &Connection,
+    http: &dyn crate::steps::http::HttpTransport,
+    oauth_token: Option<&str>,
+) -> Value {
     use crate::steps::http::{HttpCall, TransportError};
     static MAPPINGS: std::sync::LazyLock<crate::template::Templates> =
         std::sync::LazyLock::new(crate::template::Templates::new);
@@ -687,20 +716,8 @@ pub async fn test_with(c: &Connection, http: &dyn crate::steps::http::HttpTransp
         .iter()
         .map(|(k, v)| (k.clone(), text(v)))
         .collect();
-    match &c.credential {
-        Credential::Bearer { token } => {
-            headers.push(("Authorization".into(), format!("Bearer {token}")));
-        }
-        Credential::Oauth2 { access_token, .. } => {
-            headers.push(("Authorization".into(), format!("Bearer {access_token}")));
-        }
-        Credential::Basic { username, password } => {
-            use base64::Engine as _;
-            let b =
-                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-            headers.push(("Authorization".into(), format!("Basic {b}")));
-        }
-        Credential::WebhookUrl { .. } => {}
+    if let Some(a) = c.credential.authorization(oauth_token) {
+        headers.push(("Authorization".into(), a));
     }
     let query = req
         .query

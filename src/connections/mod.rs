@@ -67,6 +67,26 @@ impl Credential {
         }
     }
 
+    /// The `Authorization` header value a request as this credential carries: `Bearer
+    /// <token>` (an OAuth 2 one sends `oauth_token`, the current token after a refresh, when
+    /// given, else its stored access token), `Basic <base64(user:password)>` (RFC 7617);
+    /// `None` for a webhook URL, which is its own credential.
+    pub fn authorization(&self, oauth_token: Option<&str>) -> Option<String> {
+        match self {
+            Credential::Bearer { token } => Some(format!("Bearer {token}")),
+            Credential::Oauth2 { access_token, .. } => {
+                Some(format!("Bearer {}", oauth_token.unwrap_or(access_token)))
+            }
+            Credential::Basic { username, password } => {
+                use base64::Engine as _;
+                let b = base64::engine::general_purpose::STANDARD
+                    .encode(format!("{username}:{password}"));
+                Some(format!("Basic {b}"))
+            }
+            Credential::WebhookUrl { .. } => None,
+        }
+    }
+
     /// Every secret value it holds (for masking records).
     pub fn secrets(&self) -> Vec<&str> {
         match self {

@@ -382,6 +382,12 @@ impl Engine {
             .clone()
     }
 
+    /// The OAuth 2 tokens this engine's steps send and refresh (single-flight per connection:
+    /// [`crate::connections::oauth::Tokens`]); "Test connection" asks it for a current token.
+    pub fn oauth_tokens(&self) -> &Arc<crate::connections::oauth::Tokens> {
+        &self.oauth
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

@@ -680,21 +680,8 @@ fn request(
         .iter()
         .map(|(k, v)| (k.clone(), render_text(v, &ctx)))
         .collect();
-    match &conn.credential {
-        Credential::Bearer { token } => {
-            headers.push(("Authorization".into(), format!("Bearer {token}")));
-        }
-        Credential::Oauth2 { access_token, .. } => {
-            let token = oauth_token.unwrap_or(access_token);
-            headers.push(("Authorization".into(), format!("Bearer {token}")));
-        }
-        Credential::Basic { username, password } => {
-            use base64::Engine as _;
-            let b =
-                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-            headers.push(("Authorization".into(), format!("Basic {b}")));
-        }
-        Credential::WebhookUrl { .. } => {}
+    if let Some(a) = conn.credential.authorization(oauth_token) {
+        headers.push(("Authorization".into(), a));
     }
     if let Some(Dedupe::NativeKey { header, max_len }) = &op.dedupe {
         if key.chars().count() > *max_len {
