@@ -14,8 +14,9 @@ need dpkg-dev
 need pkg-config
 need curl
 # The desktop app (src-tauri/, a workspace member: `cargo test --workspace` builds it too).
+# libdbus-1-dev: tao and the OS keyring (the Secret Service over D-Bus) link libdbus.
 for p in libwebkit2gtk-4.1-dev wget file libxdo-dev libssl-dev libayatana-appindicator3-dev \
-         librsvg2-dev; do need "$p"; done
+         librsvg2-dev libdbus-1-dev; do need "$p"; done
 case "$what" in
   test)
     need chromium          # browser end-to-end tests (Debian's build, never a downloaded one)

@@ -11,12 +11,14 @@
 //!   listener address (`listener_addr` of `settings.json`, default 127.0.0.1:8787;
 //!   `FLUXO_DESKTOP_PORT`).
 //! * [`shell`]: starts the engine, the workflows folder and the listener; window-independent.
+//! * [`keyring`]: the OS keyring the connections key is kept in.
 //! * [`commands`]: the IPC commands, one file per domain (workflows, runs, check, memory,
 //!   settings, catalog, app).
 //! * [`error`]: [`error::IpcError`], the `{code, message, problems?}` every command fails with.
 
 pub mod commands;
 pub mod error;
+pub mod keyring;
 pub mod settings;
 pub mod shell;
 
@@ -52,13 +54,16 @@ pub fn run() {
             let data_dir = settings::data_dir(|| app.path().app_data_dir().ok())
                 .ok_or("no app-data dir: set FLUXO_DESKTOP_DATA_DIR")?;
             let addr = settings::listener_addr(&data_dir)?;
-            let shell = tauri::async_runtime::block_on(shell::start(&data_dir, addr))?;
+            // The connections key in the OS keyring, under the app identifier.
+            let keys = shell::KeyPlace::os(&app.config().identifier);
+            let shell = tauri::async_runtime::block_on(shell::start(&data_dir, addr, keys))?;
             forward_run_events(app.handle().clone(), shell.events);
             app.manage(commands::app::AppInfo {
                 listener_url: shell.server.url(),
                 data_dir: shell.data_dir.clone(),
                 notices: shell.notices.clone(),
                 sandbox: shell.sandbox,
+                connections_key: shell.connections_key,
             });
             app.manage(shell.server.state.clone());
             app.manage(Listener(Mutex::new(Some(shell.server))));

@@ -13,6 +13,10 @@ use std::sync::Arc;
 use fluxo::app::settings::resolve_token;
 use fluxo::app::{AppState, ServerOptions};
 use fluxo::clock::{Clock, SystemClock};
+use fluxo::connections::file::{FileConnections, FILE as CONNECTIONS_FILE};
+use fluxo::connections::key::{
+    resolve_with_keyring, KeyChoice, Keyring, KeyringEntry, KEYRING_USER, KEY_FILE_ENV,
+};
 use fluxo::runtime::{Engine, RunEvent};
 use fluxo::server::{self, RunningServer};
 use fluxo::settings::AppSettings;
@@ -21,6 +25,8 @@ use fluxo::store::Store;
 use fluxo::workflow::dir::WorkflowDir;
 use tokio::net::TcpListener;
 use tokio::sync::broadcast;
+
+use crate::keyring::OsKeyring;
 
 /// The started engine and listener.
 pub struct Shell {
@@ -33,6 +39,9 @@ pub struct Shell {
     pub notices: Vec<String>,
     /// The sandbox destination, when the settings turn it on (stopped with the app).
     pub sandbox: Option<fluxo::sandbox::SandboxHandle>,
+    /// Where the connections key lives, in words ("the key in the OS keyring (service …)",
+    /// or the key file and why the keyring was not used).
+    pub connections_key: String,
 }
 
 impl Shell {
@@ -42,9 +51,52 @@ impl Shell {
     }
 }
 
+/// Where the connections key is kept: `entry` of `keyring` (the app's: [`OsKeyring`] and the
+/// app identifier; tests give a fake).
+pub struct KeyPlace<'a> {
+    pub keyring: &'a (dyn Keyring + Sync),
+    pub entry: KeyringEntry,
+}
+
+impl KeyPlace<'static> {
+    /// The OS keyring's entry `connections-key` of `service` (the app identifier).
+    pub fn os(service: &str) -> Self {
+        KeyPlace {
+            keyring: &OsKeyring,
+            entry: KeyringEntry::new(service, KEYRING_USER),
+        }
+    }
+
+    /// No keyring (tests that must not touch the user's): the key goes to the data dir's
+    /// `connections.key`, as when the OS keyring is unavailable.
+    pub fn no_keyring() -> Self {
+        KeyPlace {
+            keyring: &NoKeyring,
+            entry: KeyringEntry::new("dev.fluxo.none", KEYRING_USER),
+        }
+    }
+}
+
+/// A keyring that is never available ([`KeyPlace::no_keyring`]).
+struct NoKeyring;
+
+impl Keyring for NoKeyring {
+    fn get(&self, _: &KeyringEntry) -> Result<Option<String>, String> {
+        Err("no keyring was given".into())
+    }
+    fn set(&self, _: &KeyringEntry, _: &str) -> Result<(), String> {
+        Err("no keyring was given".into())
+    }
+    fn delete(&self, _: &KeyringEntry) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 /// Start everything in `data_dir` (created if missing), the listener on `addr` (or, if that
-/// is busy, any free port on the same interface). Must run inside a tokio runtime.
-pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
+/// is busy, any free port on the same interface), the connections key from `keys` (else
+/// `FLUXO_CONNECTIONS_KEY`, `FLUXO_CONNECTIONS_KEY_FILE`, or `connections.key`). Must run
+/// inside a tokio runtime.
+pub async fn start(data_dir: &Path, addr: SocketAddr, keys: KeyPlace<'_>) -> Result<Shell, String> {
     // 0700 from the start (SPEC §5), so the first launch has nothing to tighten.
     fluxo::secrets::secure_dir(data_dir)
         .map_err(|e| format!("cannot create the data dir {}: {e}", data_dir.display()))?;
@@ -61,14 +113,17 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
         Arc::new(SystemClock) as Arc<dyn Clock>,
     );
     let events = engine.subscribe();
-    // The connections store, with the key file the first launch generates next to it
-    // (`connections.key`) until the key moves to the OS keyring. A wrong key or a damaged
-    // file stops the launch with the reason; the file is left as it is.
-    let connections = fluxo::connections::file::FileConnections::open_in(
-        data_dir,
-        &fluxo::connections::key::KeyChoice::default(),
-    )
-    .map_err(|e| format!("cannot open the connections: {e}"))?;
+    // The connections store, its key in the OS keyring (`keys.entry`), else, with a warning,
+    // in `connections.key` next to it (see `resolve_with_keyring`). A store whose key is
+    // nowhere, a wrong key or a damaged file stops the launch with the reason; the file is
+    // left as it is.
+    let choice = KeyChoice::from_env(std::env::var_os(KEY_FILE_ENV).map(PathBuf::from));
+    let (key, source) = resolve_with_keyring(&choice, data_dir, keys.keyring, &keys.entry)
+        .map_err(|e| format!("cannot open the connections: {e}"))?;
+    let connections_key = source.to_string();
+    tracing::info!(key_id = %key.id_hex(), "connections key: {connections_key}");
+    let connections = FileConnections::open(data_dir.join(CONNECTIONS_FILE), key, source)
+        .map_err(|e| format!("cannot open the connections: {e}"))?;
     engine.set_connections(Arc::new(connections));
 
     let folder = data_dir.join("workflows");
@@ -127,6 +182,7 @@ pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Shell, String> {
         data_dir: data_dir.to_path_buf(),
         notices,
         sandbox,
+        connections_key,
     })
 }
 
@@ -193,6 +249,24 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A keyring of one entry, in memory.
+    #[derive(Default)]
+    struct MemKeyring(std::sync::Mutex<Option<String>>);
+
+    impl Keyring for MemKeyring {
+        fn get(&self, _: &KeyringEntry) -> Result<Option<String>, String> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+        fn set(&self, _: &KeyringEntry, secret: &str) -> Result<(), String> {
+            *self.0.lock().unwrap() = Some(secret.to_string());
+            Ok(())
+        }
+        fn delete(&self, _: &KeyringEntry) -> Result<(), String> {
+            *self.0.lock().unwrap() = None;
+            Ok(())
+        }
+    }
+
     async fn post(addr: std::net::SocketAddr, path: &str, key: &str, body: &str) -> String {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let req = format!(
@@ -211,7 +285,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let busy = busy.local_addr().unwrap();
-        let shell = start(dir.path(), busy).await.unwrap();
+        let ring = MemKeyring::default();
+        let keys = || KeyPlace {
+            keyring: &ring,
+            entry: KeyringEntry::new("dev.fluxo.test", KEYRING_USER),
+        };
+        let shell = start(dir.path(), busy, keys()).await.unwrap();
+        // The connections key went into the keyring, not into a file next to the data.
+        assert_eq!(
+            shell.connections_key,
+            "the key in the OS keyring (service dev.fluxo.test, user connections-key)"
+        );
+        assert!(ring.0.lock().unwrap().is_some());
+        assert!(!dir.path().join("connections.key").exists());
         assert_ne!(
             shell.server.addr.port(),
             busy.port(),
@@ -301,7 +387,7 @@ mod tests {
         let any_port: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let mut tries = 0;
         let shell = loop {
-            match start(dir.path(), any_port).await {
+            match start(dir.path(), any_port, keys()).await {
                 Ok(s) => break s,
                 Err(e) if e.contains("lock") && tries < 100 => tries += 1,
                 Err(e) => panic!("{e}"),

@@ -17,6 +17,8 @@ pub struct AppInfo {
     /// The sandbox destination, while it runs (settings `sandbox`); kept here so it lives as
     /// long as the app.
     pub sandbox: Option<fluxo::sandbox::SandboxHandle>,
+    /// Where the connections key lives, in words (`Shell::connections_key`).
+    pub connections_key: String,
 }
 
 /// `{listener_url, webhook_base, data_dir, workflows_dir, notices, sandbox_url}`: the URL a sender posts

@@ -60,7 +60,8 @@ mod tests {
     #[tokio::test]
     async fn checks_the_saved_workflow_and_the_unsaved_canvas_with_the_http_codes() {
         let dir = tempfile::tempdir().unwrap();
-        let shell = crate::shell::start(dir.path(), "127.0.0.1:0".parse().unwrap())
+        let keys = crate::shell::KeyPlace::no_keyring();
+        let shell = crate::shell::start(dir.path(), "127.0.0.1:0".parse().unwrap(), keys)
             .await
             .unwrap();
         let state = shell.state();

@@ -6,12 +6,20 @@ use fluxo::app::{connections, AppState};
 use serde_json::Value;
 use tauri::State;
 
+use crate::commands::app::AppInfo;
 use crate::error::IpcResult;
 
-/// `{connections: [...]}`, each masked.
+/// `{connections: [...], key_source}`: each masked; `key_source` says where the key that
+/// encrypts them lives ("the key in the OS keyring (service dev.fluxo.app, user
+/// connections-key)", or the data dir's key file and why the keyring was not used).
 #[tauri::command]
-pub async fn list_connections(state: State<'_, AppState>) -> IpcResult<Value> {
-    Ok(connections::list(&state)?)
+pub async fn list_connections(
+    state: State<'_, AppState>,
+    info: State<'_, AppInfo>,
+) -> IpcResult<Value> {
+    let mut answer = connections::list(&state)?;
+    answer["key_source"] = Value::String(info.connections_key.clone());
+    Ok(answer)
 }
 
 /// Add or replace connection `id` (a mask sent back keeps the stored secret); the masked view.
@@ -42,10 +50,7 @@ pub async fn test_connection(state: State<'_, AppState>, id: String) -> IpcResul
 /// is opened on the authorize URL. Answers `{authorize_url, state, …}` like `POST
 /// /api/v1/connections/oauth/start`; the window polls [`oauth_connection_status`].
 #[tauri::command]
-pub async fn start_oauth_connection(
-    state: State<'_, AppState>,
-    start: Value,
-) -> IpcResult<Value> {
+pub async fn start_oauth_connection(state: State<'_, AppState>, start: Value) -> IpcResult<Value> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|e| {
@@ -119,7 +124,9 @@ mod loopback {
                 .to_string();
             let Some(query) = target.strip_prefix("/callback") else {
                 let _ = sock
-                    .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
                     .await;
                 continue;
             };

@@ -209,6 +209,11 @@ export interface Api {
   connectors(): Promise<ConnectorEntry[]>;
   /** Connections, secrets masked (`GET /connections`). */
   listConnections(): Promise<ConnectionView[]>;
+  /**
+   * Where the key encrypting the connections lives, in words (the desktop only: the OS keyring
+   * entry, or the data dir's key file and why the keyring was not used).
+   */
+  connectionsKeySource?(): Promise<string | null>;
   /** Add or replace one; a mask sent back keeps the stored secret. */
   putConnection(id: string, connection: ConnectionInput): Promise<ConnectionView>;
   deleteConnection(id: string): Promise<void>;

@@ -86,6 +86,7 @@ import type { Workflow } from '../store/workflowFile';
  * | `memory_counts` | – | `{namespace, keys, more}[]` |
  * | `memory_list` | `{namespace, prefix, after, limit}` | `{entries, next_after}` |
  * | `memory_get` / `memory_delete` | `{namespace, key}` | `MemoryEntry` / – |
+ * | `list_connections` | – | `{connections, key_source}` (`key_source`: where the key lives, in words) |
  * | `app_info` | – | `{listener_url, webhook_base, data_dir, workflows_dir, notices}` |
  * | `get_settings` | – | `{settings, secret_names, effective, data_dir, workflows_dir}` |
  * | `save_settings` | `{settings}` | the same as `get_settings` |
@@ -209,6 +210,9 @@ export class TauriApi implements Api {
   }
   async listConnections(): Promise<ConnectionView[]> {
     return (await this.call<{ connections: ConnectionView[] }>('list_connections')).connections;
+  }
+  async connectionsKeySource(): Promise<string | null> {
+    return (await this.call<{ key_source?: string }>('list_connections')).key_source ?? null;
   }
   putConnection(id: string, connection: ConnectionInput): Promise<ConnectionView> {
     return this.call('put_connection', { id, connection });

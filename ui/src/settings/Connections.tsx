@@ -33,6 +33,7 @@ export function ConnectionsCard() {
   const api = useEditor((s) => s.api);
   const connectors = useEditor((s) => s.connectors);
   const [list, setList] = useState<ConnectionView[] | null>(null);
+  const [keySource, setKeySource] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [id, setId] = useState('');
   const [app, setApp] = useState('');
@@ -60,6 +61,7 @@ export function ConnectionsCard() {
     void refreshConnections();
     try {
       setList(await api.listConnections());
+      if (api.connectionsKeySource) setKeySource(await api.connectionsKeySource());
     } catch (e) {
       setError((e as Error).message);
     }
@@ -208,6 +210,11 @@ export function ConnectionsCard() {
         The accounts App actions act as (HubSpot, Stripe, Slack, Google Sheets). Stored encrypted, apart from workflows; a secret is
         never shown again, only its last characters.
       </p>
+      {keySource && (
+        <p className="fx-muted" data-testid="connections-key-source">
+          Encryption key: {keySource}.
+        </p>
+      )}
       {list === null ? (
         <p className="fx-muted">Loading…</p>
       ) : list.length === 0 ? (
