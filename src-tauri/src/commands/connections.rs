@@ -81,77 +81,77 @@ pub async fn oauth_connection_status(state: State<'_, AppState>, flow: String) -
     Ok(connections::oauth_status(&state, &flow)?)
 }
 
-/// The one-shot loopback redirect listener of the desktop OAuth flow.
+/// The one-shot loopback redirect listener of the desktop OAuth flow (RFC 8252 §7.3): an axum
+/// server on `127.0.0.1:0` whose one route is `GET /callback`, stopped after the first callback
+/// or the flow's lifetime.
 mod loopback {
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use axum::extract::{Query, State};
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    use axum::routing::get;
     use fluxo::app::{connections, AppState};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::sync::oneshot;
 
     /// How long the listener waits for the browser (the flow's own lifetime).
     const WAIT: Duration = Duration::from_secs(10 * 60);
 
-    /// Accept connections until one carries `GET /callback?…` (a browser may probe
-    /// `/favicon.ico` first), finish the flow with its query, answer the page, stop.
-    pub async fn serve_once(listener: tokio::net::TcpListener, state: AppState) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let accepted = tokio::time::timeout_at(deadline, listener.accept()).await;
-            let Ok(Ok((mut sock, _))) = accepted else {
-                return;
-            };
-            let mut buf = vec![0u8; 8192];
-            let mut n = 0;
-            while n < buf.len() {
-                match tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf[n..])).await
-                {
-                    Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
-                    Ok(Ok(k)) => {
-                        n += k;
-                        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                            break;
-                        }
-                    }
-                }
-            }
-            let head = String::from_utf8_lossy(&buf[..n]);
-            let target = head
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("GET "))
-                .and_then(|l| l.split(' ').next())
-                .unwrap_or_default()
-                .to_string();
-            let Some(query) = target.strip_prefix("/callback") else {
-                let _ = sock
-                    .write_all(
-                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                    )
-                    .await;
-                continue;
-            };
-            let query = query.trim_start_matches('?');
-            let cb = connections::OAuthCallback::from_query(query);
-            let (status, title, text) = match connections::oauth_finish(&state, &cb).await {
-                Ok(v) => (
-                    "200 OK",
-                    "Connected",
-                    format!(
-                        "Connected {} as {}. You can close this window and return to Fluxo.",
-                        v["title"].as_str().unwrap_or_default(),
-                        v["connection"]["id"].as_str().unwrap_or_default()
-                    ),
+    #[derive(Clone)]
+    struct Redirect {
+        state: AppState,
+        done: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+    }
+
+    /// Finish the flow with the redirect's query and answer the page a person sees.
+    async fn callback(
+        State(r): State<Redirect>,
+        Query(cb): Query<connections::OAuthCallback>,
+    ) -> impl IntoResponse {
+        let (status, title, text) = match connections::oauth_finish(&r.state, &cb).await {
+            Ok(v) => (
+                StatusCode::OK,
+                "Connected",
+                format!(
+                    "Connected {} as {}. You can close this window and return to Fluxo.",
+                    v["title"].as_str().unwrap_or_default(),
+                    v["connection"]["id"].as_str().unwrap_or_default()
                 ),
-                Err(e) => ("400 Bad Request", "Not connected", e.message),
-            };
-            let body = fluxo::server::connections::page(title, &text);
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: \
-                 no-store\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = sock.write_all(resp.as_bytes()).await;
-            return;
+            ),
+            Err(e) => (StatusCode::BAD_REQUEST, "Not connected", e.message),
+        };
+        if let Some(tx) = r.done.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = tx.send(());
+        }
+        (
+            status,
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            fluxo::server::connections::page(title, &text),
+        )
+    }
+
+    /// Serve `GET /callback` on `listener` until one callback was answered (a browser's probe
+    /// of `/favicon.ico` gets a 404 and changes nothing) or [`WAIT`] passed.
+    pub async fn serve_once(listener: tokio::net::TcpListener, state: AppState) {
+        let (tx, rx) = oneshot::channel();
+        let app = axum::Router::new()
+            .route("/callback", get(callback))
+            .with_state(Redirect {
+                state,
+                done: Arc::new(Mutex::new(Some(tx))),
+            });
+        let stop = async move {
+            tokio::select! {
+                _ = rx => {}
+                _ = tokio::time::sleep(WAIT) => {}
+            }
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+            tracing::warn!(error = %e, "the OAuth redirect listener stopped");
         }
     }
 
@@ -170,5 +170,93 @@ mod loopback {
             .stderr(std::process::Stdio::null())
             .spawn()
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use fluxo::app::connections;
+    use fluxo::clock::{Clock, SystemClock};
+    use fluxo::connections::{Credential, MemConnections};
+    use fluxo::runtime::Engine;
+    use fluxo::server::{self, ServerOptions};
+    use fluxo::store::{InMemoryStore, Store};
+    use fluxo::workflow::dir::WorkflowDir;
+    use serde_json::json;
+
+    /// The desktop's OAuth redirect end to end against `fluxo sandbox`'s fake OAuth server: the
+    /// loopback listener answers a probe with 404, finishes the flow with the callback (the
+    /// connection stored with its OAuth tokens), and stops.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_loopback_redirect_finishes_the_flow_once_then_stops() {
+        let sandbox = fluxo::sandbox::Sandbox::start("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let engine = Engine::new(
+            Arc::new(InMemoryStore::new()) as Arc<dyn Store>,
+            Arc::new(SystemClock) as Arc<dyn Clock>,
+        );
+        engine.set_connections(Arc::new(MemConnections::default()));
+        let folder = tempfile::tempdir().unwrap();
+        let dir = WorkflowDir::load(folder.path(), engine.registry().clone()).unwrap();
+        let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = server::start(api, engine, dir, "t".repeat(40), ServerOptions::default())
+            .await
+            .unwrap();
+        let state = server.state.clone();
+
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let redirect = format!("http://127.0.0.1:{port}/callback");
+        let s = sandbox.url();
+        let started = connections::oauth_start(
+            &state,
+            &json!({"app": "hubspot", "id": "crm", "client_id": "fluxo-desktop",
+                    "base_url": format!("{s}/hubspot"),
+                    "authorize_url": format!("{s}/oauth/authorize"),
+                    "token_url": format!("{s}/oauth/token")}),
+            &redirect,
+        )
+        .unwrap();
+        let listening = tokio::spawn(super::loopback::serve_once(listener, state.clone()));
+
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        // The fake approves at once: its Location is the loopback callback.
+        let r = http
+            .get(started["authorize_url"].as_str().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 302);
+        let callback = r.headers()["location"].to_str().unwrap().to_string();
+        assert!(callback.starts_with(&redirect), "{callback}");
+        let probe = http
+            .get(format!("http://127.0.0.1:{port}/favicon.ico"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(probe.status(), 404);
+        let page = http.get(&callback).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        let text = page.text().await.unwrap();
+        assert!(text.contains("Connected HubSpot as crm."), "{text}");
+
+        let stored = state.engine().connections().get("crm").unwrap().unwrap();
+        assert!(matches!(stored.credential, Credential::Oauth2 { .. }));
+        let flow = connections::oauth_status(&state, started["state"].as_str().unwrap()).unwrap();
+        assert_eq!(flow["state"], "connected", "{flow}");
+        // One callback, then the listener is gone.
+        tokio::time::timeout(std::time::Duration::from_secs(10), listening)
+            .await
+            .expect("the listener stops after the callback")
+            .unwrap();
+        assert!(http.get(&callback).send().await.is_err());
+        sandbox.shutdown().await;
     }
 }
