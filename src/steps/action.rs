@@ -56,10 +56,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::http::{HttpAnswer, HttpCall};
-use super::http_request::{
-    check_retry_fields, default_base, default_max_delay, default_retries, default_timeout, policy,
-};
-use super::retry::{send_with_retries_keeping, RetryStrategy};
+use super::retry::{send_with_retries_keeping, CallPolicy};
 use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
     RepeatSafety, StepContext, StepError, StepKind, StepOutput,
@@ -82,7 +79,6 @@ pub const KEPT_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// `action` config.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
     /// The connector's app (`hubspot`, `stripe`, `slack`, `google_sheets`).
     #[schemars(title = "App")]
@@ -102,26 +98,9 @@ pub struct Config {
     #[serde(default)]
     #[schemars(title = "Idempotency key")]
     pub idempotency_key: Option<Value>,
-    /// Timeout of one attempt in **seconds** (default 10).
-    #[serde(default = "default_timeout")]
-    #[schemars(title = "Timeout per attempt (seconds)")]
-    pub timeout_s: f64,
-    /// Retries after the first attempt (default 2): timeouts, connection errors, 408, 429, 5xx.
-    #[serde(default = "default_retries")]
-    #[schemars(title = "Retries")]
-    pub retries: u32,
-    /// `exponential` (default, full jitter), `fixed` or `none`.
-    #[serde(default)]
-    #[schemars(title = "Backoff")]
-    pub retry_strategy: RetryStrategy,
-    /// Backoff base in **milliseconds** (default 500).
-    #[serde(default = "default_base")]
-    #[schemars(title = "First retry delay (ms)")]
-    pub retry_base_delay_ms: u64,
-    /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30).
-    #[serde(default = "default_max_delay")]
-    #[schemars(title = "Longest retry delay (seconds)")]
-    pub max_retry_delay_s: f64,
+    /// Timeouts, retries and backoff: the call policy every step that calls out shares.
+    #[serde(flatten)]
+    pub call: CallPolicy,
     /// Simulated answer for dry runs: `{"status": 200, "body": {...}}` (default 200 `{}`).
     #[serde(default)]
     #[schemars(title = "Dry-run answer")]
@@ -215,7 +194,7 @@ impl StepKind for Action {
             Ok(c) => c,
             Err(p) => return p,
         };
-        let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
+        let mut p = c.call.problems();
         match resolve(&c) {
             Err(e) => p.push(e),
             Ok((_, op)) => {
@@ -300,13 +279,7 @@ impl StepKind for Action {
                 }
             }
         }
-        let policy = policy(
-            c.timeout_s,
-            c.retries,
-            c.retry_strategy,
-            c.retry_base_delay_ms,
-            c.max_retry_delay_s,
-        );
+        let policy = c.call.retry_policy();
         // A kept-id write that can be found again is created like a find-then-create one.
         let finder = match &op.dedupe {
             Some(Dedupe::FindThenCreate { find, .. }) => Some((find, true)),

@@ -26,16 +26,11 @@ use super::{
 };
 use crate::steps::http::HttpCall;
 use crate::steps::outbound;
-use crate::steps::retry::{send_with_retries, RetryPolicy, RetryStrategy};
+use crate::steps::retry::send_with_retries;
 
-/// Default attempt timeout, seconds.
-pub const DEFAULT_TIMEOUT_S: f64 = 10.0;
-/// Default retries after the first attempt.
-pub const DEFAULT_RETRIES: u32 = 2;
-/// Default backoff base, milliseconds.
-pub const DEFAULT_BASE_DELAY_MS: u64 = 500;
-/// Default cap of one wait, seconds.
-pub const DEFAULT_MAX_RETRY_DELAY_S: f64 = 30.0;
+pub use crate::steps::retry::{
+    CallPolicy, DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_RETRY_DELAY_S, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S,
+};
 
 /// HTTP methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -64,7 +59,6 @@ impl Method {
 
 /// HTTP request config.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
     /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE` or `HEAD`.
     #[schemars(title = "Method")]
@@ -86,26 +80,9 @@ pub struct Config {
     #[serde(default)]
     #[schemars(title = "Body")]
     pub body: Option<Value>,
-    /// Timeout of one attempt in **seconds** (default 10).
-    #[serde(default = "default_timeout")]
-    #[schemars(title = "Timeout per attempt (seconds)")]
-    pub timeout_s: f64,
-    /// Retries after the first attempt (default 2).
-    #[serde(default = "default_retries")]
-    #[schemars(title = "Retries")]
-    pub retries: u32,
-    /// `exponential` (default, full jitter), `fixed` or `none`.
-    #[serde(default)]
-    #[schemars(title = "Backoff")]
-    pub retry_strategy: RetryStrategy,
-    /// Backoff base in **milliseconds** (default 500).
-    #[serde(default = "default_base")]
-    #[schemars(title = "First retry delay (ms)")]
-    pub retry_base_delay_ms: u64,
-    /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30).
-    #[serde(default = "default_max_delay")]
-    #[schemars(title = "Longest retry delay (seconds)")]
-    pub max_retry_delay_s: f64,
+    /// Timeouts, retries and backoff: the call policy every step that calls out shares.
+    #[serde(flatten)]
+    pub call: CallPolicy,
     /// Let the URL's host come from run data: the trigger input or a step's output
     /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
     /// refused at validation: whoever can send this workflow an event would choose where
@@ -153,18 +130,6 @@ impl Config {
     }
 }
 
-pub(crate) fn default_timeout() -> f64 {
-    DEFAULT_TIMEOUT_S
-}
-pub(crate) fn default_retries() -> u32 {
-    DEFAULT_RETRIES
-}
-pub(crate) fn default_base() -> u64 {
-    DEFAULT_BASE_DELAY_MS
-}
-pub(crate) fn default_max_delay() -> f64 {
-    DEFAULT_MAX_RETRY_DELAY_S
-}
 pub(crate) fn default_max_response_bytes() -> u64 {
     outbound::DEFAULT_MAX_RESPONSE_BYTES
 }
@@ -193,51 +158,6 @@ pub(crate) fn check_host(cx: &StepContext<'_>, field: &str, allow_input_host: bo
             .and_then(|raw| raw.get(field))
             .and_then(Value::as_str)
             .is_none_or(|t| outbound::host_source(t).is_data())
-}
-
-/// Build the retry policy from the shared retry fields; seconds become milliseconds.
-pub(crate) fn policy(
-    timeout_s: f64,
-    retries: u32,
-    strategy: RetryStrategy,
-    base_ms: u64,
-    max_delay_s: f64,
-) -> RetryPolicy {
-    RetryPolicy {
-        retries,
-        strategy,
-        base_delay_ms: base_ms,
-        max_delay_ms: (max_delay_s.max(0.0) * 1000.0).round() as u64,
-        timeout_ms: (timeout_s.max(0.0) * 1000.0).round() as u64,
-    }
-}
-
-/// Problems of the shared retry fields.
-pub(crate) fn check_retry_fields(
-    timeout_s: f64,
-    max_delay_s: f64,
-    retries: u32,
-) -> Vec<ConfigProblem> {
-    let mut p = Vec::new();
-    if !(timeout_s > 0.0 && timeout_s <= 3600.0) {
-        p.push(ConfigProblem {
-            path: "timeout_s".into(),
-            message: "must be more than 0 and at most 3600 seconds".into(),
-        });
-    }
-    if !(0.0..=3600.0).contains(&max_delay_s) {
-        p.push(ConfigProblem {
-            path: "max_retry_delay_s".into(),
-            message: "must be between 0 and 3600 seconds".into(),
-        });
-    }
-    if retries > 20 {
-        p.push(ConfigProblem {
-            path: "retries".into(),
-            message: "at most 20 retries".into(),
-        });
-    }
-    p
 }
 
 /// Check a URL template that has no template syntax: it must parse as http(s).
@@ -324,7 +244,7 @@ impl StepKind for HttpRequest {
         match parse_config::<Config>(config) {
             Err(p) => p,
             Ok(c) => {
-                let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
+                let mut p = c.call.problems();
                 p.extend(check_url(&c.url));
                 p.extend(check_max_response_bytes(c.max_response_bytes));
                 p
@@ -357,13 +277,7 @@ impl StepKind for HttpRequest {
             max_response_bytes: c.max_response_bytes,
             ..HttpCall::new(c.method.as_str(), url_text(&c.url)?)
         };
-        let policy = policy(
-            c.timeout_s,
-            c.retries,
-            c.retry_strategy,
-            c.retry_base_delay_ms,
-            c.max_retry_delay_s,
-        );
+        let policy = c.call.retry_policy();
         let answer = send_with_retries(cx, &call, &policy, c.dry_run.as_ref()).await?;
         let attempts = cx.attempt_count();
         Ok(StepOutput::out(json!({

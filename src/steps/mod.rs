@@ -342,14 +342,59 @@ pub trait StepKind: Send + Sync + 'static {
     async fn run(&self, cx: &StepContext<'_>, config: Value) -> Result<StepOutput, StepError>;
 }
 
-/// Parse a config into its typed form, or every problem with its path.
-pub fn parse_config<C: DeserializeOwned>(config: &Value) -> Result<C, Vec<ConfigProblem>> {
-    serde_path_to_error::deserialize::<_, C>(config).map_err(|e| {
+/// Parse a config into its typed form, or every problem with its path. A member the type's
+/// JSON Schema does not name is refused as serde's `deny_unknown_fields` would ("unknown field
+/// `x`, expected one of …"): the configs that flatten the shared [`retry::CallPolicy`] cannot
+/// say `deny_unknown_fields` (serde does not support both), and get the same rule here.
+pub fn parse_config<C: DeserializeOwned + schemars::JsonSchema>(
+    config: &Value,
+) -> Result<C, Vec<ConfigProblem>> {
+    let c = serde_path_to_error::deserialize::<_, C>(config).map_err(|e| {
         let path = e.path().to_string();
+        if path == "." {
+            // serde loses the path inside a flattened struct: ask the call policy's fields
+            // alone, which name it.
+            if let Some(p) = call_policy_problem(config) {
+                return vec![p];
+            }
+        }
         vec![ConfigProblem {
             path: if path == "." { String::new() } else { path },
             message: e.into_inner().to_string(),
         }]
+    })?;
+    if let Some(given) = config.as_object() {
+        let schema = schema_of::<C>();
+        if let Some(known) = schema.get("properties").and_then(Value::as_object) {
+            if let Some(unknown) = given.keys().find(|k| !known.contains_key(*k)) {
+                let names: Vec<String> = known.keys().map(|k| format!("`{k}`")).collect();
+                return Err(vec![ConfigProblem {
+                    path: unknown.clone(),
+                    message: format!(
+                        "unknown field `{unknown}`, expected one of {}",
+                        names.join(", ")
+                    ),
+                }]);
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// The first problem of the [`retry::CallPolicy`] members of `config`, with its path.
+fn call_policy_problem(config: &Value) -> Option<ConfigProblem> {
+    let given = config.as_object()?;
+    let schema = schema_of::<retry::CallPolicy>();
+    let names = schema.get("properties")?.as_object()?;
+    let part: serde_json::Map<String, Value> = given
+        .iter()
+        .filter(|(k, _)| names.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let e = serde_path_to_error::deserialize::<_, retry::CallPolicy>(Value::Object(part)).err()?;
+    Some(ConfigProblem {
+        path: e.path().to_string(),
+        message: e.into_inner().to_string(),
     })
 }
 
@@ -473,5 +518,37 @@ impl Registry {
                 })
                 .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The configs that flatten the call policy refuse an unknown member and name a bad one's
+    /// path as a `deny_unknown_fields` config does.
+    #[test]
+    fn a_flattened_call_policy_keeps_unknown_fields_and_paths_precise() {
+        let ok = json!({"method": "POST", "url": "https://x.example/a", "retries": 0});
+        let c: http_request::Config = parse_config(&ok).unwrap();
+        assert_eq!(c.call.retries, 0);
+        assert_eq!(c.call.timeout_s, retry::DEFAULT_TIMEOUT_S);
+
+        let typo = json!({"method": "POST", "url": "https://x.example/a", "retires": 3});
+        let p = parse_config::<http_request::Config>(&typo).unwrap_err();
+        assert_eq!(p[0].path, "retires");
+        assert!(
+            p[0].message.starts_with("unknown field `retires`, expected one of `method`"),
+            "{}",
+            p[0].message
+        );
+        assert!(p[0].message.contains("`max_retry_delay_s`"), "{}", p[0].message);
+
+        let bad = json!({"connector": "hubspot", "operation": "create_contact",
+                         "connection": "crm", "timeout_s": "soon"});
+        let p = parse_config::<action::Config>(&bad).unwrap_err();
+        assert_eq!(p[0].path, "timeout_s");
+        assert!(p[0].message.contains("expected f64"), "{}", p[0].message);
     }
 }

@@ -15,20 +15,19 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http_request::{
-    check_host, check_max_response_bytes, check_retry_fields, check_url, default_base,
-    default_max_delay, default_max_response_bytes, default_retries, default_timeout, policy,
-    text_pairs, url_text,
+    check_host, check_max_response_bytes, check_url, default_max_response_bytes, text_pairs,
+    url_text,
 };
+use super::retry::CallPolicy;
 use super::{
     key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
     OutboundUrl, StepContext, StepError, StepKind, StepOutput,
 };
 use crate::steps::http::HttpCall;
-use crate::steps::retry::{send_with_retries, RetryStrategy};
+use crate::steps::retry::send_with_retries;
 
 /// Publish output config.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
     /// Endpoint URL template.
     #[schemars(title = "URL")]
@@ -47,26 +46,9 @@ pub struct Config {
     #[schemars(with = "Option<String>")]
     #[schemars(title = "Idempotency key")]
     pub idempotency_key: Option<Value>,
-    /// Timeout of one attempt in **seconds** (default 10).
-    #[serde(default = "default_timeout")]
-    #[schemars(title = "Timeout per attempt (seconds)")]
-    pub timeout_s: f64,
-    /// Retries after the first attempt (default 2).
-    #[serde(default = "default_retries")]
-    #[schemars(title = "Retries")]
-    pub retries: u32,
-    /// `exponential` (default, full jitter), `fixed` or `none`.
-    #[serde(default)]
-    #[schemars(title = "Backoff")]
-    pub retry_strategy: RetryStrategy,
-    /// Backoff base in **milliseconds** (default 500).
-    #[serde(default = "default_base")]
-    #[schemars(title = "First retry delay (ms)")]
-    pub retry_base_delay_ms: u64,
-    /// Cap of any single wait in **seconds** (default 30).
-    #[serde(default = "default_max_delay")]
-    #[schemars(title = "Longest retry delay (seconds)")]
-    pub max_retry_delay_s: f64,
+    /// Timeouts, retries and backoff: the call policy every step that calls out shares.
+    #[serde(flatten)]
+    pub call: CallPolicy,
     /// Let the URL's host come from run data: the trigger input or a step's output
     /// (`{{ input.url }}`, `https://{{ input.domain }}/x`). Off by default, and such a URL is
     /// refused at validation: whoever can send this workflow an event would choose where
@@ -116,7 +98,7 @@ impl StepKind for PublishOutput {
         match parse_config::<Config>(config) {
             Err(p) => p,
             Ok(c) => {
-                let mut p = check_retry_fields(c.timeout_s, c.max_retry_delay_s, c.retries);
+                let mut p = c.call.problems();
                 p.extend(check_url(&c.url));
                 p.extend(check_max_response_bytes(c.max_response_bytes));
                 p
@@ -183,13 +165,7 @@ impl StepKind for PublishOutput {
             max_response_bytes: c.max_response_bytes,
             ..HttpCall::new("POST", url_text(&c.url)?)
         };
-        let policy = policy(
-            c.timeout_s,
-            c.retries,
-            c.retry_strategy,
-            c.retry_base_delay_ms,
-            c.max_retry_delay_s,
-        );
+        let policy = c.call.retry_policy();
         let answer = send_with_retries(cx, &call, &policy, c.dry_run.as_ref()).await?;
         Ok(StepOutput::out(json!({
             "status": answer.status,

@@ -40,6 +40,105 @@ pub enum RetryStrategy {
     None,
 }
 
+/// The call policy fields of every step that calls out (`http_request`, `find_or_create`,
+/// `publish_output`, `action`): one definition flattened into each config (`#[serde(flatten)]`,
+/// the same JSON members as before), one check ([`CallPolicy::problems`]) and one
+/// [`RetryPolicy`] from it.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct CallPolicy {
+    /// Timeout of one attempt in **seconds** (default 10; more than 0, at most 3600).
+    #[serde(default = "default_timeout")]
+    #[schemars(title = "Timeout per attempt (seconds)")]
+    pub timeout_s: f64,
+    /// Retries after the first attempt (default 2, at most 20): timeouts, connection errors,
+    /// 408, 429 and 5xx only.
+    #[serde(default = "default_retries")]
+    #[schemars(title = "Retries")]
+    pub retries: u32,
+    /// `exponential` (default, full jitter), `fixed` or `none`.
+    #[serde(default)]
+    #[schemars(title = "Backoff")]
+    pub retry_strategy: RetryStrategy,
+    /// Backoff base in **milliseconds** (default 500).
+    #[serde(default = "default_base")]
+    #[schemars(title = "First retry delay (ms)")]
+    pub retry_base_delay_ms: u64,
+    /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30, at most
+    /// 3600).
+    #[serde(default = "default_max_delay")]
+    #[schemars(title = "Longest retry delay (seconds)")]
+    pub max_retry_delay_s: f64,
+}
+
+impl Default for CallPolicy {
+    fn default() -> Self {
+        CallPolicy {
+            timeout_s: default_timeout(),
+            retries: default_retries(),
+            retry_strategy: RetryStrategy::default(),
+            retry_base_delay_ms: default_base(),
+            max_retry_delay_s: default_max_delay(),
+        }
+    }
+}
+
+/// Default attempt timeout, seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 10.0;
+/// Default retries after the first attempt.
+pub const DEFAULT_RETRIES: u32 = 2;
+/// Default backoff base, milliseconds.
+pub const DEFAULT_BASE_DELAY_MS: u64 = 500;
+/// Default cap of one wait, seconds.
+pub const DEFAULT_MAX_RETRY_DELAY_S: f64 = 30.0;
+
+fn default_timeout() -> f64 {
+    DEFAULT_TIMEOUT_S
+}
+fn default_retries() -> u32 {
+    DEFAULT_RETRIES
+}
+fn default_base() -> u64 {
+    DEFAULT_BASE_DELAY_MS
+}
+fn default_max_delay() -> f64 {
+    DEFAULT_MAX_RETRY_DELAY_S
+}
+
+impl CallPolicy {
+    /// The policy in milliseconds (seconds become milliseconds, rounded; negatives are 0).
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            retries: self.retries,
+            strategy: self.retry_strategy,
+            base_delay_ms: self.retry_base_delay_ms,
+            max_delay_ms: (self.max_retry_delay_s.max(0.0) * 1000.0).round() as u64,
+            timeout_ms: (self.timeout_s.max(0.0) * 1000.0).round() as u64,
+        }
+    }
+
+    /// Problems of the fields, each with its config path: `timeout_s` more than 0 and at most
+    /// 3600, `max_retry_delay_s` 0 to 3600, `retries` at most 20.
+    pub fn problems(&self) -> Vec<super::ConfigProblem> {
+        let mut p = Vec::new();
+        let mut bad = |path: &str, message: &str| {
+            p.push(super::ConfigProblem {
+                path: path.into(),
+                message: message.into(),
+            })
+        };
+        if !(self.timeout_s > 0.0 && self.timeout_s <= 3600.0) {
+            bad("timeout_s", "must be more than 0 and at most 3600 seconds");
+        }
+        if !(0.0..=3600.0).contains(&self.max_retry_delay_s) {
+            bad("max_retry_delay_s", "must be between 0 and 3600 seconds");
+        }
+        if self.retries > 20 {
+            bad("retries", "at most 20 retries");
+        }
+        p
+    }
+}
+
 /// Retry and timeout settings of one HTTP step, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {

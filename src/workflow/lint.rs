@@ -223,7 +223,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                 // The kind's own answer (also read by crash recovery and the resume preview):
                 // a POST/PATCH without an Idempotency-Key may not be repeated.
                 let unguarded = !c.repeat_safety().is_safe();
-                let retries = c.retry_strategy != RetryStrategy::None && c.retries > 0;
+                let retries = c.call.retry_strategy != RetryStrategy::None && c.call.retries > 0;
                 if unguarded && retries {
                     out.push(Problem::warning(
                         "lint_unguarded_write",
@@ -234,7 +234,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                              writes and then times out, the retry writes again, whatever dedupe is \
                              upstream. Add an Idempotency-Key header from business data, or set retries to 0.",
                             c.method.as_str(),
-                            c.retries
+                            c.call.retries
                         ),
                     ));
                 } else if unguarded && !trigger_dedupes && !guarded(i) {
@@ -250,13 +250,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                         ),
                     ));
                 }
-                let p = policy_of(
-                    c.timeout_s,
-                    c.retries,
-                    c.retry_strategy,
-                    c.retry_base_delay_ms,
-                    c.max_retry_delay_s,
-                );
+                let p = c.call.retry_policy();
                 deadline_rule(&mut out, &path, sid, &p, deadline_ms);
             }
             "publish_output" => {
@@ -279,13 +273,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                          (e.g. {{ input.id }}) or claim the event in Memory first.",
                     ));
                 }
-                let p = policy_of(
-                    c.timeout_s,
-                    c.retries,
-                    c.retry_strategy,
-                    c.retry_base_delay_ms,
-                    c.max_retry_delay_s,
-                );
+                let p = c.call.retry_policy();
                 deadline_rule(&mut out, &path, sid, &p, deadline_ms);
             }
             "action" => {
@@ -295,7 +283,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                 let Ok((app, op)) = action::resolve(&c) else {
                     continue;
                 };
-                let retries = c.retry_strategy != RetryStrategy::None && c.retries > 0;
+                let retries = c.call.retry_strategy != RetryStrategy::None && c.call.retries > 0;
                 // A key the app dedupes on (or a kept id is found by) that is per run: a
                 // redelivered event starts a new run with a new key and writes again.
                 let per_run_key = match &c.idempotency_key {
@@ -328,7 +316,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                         format!(
                             "retries ({}): when {} writes and then times out, the retry writes \
                              again. Set retries to 0 and claim the event in Memory first.",
-                            c.retries, app.title
+                            c.call.retries, app.title
                         )
                     } else {
                         "no dedupe upstream: a redelivered event creates a duplicate. Claim the \
@@ -345,13 +333,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                         ),
                     ));
                 }
-                let p = policy_of(
-                    c.timeout_s,
-                    c.retries,
-                    c.retry_strategy,
-                    c.retry_base_delay_ms,
-                    c.max_retry_delay_s,
-                );
+                let p = c.call.retry_policy();
                 deadline_rule(&mut out, &path, sid, &p, deadline_ms);
             }
             "memory" => {
@@ -423,16 +405,6 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
     out
 }
 
-fn policy_of(
-    timeout_s: f64,
-    retries: u32,
-    strategy: RetryStrategy,
-    base: u64,
-    max_delay_s: f64,
-) -> RetryPolicy {
-    http_request::policy(timeout_s, retries, strategy, base, max_delay_s)
-}
-
 fn deadline_rule(
     out: &mut Vec<Problem>,
     path: &str,
@@ -465,19 +437,19 @@ fn step_retries(s: &super::StepDef) -> Option<u32> {
         "http_request" => serde_json::from_value::<http_request::Config>(s.config.clone())
             .ok()
             .map(|c| {
-                if c.retry_strategy == RetryStrategy::None {
+                if c.call.retry_strategy == RetryStrategy::None {
                     0
                 } else {
-                    c.retries
+                    c.call.retries
                 }
             }),
         "publish_output" => serde_json::from_value::<publish_output::Config>(s.config.clone())
             .ok()
             .map(|c| {
-                if c.retry_strategy == RetryStrategy::None {
+                if c.call.retry_strategy == RetryStrategy::None {
                     0
                 } else {
-                    c.retries
+                    c.call.retries
                 }
             }),
         _ => None,
