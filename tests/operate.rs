@@ -334,16 +334,26 @@ struct GotSpan {
 /// A collector stand-in on port 0: `POST /v1/traces` with an OTLP/HTTP protobuf export
 /// request, decoded into [`GotSpan`]s (with the service name checked once).
 async fn otlp_collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<GotSpan>>>) {
+    let (url, got, _) = otlp_collector_raw().await;
+    (url, got)
+}
+
+/// [`otlp_collector`], also keeping every export request's bytes as received.
+type Raw = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
+async fn otlp_collector_raw() -> (String, std::sync::Arc<std::sync::Mutex<Vec<GotSpan>>>, Raw) {
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
     use prost::Message as _;
     let got: std::sync::Arc<std::sync::Mutex<Vec<GotSpan>>> = Default::default();
+    let raw: Raw = Default::default();
     let sink = got.clone();
+    let bytes = raw.clone();
     let app = axum::Router::new().route(
         "/v1/traces",
         axum::routing::post(
             move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
                 let sink = sink.clone();
+                bytes.lock().unwrap().extend_from_slice(&body);
                 async move {
                     assert_eq!(
                         headers.get("content-type").unwrap(),
@@ -395,7 +405,122 @@ async fn otlp_collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<GotSpa
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, got)
+    (url, got, raw)
+}
+
+/// Issue 35: a connection's secret reaches the app and no exported span: the spans of a run
+/// whose `action` step called HubSpot's fake as a connection carry ids and statuses only, and
+/// the export requests' bytes hold no part of the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connections_secret_is_in_no_exported_span() {
+    let (collector, got, raw) = otlp_collector_raw().await;
+    let sandbox = fluxo::sandbox::Sandbox::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let secret = "pat-sandbox-span-secret-0123456789";
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("workflows")).unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let key = fluxo::connections::key::ConnectionKey::generate();
+    let mut conn =
+        fluxo::sandbox::vendors::sandbox_connection("hubspot", "crm", &sandbox.url(), "bearer")
+            .unwrap();
+    conn.credential = fluxo::connections::Credential::Bearer {
+        token: secret.into(),
+    };
+    std::fs::write(
+        data.join(fluxo::connections::file::FILE),
+        fluxo::connections::file::seal(&key, &[conn]),
+    )
+    .unwrap();
+    let wf = json!({
+        "id": "traced_app", "name": "traced app", "version": 1,
+        "steps": [
+            {"id": "hook", "kind": "webhook_trigger", "config": {}},
+            {"id": "create", "kind": "action", "config": {
+                "connector": "hubspot", "operation": "create_contact", "connection": "crm",
+                "params": {"email": "{{ input.id }}@example.com"}}}
+        ],
+        "edges": [{"from": "hook", "to": "create"}]
+    });
+    std::fs::write(tmp.path().join("workflows/traced_app.json"), wf.to_string()).unwrap();
+    let port = free_port();
+    let log = tmp.path().join("serve.log");
+    let mut child = serve_command(
+        port,
+        &tmp.path().join("workflows"),
+        &data,
+        "trace-token-0123456789abcdef0123456789",
+        &log,
+    )
+    .args(["--otlp-endpoint", &collector])
+    .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+    .env("FLUXO_LOG", "debug")
+    .env(fluxo::connections::key::KEY_ENV, key.to_hex())
+    .spawn()
+    .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&client, &url, &mut child, &log).await;
+    let served = Served {
+        _tmp: tmp,
+        child,
+        log: log.clone(),
+        url: url.clone(),
+        client: client.clone(),
+    };
+    let r = client
+        .post(format!("{url}/hooks/traced_app"))
+        .header("idempotency-key", "evt_span")
+        .json(&json!({"id": "evt_span"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let spans = loop {
+        let spans = got.lock().unwrap().clone();
+        if spans.iter().any(|s| s.name == "step create")
+            && spans.iter().any(|s| s.name == "run traced_app")
+        {
+            break spans;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "spans so far: {:?}\n{}",
+            spans.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The token went to the app …
+    let contacts: Value = client
+        .get(format!("{}/_sandbox/vendors/hubspot", sandbox.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(contacts["contacts"].as_array().unwrap().len(), 1, "{contacts}");
+    // … and into no span, no export byte, no log line (at debug).
+    let tail = &secret[secret.len() - 12..];
+    for s in &spans {
+        assert!(!s.name.contains(tail), "{s:?}");
+        assert!(s.attrs.values().all(|v| !v.contains(tail)), "{s:?}");
+    }
+    let bytes = raw.lock().unwrap().clone();
+    assert!(!bytes.is_empty());
+    assert!(
+        !bytes.windows(tail.len()).any(|w| w == tail.as_bytes()),
+        "the export requests hold the token"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.is_empty(), "a debug log was written");
+    assert!(!text.contains(tail), "the log holds the token");
+    drop(served);
+    sandbox.shutdown().await;
 }
 
 /// Issue 16: with `--otlp-endpoint`, a webhook delivery carrying a W3C `traceparent` yields
