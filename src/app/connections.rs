@@ -711,14 +711,12 @@ pub async fn test_with(
             None => u.host_str().unwrap_or_default().to_string(),
         })
         .unwrap_or_default();
-    let mut headers: Vec<(String, String)> = req
+    let headers: Vec<(String, String)> = req
         .headers
         .iter()
         .map(|(k, v)| (k.clone(), text(v)))
         .collect();
-    if let Some(a) = c.credential.authorization(oauth_token) {
-        headers.push(("Authorization".into(), a));
-    }
+
     let query = req
         .query
         .iter()
@@ -730,12 +728,13 @@ pub async fn test_with(
             (k.clone(), v)
         })
         .collect();
-    let call = HttpCall {
+    let mut call = HttpCall {
         headers,
         query,
         body: req.body.clone(),
         ..HttpCall::new(&req.method, url)
     };
+    crate::steps::action::authenticate(connector, &c.credential, oauth_token, &mut call);
     let what = format!("{} {}", req.method, text(&req.path));
     let mut masker = crate::secrets::Masker::default();
     for secret in c.credential.secrets() {

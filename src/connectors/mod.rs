@@ -158,6 +158,34 @@ pub struct AuthSpec {
     /// OAuth 2: scopes asked for.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// Where the secret goes in a request; default the `Authorization` header (`Bearer
+    /// <token>`, `Basic …`).
+    #[serde(default)]
+    pub inject: Option<Inject>,
+}
+
+/// Where a credential's secret goes in a request, for apps that do not read `Authorization`
+/// (an `X-API-Key` header, an `api_key` query parameter, a `token` body member).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Inject {
+    /// `header`, `query` or `body` (a member of the JSON or form body).
+    #[serde(rename = "in")]
+    pub place: InjectPlace,
+    /// The header, parameter or member name (`X-API-Key`, `api_key`, `token`).
+    pub name: String,
+    /// Text before the secret (`Token `); default none.
+    #[serde(default)]
+    pub prefix: String,
+}
+
+/// The part of a request an [`Inject`] puts the secret in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InjectPlace {
+    Header,
+    Query,
+    Body,
 }
 
 /// A documented rate limit: at most `requests` per `per_s` seconds.
@@ -400,6 +428,26 @@ mod tests {
         files.sort();
         let builtin: Vec<&str> = BUILTIN.iter().map(|(f, _)| *f).collect();
         assert_eq!(files, builtin, "connectors/ and BUILTIN (sorted) differ");
+    }
+
+    /// `connectors/schema/connector.schema.json` is the JSON Schema of a connector file as
+    /// [`parse`] reads it (for an editor's completion and a reviewer); regenerate with
+    /// `FLUXO_BLESS=1 cargo test --lib connectors`.
+    #[test]
+    fn the_connector_json_schema_file_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("connectors/schema/connector.schema.json");
+        let want = serde_json::to_string_pretty(&schemars::schema_for!(Connector)).unwrap() + "\n";
+        if std::env::var_os("FLUXO_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is stale: FLUXO_BLESS=1 cargo test --lib connectors",
+            path.display()
+        );
     }
 
     #[test]

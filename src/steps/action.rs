@@ -653,9 +653,6 @@ fn request(
         .iter()
         .map(|(k, v)| (k.clone(), render_text(v, &ctx)))
         .collect();
-    if let Some(a) = conn.credential.authorization(oauth_token) {
-        headers.push(("Authorization".into(), a));
-    }
     if let Some(Dedupe::NativeKey { header, max_len }) = &op.dedupe {
         if key.chars().count() > *max_len {
             return Err(StepError::new(
@@ -681,12 +678,59 @@ fn request(
         Some(b) => Some(drop_nulls(render(b, &ctx, "request.body")?)),
         None => None,
     };
-    Ok(HttpCall {
+    let mut call = HttpCall {
         headers,
         query,
         body,
         ..HttpCall::new(&r.method, url)
-    })
+    };
+    authenticate(connector, &conn.credential, oauth_token, &mut call);
+    Ok(call)
+}
+
+/// Put `credential` in `call` as `connector` reads it: where its auth spec for the
+/// credential's kind says ([`crate::connectors::Inject`]: a header, a query parameter or a
+/// body member, the secret after its `prefix`), else the `Authorization` header
+/// ([`Credential::authorization`]). An OAuth 2 credential sends `oauth_token` (its current
+/// token) when given. A webhook URL is its own credential: nothing is added. Steps and "Test
+/// connection" authenticate through this one rule.
+pub fn authenticate(
+    connector: &Connector,
+    credential: &Credential,
+    oauth_token: Option<&str>,
+    call: &mut HttpCall,
+) {
+    use crate::connectors::InjectPlace;
+    let inject = connector
+        .auth
+        .iter()
+        .find(|a| a.kind == credential.kind())
+        .and_then(|a| a.inject.as_ref());
+    let secret = match credential {
+        Credential::Bearer { token } => Some(token.as_str()),
+        Credential::Oauth2 { access_token, .. } => Some(oauth_token.unwrap_or(access_token)),
+        Credential::Basic { .. } | Credential::WebhookUrl { .. } => None,
+    };
+    match (inject, secret) {
+        (Some(i), Some(secret)) => {
+            let value = format!("{}{secret}", i.prefix);
+            match i.place {
+                InjectPlace::Header => call.headers.push((i.name.clone(), value)),
+                InjectPlace::Query => call.query.push((i.name.clone(), value)),
+                InjectPlace::Body => match &mut call.body {
+                    Some(Value::Object(m)) => {
+                        m.insert(i.name.clone(), Value::String(value));
+                    }
+                    _ => call.body = Some(json!({ i.name.clone(): value })),
+                },
+            }
+        }
+        _ => {
+            if let Some(a) = credential.authorization(oauth_token) {
+                call.headers.push(("Authorization".into(), a));
+            }
+        }
+    }
 }
 
 enum Verdict {
@@ -777,5 +821,70 @@ fn drop_nulls(v: Value) -> Value {
         ),
         Value::Array(a) => Value::Array(a.into_iter().map(drop_nulls).collect()),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connector(inject: Value) -> Connector {
+        let mut auth = json!({"kind": "bearer", "title": "API key"});
+        if !inject.is_null() {
+            auth["inject"] = inject;
+        }
+        crate::connectors::parse(
+            &json!({
+                "app": "acme", "title": "Acme", "base_url": "https://api.acme.example",
+                "auth": [auth, {"kind": "basic", "title": "Login"}],
+                "operations": {}
+            })
+            .to_string(),
+        )
+        .unwrap()
+    }
+
+    fn call() -> HttpCall {
+        HttpCall {
+            body: Some(json!({"name": "Ada"})),
+            ..HttpCall::new("POST", "https://api.acme.example/things")
+        }
+    }
+
+    /// A connector's `inject` puts the secret where the app reads it; without one, and for a
+    /// kind it does not name, the `Authorization` header carries it.
+    #[test]
+    fn the_secret_goes_where_the_connector_says() {
+        let key = Credential::Bearer {
+            token: "k-123".into(),
+        };
+        let mut c = call();
+        authenticate(&connector(Value::Null), &key, None, &mut c);
+        assert_eq!(c.headers, [("Authorization".into(), "Bearer k-123".into())]);
+
+        let mut c = call();
+        let header = json!({"in": "header", "name": "X-API-Key"});
+        authenticate(&connector(header), &key, None, &mut c);
+        assert_eq!(c.headers, [("X-API-Key".into(), "k-123".into())]);
+
+        let mut c = call();
+        let query = json!({"in": "query", "name": "api_key"});
+        authenticate(&connector(query), &key, None, &mut c);
+        assert_eq!(c.query, [("api_key".into(), "k-123".into())]);
+        assert!(c.headers.is_empty());
+
+        let mut c = call();
+        let body = json!({"in": "body", "name": "token", "prefix": "Token "});
+        authenticate(&connector(body.clone()), &key, None, &mut c);
+        assert_eq!(c.body, Some(json!({"name": "Ada", "token": "Token k-123"})));
+
+        // Basic is not the bearer spec's kind: its header, whatever the bearer's inject says.
+        let login = Credential::Basic {
+            username: "u".into(),
+            password: "p".into(),
+        };
+        let mut c = call();
+        authenticate(&connector(body), &login, None, &mut c);
+        assert_eq!(c.headers, [("Authorization".into(), "Basic dTpw".into())]);
     }
 }
