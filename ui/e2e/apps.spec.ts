@@ -25,6 +25,16 @@ test('an app operation from the palette: its node says how a repeat dedupes, its
   await expect(inspector).toContainText('No connection for this app yet: add one in Settings → Connections.');
   await page.screenshot({ path: '../docs/screenshots/app-action.png' });
 
+  // "Connect HubSpot" takes the builder to Settings → Connections, the form set to HubSpot.
+  const connect = inspector.getByTestId('inspector-connect');
+  await expect(connect).toHaveText(/^Connect HubSpot/);
+  await connect.click();
+  const card = page.getByTestId('settings-connections');
+  await expect(card).toBeVisible();
+  await expect(card.getByTestId('connection-app')).toHaveValue('hubspot');
+  await expect(card.getByTestId('connection-id')).toHaveValue('hubspot-main');
+  await page.getByTestId('view-editor').click();
+
   // The search finds operations by app and title.
   await page.getByTestId('palette-search').fill('slack');
   await expect(page.getByTestId('palette-op-slack-post_message').getByTestId('dedupe-badge')).toHaveText('repeat updates');

@@ -34,6 +34,10 @@ interface NavState extends Route {
   go(view: View, runId?: string | null): void;
   /** Open a run's detail in the history view. */
   openRun(id: string | null): void;
+  /** A connection an app step asked for ("Connect …" in the inspector): Settings → Connections opens its form on it. */
+  connectTo: { app: string; id: string } | null;
+  /** Go to Settings → Connections with the form set to connect `app` as `id`. */
+  connect(app: string, id: string): void;
 }
 
 export const useNav = create<NavState>()((set, get) => ({
@@ -49,6 +53,11 @@ export const useNav = create<NavState>()((set, get) => ({
   },
   openRun(id) {
     get().go('runs', id);
+  },
+  connectTo: null,
+  connect(app, id) {
+    set({ connectTo: { app, id } });
+    get().go('settings');
   },
 }));
 

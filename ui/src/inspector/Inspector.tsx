@@ -5,6 +5,7 @@ import { customizeValidator } from '@rjsf/validator-ajv8';
 import Ajv2020 from 'ajv/dist/2020';
 import { useShallow } from 'zustand/react/shallow';
 import { useEditor } from '../store/editor';
+import { useNav } from '../app/nav';
 import { configSchemaOf, portsOf, upstreamOf, WORKFLOW_ID_RE } from '../store/graph';
 import { clean, formSpec, sameJson } from './schemaForm';
 import { InspectorContext, type InspectorInfo } from './TemplateInput';
@@ -111,6 +112,9 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
       ? s.connectors.find((c) => c.app === data.config.connector)?.operations.find((o) => o.name === data.config.operation)?.input
       : undefined,
   );
+  const appTitle = useEditor((s) =>
+    data?.kind === 'action' ? s.connectors.find((c) => c.app === data.config.connector)?.title : undefined,
+  );
   const connectionIds = useEditor(
     useShallow((s) => (data?.kind === 'action' ? s.connections.filter((c) => c.app === data.config.connector).map((c) => c.id) : [])),
   );
@@ -193,6 +197,23 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
           />
         ) : (
           <p className="fx-muted">This build of the engine has no step kind `{data.kind}`.</p>
+        )}
+        {data.kind === 'action' && appTitle && !connectionIds.includes(String(data.config.connection ?? '')) && (
+          <div className="form-group">
+            <button
+              type="button"
+              className="fx-btn"
+              data-testid="inspector-connect"
+              onClick={() => {
+                const app = String(data.config.connector);
+                const want = String(data.config.connection ?? '') || `${app.replace(/_/g, '-')}-main`;
+                useNav.getState().connect(app, want);
+              }}
+            >
+              Connect {appTitle}
+              {data.config.connection ? ` as ${String(data.config.connection)}` : ''}
+            </button>
+          </div>
         )}
         <section className="fx-inspector-section">
           <h4>Ports</h4>

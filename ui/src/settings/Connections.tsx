@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState } from 'react';
+import { useNav } from '../app/nav';
 import type { ConnectionTest, ConnectionView } from '../api';
 import { useEditor } from '../store/editor';
 
@@ -71,14 +72,31 @@ export function ConnectionsCard() {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [api]);
 
+  // "Connect …" from an app step's inspector: the form opens on that app and id.
+  const connectTo = useNav((s) => s.connectTo);
+  const pendingId = useRef<string | null>(null);
+  const card = useRef<HTMLElement | null>(null);
+  useEffect(() => {
+    if (!connectTo || !connectors.some((c) => c.app === connectTo.app)) return;
+    pendingId.current = connectTo.id;
+    if (app === connectTo.app) setId(connectTo.id);
+    else setApp(connectTo.app);
+    useNav.setState({ connectTo: null });
+    card.current?.scrollIntoView({ block: 'start' });
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [connectTo, connectors]);
+
   const connector = connectors.find((c) => c.app === app);
   // OAuth connects through the browser ("Connect with …"); the other kinds are pasted.
   const oauth = (connector?.auth ?? []).find((a) => a.kind === 'oauth2');
   const kinds = (connector?.auth ?? []).filter((a) => a.kind !== 'oauth2');
   useEffect(() => {
     if (connector && !kinds.some((k) => k.kind === kind)) setKind(kinds[0]?.kind ?? 'bearer');
-    // The default id follows the app (unless one was typed).
-    if (connector && (!id || /-main$/.test(id))) setId(`${connector.app.replace(/_/g, '-')}-main`);
+    // The default id follows the app (unless one was typed), or is the one a step asked for.
+    if (connector && pendingId.current) {
+      setId(pendingId.current);
+      pendingId.current = null;
+    } else if (connector && (!id || /-main$/.test(id))) setId(`${connector.app.replace(/_/g, '-')}-main`);
     setBaseUrl('');
     setFlowMessage(null);
     // The connector's first (preferred) kind decides which path shows first.
@@ -204,7 +222,7 @@ export function ConnectionsCard() {
   };
 
   return (
-    <section className="fx-card" data-testid="settings-connections">
+    <section className="fx-card" data-testid="settings-connections" ref={card}>
       <h3>Connections</h3>
       <p className="fx-help">
         The accounts App actions act as (HubSpot, Stripe, Slack, Google Sheets). Stored encrypted, apart from workflows; a secret is
