@@ -197,8 +197,9 @@ pub struct CheckArgs {
     #[arg(long, short, value_name = "JSON|@FILE|-")]
     pub event: String,
     /// Dot path of the event's business id, changed to make the "new event" variant; repeat or
-    /// comma-separate for several (e.g. `issue.id,issue.number`). Default: `id`, plus
-    /// `data.object.id` when the event has one.
+    /// comma-separate for several (e.g. `issue.id,issue.number`). Default: the id paths the
+    /// workflow's own keys read (a dedupe key, a claim key, an idempotency key: `input.issue.id`
+    /// → `issue.id`), plus `id` and `data.object.id` where the event has them.
     #[arg(long = "id-path", value_name = "PATH", value_delimiter = ',')]
     pub id_path: Vec<String>,
     /// Print the report as JSON.
@@ -1478,7 +1479,9 @@ fn cmd_connections(data_dir: Option<PathBuf>, c: ConnectionsCommand) -> CliResul
         ConnectionsCommand::Test { id, json, key } => {
             // Async: dispatched to `cmd_connection_test` before this.
             let _ = (id, json, key);
-            Err(CliError::bad_input("internal: test is dispatched elsewhere"))
+            Err(CliError::bad_input(
+                "internal: test is dispatched elsewhere",
+            ))
         }
     }
 }

@@ -155,7 +155,11 @@ impl Target {
         let mut per_event: BTreeMap<String, usize> = BTreeMap::new();
         let (path, list, field) = match self {
             Target::Deals => ("/deals", "/data", "/event"),
-            Target::HubSpot => ("/_sandbox/vendors/hubspot", "/contacts", "/properties/email"),
+            Target::HubSpot => (
+                "/_sandbox/vendors/hubspot",
+                "/contacts",
+                "/properties/email",
+            ),
         };
         let all: Value = probe
             .get(format!("{}{path}", dest.url))
@@ -893,7 +897,10 @@ async fn storm(target: Target, default_events: usize, default_kills: usize) {
             doubled += 1;
         }
         if n != 1 {
-            problems.push(format!("event {id}: {n} {} at the destination", target.noun()));
+            problems.push(format!(
+                "event {id}: {n} {} at the destination",
+                target.noun()
+            ));
             broken.insert(id.clone());
         }
         // The door: every 2xx named the same run, at most one 202.

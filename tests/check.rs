@@ -76,8 +76,9 @@ fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
         ),
         (
             "github-issue-to-ticket",
+            // Its id paths (`issue.id`, `issue.number`) come from its own keys.
             payload("github/issues.opened.payload.json"),
-            vec!["issue.id".into(), "issue.number".into()],
+            vec![],
         ),
         ("polling-sync-item", polled_charge(), vec![]),
         (
@@ -90,7 +91,11 @@ fn template_cases() -> Vec<(&'static str, Value, Vec<String>)> {
         (
             "stripe-customer-to-hubspot",
             customer_with_email(),
-            vec!["id".into(), "data.object.id".into(), "data.object.email".into()],
+            vec![
+                "id".into(),
+                "data.object.id".into(),
+                "data.object.email".into(),
+            ],
         ),
         // The poll's event is one item of the source it lists (the check seeds 3 copies).
         ("polling-sync", polled_charge(), vec![]),
@@ -298,12 +303,14 @@ fn cli_json_report_and_bad_input() {
         "{killed}"
     );
 
-    // An id path the event does not have.
+    // An id path the event does not have (without one, the workflow's keys name theirs).
     let o = fluxo(&[
         "check",
         "workflows/github-issue-to-ticket.json",
         "--event",
         "@tests/fixtures/payloads/github/issues.opened.payload.json",
+        "--id-path",
+        "id",
     ]);
     let (_, err) = out(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -1092,7 +1099,12 @@ async fn each_apps_write_passes_the_check_through_its_fake() {
             "hubspot contact",
         ),
         (
-            app_write("stripe", "create_customer", json!({"email": email}), Some(invoice)),
+            app_write(
+                "stripe",
+                "create_customer",
+                json!({"email": email}),
+                Some(invoice),
+            ),
             "stripe customer",
         ),
         (
@@ -1126,7 +1138,10 @@ async fn each_apps_write_passes_the_check_through_its_fake() {
         assert!(t.contains("timeout after write on POST /"), "{t}");
         assert!(t.contains("engine killed during POST /"), "{t}");
         assert!(
-            r.notes.iter().any(|n| n.contains(&format!("`{}-main`", wf["steps"][1]["config"]["connector"].as_str().unwrap()))),
+            r.notes.iter().any(|n| n.contains(&format!(
+                "`{}-main`",
+                wf["steps"][1]["config"]["connector"].as_str().unwrap()
+            ))),
             "{:?}",
             r.notes
         );

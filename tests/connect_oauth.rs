@@ -30,10 +30,8 @@ struct AheadClock(std::sync::atomic::AtomicI64);
 
 impl AheadClock {
     fn advance(&self, d: Duration) {
-        self.0.fetch_add(
-            d.as_millis() as i64,
-            std::sync::atomic::Ordering::SeqCst,
-        );
+        self.0
+            .fetch_add(d.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -162,7 +160,11 @@ async fn connect_hubspot_through_the_fake_oauth_server() {
     assert!(!authorize_url.contains("client-secret-0123456789"));
     // Pending until the browser comes back.
     let (_, flow) = w
-        .api(reqwest::Method::GET, &format!("/connections/oauth/{state}"), None)
+        .api(
+            reqwest::Method::GET,
+            &format!("/connections/oauth/{state}"),
+            None,
+        )
         .await;
     assert_eq!(flow["state"], "pending", "{flow}");
 
@@ -220,7 +222,11 @@ async fn connect_hubspot_through_the_fake_oauth_server() {
     assert!(!text.contains("client-secret-0123456789"), "{text}");
     assert_eq!(listed["connections"][0]["credential"]["kind"], "oauth2");
     let (_, flow) = w
-        .api(reqwest::Method::GET, &format!("/connections/oauth/{state}"), None)
+        .api(
+            reqwest::Method::GET,
+            &format!("/connections/oauth/{state}"),
+            None,
+        )
         .await;
     assert_eq!(flow["state"], "connected", "{flow}");
     assert_eq!(flow["connection"]["id"], "crm");
@@ -229,7 +235,10 @@ async fn connect_hubspot_through_the_fake_oauth_server() {
     // The same callback again: the state was used.
     let (status, page) = w.callback(&callback).await;
     assert_eq!(status, 404, "{page}");
-    assert!(page.contains("no connect flow is waiting for this state"), "{page}");
+    assert!(
+        page.contains("no connect flow is waiting for this state"),
+        "{page}"
+    );
 
     // Test connection: ok with the OAuth token.
     let (status, t) = w
@@ -249,8 +258,19 @@ async fn connect_hubspot_through_the_fake_oauth_server() {
     // Past the token's expiry on the engine's clock: the test refreshes it first, as a step
     // would, and sends the new token.
     let oauth = |w: &World| {
-        let (c, u) = (w.http.clone(), format!("{}/_sandbox/oauth", w.sandbox.url()));
-        async move { c.get(u).send().await.unwrap().json::<Value>().await.unwrap() }
+        let (c, u) = (
+            w.http.clone(),
+            format!("{}/_sandbox/oauth", w.sandbox.url()),
+        );
+        async move {
+            c.get(u)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
     };
     let before = oauth(&w).await["refreshes"].as_u64().unwrap();
     w.clock.advance(Duration::from_secs(ttl_s as u64 + 120));
@@ -373,7 +393,13 @@ async fn wrong_state_denied_consent_and_expiry_are_refused() {
         )
         .await;
     assert_eq!(status, 400, "{v}");
-    assert!(v["detail"].as_str().unwrap_or_default().starts_with("id `Bad`"), "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("id `Bad`"),
+        "{v}"
+    );
 }
 
 #[tokio::test]
@@ -396,18 +422,34 @@ async fn test_connection_ok_refused_and_unreachable() {
     };
     let s = w.sandbox.url();
     put("good", "pat-sandbox-fluxo-0123", format!("{s}/hubspot"));
-    put("bad", "pat-na1-not-a-sandbox-token-4567", format!("{s}/hubspot"));
+    put(
+        "bad",
+        "pat-na1-not-a-sandbox-token-4567",
+        format!("{s}/hubspot"),
+    );
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    put("down", "pat-sandbox-fluxo-0123", format!("http://127.0.0.1:{port}/hubspot"));
+    put(
+        "down",
+        "pat-sandbox-fluxo-0123",
+        format!("http://127.0.0.1:{port}/hubspot"),
+    );
 
-    let (_, t) = w.api(reqwest::Method::POST, "/connections/good/test", None).await;
+    let (_, t) = w
+        .api(reqwest::Method::POST, "/connections/good/test", None)
+        .await;
     assert_eq!(t["ok"], true, "{t}");
-    let (status, t) = w.api(reqwest::Method::POST, "/connections/bad/test", None).await;
+    let (status, t) = w
+        .api(reqwest::Method::POST, "/connections/bad/test", None)
+        .await;
     assert_eq!(status, 200);
-    assert_eq!((t["ok"].clone(), t["status"].clone()), (json!(false), json!(401)), "{t}");
+    assert_eq!(
+        (t["ok"].clone(), t["status"].clone()),
+        (json!(false), json!(401)),
+        "{t}"
+    );
     assert!(
         t["message"]
             .as_str()
@@ -416,8 +458,14 @@ async fn test_connection_ok_refused_and_unreachable() {
         "{t}"
     );
     assert!(!t.to_string().contains("pat-na1-not-a-sandbox-token-4567"));
-    let (_, t) = w.api(reqwest::Method::POST, "/connections/down/test", None).await;
-    assert_eq!((t["ok"].clone(), t["status"].clone()), (json!(false), Value::Null), "{t}");
+    let (_, t) = w
+        .api(reqwest::Method::POST, "/connections/down/test", None)
+        .await;
+    assert_eq!(
+        (t["ok"].clone(), t["status"].clone()),
+        (json!(false), Value::Null),
+        "{t}"
+    );
     assert!(
         t["message"]
             .as_str()
@@ -425,6 +473,8 @@ async fn test_connection_ok_refused_and_unreachable() {
             .starts_with(&format!("could not reach HubSpot at 127.0.0.1:{port}")),
         "{t}"
     );
-    let (status, t) = w.api(reqwest::Method::POST, "/connections/nope/test", None).await;
+    let (status, t) = w
+        .api(reqwest::Method::POST, "/connections/nope/test", None)
+        .await;
     assert_eq!(status, 404, "{t}");
 }

@@ -277,8 +277,16 @@ async fn slack_a_repeat_updates_the_message_it_posted() {
         "idempotency_key": "{{ input.id }}",
         "timeout_s": 0.5, "retries": 2, "retry_base_delay_ms": 10
     })));
-    fault(&url, "POST /slack/api/chat.postMessage", "timeout_after_write").await;
-    let late = output(&h.run(&retried, json!({"id": "in_2", "state": "paid"})).await);
+    fault(
+        &url,
+        "POST /slack/api/chat.postMessage",
+        "timeout_after_write",
+    )
+    .await;
+    let late = output(
+        &h.run(&retried, json!({"id": "in_2", "state": "paid"}))
+            .await,
+    );
     assert_eq!(late["existing"], true, "{late}");
     // With no retries the step fails; the redelivery finds the message instead of posting.
     let once = compile(&workflow(json!({
@@ -286,13 +294,21 @@ async fn slack_a_repeat_updates_the_message_it_posted() {
         "params": {"channel": "alerts", "text": "invoice {{ input.id }}: {{ input.state }}"},
         "idempotency_key": "{{ input.id }}", "timeout_s": 0.5, "retries": 0
     })));
-    fault(&url, "POST /slack/api/chat.postMessage", "timeout_after_write").await;
+    fault(
+        &url,
+        "POST /slack/api/chat.postMessage",
+        "timeout_after_write",
+    )
+    .await;
     let lost = h.run(&once, json!({"id": "in_3", "state": "paid"})).await;
     assert_eq!(lost.status, RunStatus::Failed);
     let found = output(&h.run(&once, json!({"id": "in_3", "state": "paid"})).await);
     assert_eq!(found["existing"], true, "{found}");
     // The found ts is kept: the next repeat updates that message.
-    output(&h.run(&once, json!({"id": "in_3", "state": "refunded"})).await);
+    output(
+        &h.run(&once, json!({"id": "in_3", "state": "refunded"}))
+            .await,
+    );
     let slack = records(&url, "slack").await;
     let alerts = slack["channels"]
         .as_array()
@@ -302,10 +318,17 @@ async fn slack_a_repeat_updates_the_message_it_posted() {
         .cloned()
         .unwrap();
     let messages = alerts["messages"].as_array().unwrap();
-    let texts: Vec<&str> = messages.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    let texts: Vec<&str> = messages
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
     assert_eq!(
         texts,
-        ["invoice in_1: paid (again)", "invoice in_2: paid", "invoice in_3: refunded"],
+        [
+            "invoice in_1: paid (again)",
+            "invoice in_2: paid",
+            "invoice in_3: refunded"
+        ],
         "{alerts}"
     );
     sb.shutdown().await;
@@ -337,7 +360,13 @@ async fn the_desktops_sandbox_lends_a_connection_nobody_added_to_its_apps_fake()
     })));
     let out = output(&h.run(&create, json!({"email": "ada@example.com"})).await);
     assert_eq!(out["existing"], false);
-    assert_eq!(records(&url, "hubspot").await["contacts"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        records(&url, "hubspot").await["contacts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     // Settings lists and edits only what a person added.
     let store = h.engine.connections();
     let ids: Vec<String> = store.list().unwrap().into_iter().map(|c| c.id).collect();
@@ -351,7 +380,10 @@ async fn the_desktops_sandbox_lends_a_connection_nobody_added_to_its_apps_fake()
     })));
     let run = h.run(&wrong, json!({})).await;
     assert_eq!(run.status, RunStatus::Failed);
-    assert_eq!(step(&run, "act").error.as_ref().unwrap().code, "connection_mismatch");
+    assert_eq!(
+        step(&run, "act").error.as_ref().unwrap().code,
+        "connection_mismatch"
+    );
     sb.shutdown().await;
 }
 
@@ -407,7 +439,11 @@ async fn every_apps_429_is_honoured_on_the_engine_clock_inside_the_run_deadline(
         let e = step(&run, "act").error.clone().unwrap();
         assert_eq!(run.status, RunStatus::TimedOut, "{app}: {e:?}");
         assert_eq!(e.http_status, Some(429), "{app}: {e:?}");
-        assert_eq!(sb.state().vendor_counts(), counts, "{app}: nothing more written");
+        assert_eq!(
+            sb.state().vendor_counts(),
+            counts,
+            "{app}: nothing more written"
+        );
         sb.shutdown().await;
     }
 }

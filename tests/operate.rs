@@ -503,7 +503,11 @@ async fn a_connections_secret_is_in_no_exported_span() {
         .json()
         .await
         .unwrap();
-    assert_eq!(contacts["contacts"].as_array().unwrap().len(), 1, "{contacts}");
+    assert_eq!(
+        contacts["contacts"].as_array().unwrap().len(),
+        1,
+        "{contacts}"
+    );
     // … and into no span, no export byte, no log line (at debug).
     let tail = &secret[secret.len() - 12..];
     for s in &spans {

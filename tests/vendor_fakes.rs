@@ -238,8 +238,10 @@ async fn hubspot_contacts_conflict_upsert_search_and_deals() {
         let (status, _, up) = send(
             c.post(format!("{api}/deals/batch/upsert"))
                 .bearer_auth(HUBSPOT)
-                .json(&json!({"inputs": [{"idProperty": "external_id", "id": "in_1",
-                    "properties": {"dealname": "Invoice in_1"}}]})),
+                .json(
+                    &json!({"inputs": [{"idProperty": "external_id", "id": "in_1",
+                    "properties": {"dealname": "Invoice in_1"}}]}),
+                ),
         )
         .await;
         assert_eq!(status, StatusCode::OK, "{up}");
@@ -261,7 +263,10 @@ async fn hubspot_contacts_conflict_upsert_search_and_deals() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(
-        bad["message"].as_str().unwrap().contains("unique values (external_id)"),
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .contains("unique values (external_id)"),
         "{bad}"
     );
 

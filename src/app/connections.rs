@@ -389,10 +389,11 @@ pub fn oauth_start(state: &AppState, body: &Value, redirect_uri: &str) -> AppRes
                 ),
             )
         })?;
-    let client_id = string("client_id")?.ok_or_else(|| {
-        bad("client_id is missing: the OAuth app's client id (from the app's developer console)"
+    let client_id =
+        string("client_id")?.ok_or_else(|| {
+            bad("client_id is missing: the OAuth app's client id (from the app's developer console)"
             .into())
-    })?;
+        })?;
     let authorize_url = string("authorize_url")?
         .or_else(|| spec.authorize_url.clone())
         .ok_or_else(|| bad("authorize_url is missing (the connector names none)".into()))?;
@@ -669,9 +670,7 @@ pub async fn test_with(
     use crate::steps::http::{HttpCall, TransportError};
     static MAPPINGS: std::sync::LazyLock<crate::template::Templates> =
         std::sync::LazyLock::new(crate::template::Templates::new);
-    let answer = |ok: bool, status: Option<u16>, message: String| {
-        json!({"ok": ok, "status": status, "message": message})
-    };
+    let answer = |ok: bool, status: Option<u16>, message: String| json!({"ok": ok, "status": status, "message": message});
     let Some(connector) = crate::connectors::get(&c.app) else {
         return answer(
             false,
@@ -702,7 +701,10 @@ pub async fn test_with(
             Ok(other) => other.to_string(),
         }
     };
-    let base = c.base_url.clone().unwrap_or_else(|| text(&connector.base_url));
+    let base = c
+        .base_url
+        .clone()
+        .unwrap_or_else(|| text(&connector.base_url));
     let url = format!("{}{}", base.trim_end_matches('/'), text(&req.path));
     let host = reqwest::Url::parse(&url)
         .ok()
@@ -758,14 +760,18 @@ pub async fn test_with(
         Err(TransportError::Invalid(m)) => answer(
             false,
             None,
-            safe(format!("the test request to {title} could not be sent: {m}")),
+            safe(format!(
+                "the test request to {title} could not be sent: {m}"
+            )),
         ),
         Err(TransportError::Refused {
             message, status, ..
         }) => answer(
             false,
             status,
-            safe(format!("the test request to {title} was stopped: {message}")),
+            safe(format!(
+                "the test request to {title} was stopped: {message}"
+            )),
         ),
         Ok(a) => {
             let error = a

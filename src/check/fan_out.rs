@@ -32,7 +32,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::{
-    default_id_paths, diff, fmt_counts, fmt_diff, given_id_paths, no_store, run_summary, total,
+    diff, fmt_counts, fmt_diff, given_id_paths, inferred_id_paths, no_store, run_summary, total,
     variant_of, CheckError, CheckOptions, CheckRow, Counts, Ctx, Lane, Verdict,
 };
 use crate::run::{RunRecord, RunStatus, Trigger};
@@ -526,7 +526,8 @@ async fn item_rows(
             Vec::new(),
         );
     };
-    let id_paths = given_id_paths(options).unwrap_or_else(|| default_id_paths(&input));
+    let id_paths =
+        given_id_paths(options).unwrap_or_else(|| inferred_id_paths(&[&target.workflow], &input));
     let variant = match variant_of(&input, &id_paths) {
         Ok(v) => v,
         Err(e) => {

@@ -31,8 +31,10 @@
 //!   step as a timeout at once, exactly what the client would see after `timeout_s`; backoff
 //!   waits move the run's clock without really waiting. Retry counts, `Retry-After` caps and
 //!   the run deadline apply as in production.
-//! * **The variant** ("new event"): each value at an id path (`--id-path`, default `id`, plus
-//!   `data.object.id` when the event has it, as Stripe events carry the business id there) gets
+//! * **The variant** ("new event"): each value at an id path (`--id-path`; by default the
+//!   business-id paths the workflow's own keys read ([`key_id_paths`]: `issue.id` from a
+//!   `{{ input.issue.id }}` dedupe key), plus `id` and `data.object.id` where the event has
+//!   them, as Stripe events carry the business id there) gets
 //!   a new value (text: `-variant` appended; a number: plus 1 000 000), and every other text
 //!   anywhere in the event equal to an old id text is replaced the same way. Nothing else
 //!   changes.
@@ -245,7 +247,8 @@ pub async fn check_with_progress(
     // A fan-out's event is the poll's source item or its input; the item run's ids are
     // changed for its own rows ([`fan_out`]).
     let plan = if targets.is_empty() {
-        let id_paths = given_id_paths(options).unwrap_or_else(|| default_id_paths(event));
+        let id_paths =
+            given_id_paths(options).unwrap_or_else(|| inferred_id_paths(&[&wf.workflow], event));
         let variant = variant_of(event, &id_paths)?;
         Plan::Single { id_paths, variant }
     } else {
@@ -783,7 +786,10 @@ impl Ctx<'_> {
                 .filter(|(c, _)| !baseline.contains_key(c))
                 .collect();
             if !on_failure.is_empty() {
-                seen.push_str(&format!("; the failure path wrote {}", fmt_counts(&on_failure)));
+                seen.push_str(&format!(
+                    "; the failure path wrote {}",
+                    fmt_counts(&on_failure)
+                ));
             }
             rows.push(row(name, expected, seen, ended_failed && held.is_empty()));
 
@@ -991,7 +997,12 @@ fn sandbox_connections<'w>(
         if step.kind != "action" {
             continue;
         }
-        let text = |k: &str| step.config.get(k).and_then(Value::as_str).unwrap_or_default();
+        let text = |k: &str| {
+            step.config
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
         let (app, id) = (text("connector"), text("connection"));
         if out.iter().any(|c| c.id == id) {
             continue;
@@ -1000,7 +1011,9 @@ fn sandbox_connections<'w>(
             .and_then(|c| c.operations.get(text("operation")))
             .and_then(|op| op.auth.first())
             .map_or("bearer", String::as_str);
-        out.extend(crate::sandbox::vendors::sandbox_connection(app, id, url, kind));
+        out.extend(crate::sandbox::vendors::sandbox_connection(
+            app, id, url, kind,
+        ));
     }
     out
 }
@@ -1061,6 +1074,76 @@ pub fn fan_out_targets(definition: &Value) -> Vec<String> {
         }
     }
     ids.into_iter().collect()
+}
+
+/// The id paths a check changes for its "new event" when none are given: the paths of the
+/// event's business ids that the workflow's own keys read ([`key_id_paths`]), plus `id` and
+/// `data.object.id` where the event has them; `id` when none is found (the check then says
+/// the event has no value there).
+pub fn inferred_id_paths(workflows: &[&Workflow], event: &Value) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for p in default_id_paths(event)
+        .into_iter()
+        .chain(workflows.iter().flat_map(|w| key_id_paths(w)))
+    {
+        let present = matches!(
+            get_path(event, &p),
+            Some(Value::String(_) | Value::Number(_))
+        );
+        if present && !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    if paths.is_empty() {
+        paths.push("id".into());
+    }
+    paths
+}
+
+/// The `input.<path>` references of a workflow's keys that name a business id: the webhook
+/// trigger's `dedupe_key`, a Memory step's `key`, an `Idempotency-Key` header, an
+/// `idempotency_key`; a path counts when its last segment is `id`, ends in `_id` or is
+/// `number` (`issue.id`, `data.object.id`, `issue.number`), not the other data a key may mix
+/// in (`action`, `repository.full_name`), which a new event keeps.
+pub fn key_id_paths(wf: &Workflow) -> Vec<String> {
+    let mut texts: Vec<&str> = Vec::new();
+    for step in &wf.steps {
+        let c = &step.config;
+        for field in ["dedupe_key", "idempotency_key"] {
+            texts.extend(c.get(field).and_then(Value::as_str));
+        }
+        if step.kind == "memory" {
+            texts.extend(c.get("key").and_then(Value::as_str));
+        }
+        if let Some(h) = c.get("headers").and_then(Value::as_object) {
+            texts.extend(
+                h.iter()
+                    .filter(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"))
+                    .filter_map(|(_, v)| v.as_str()),
+            );
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for t in texts {
+        let mut rest = t;
+        while let Some(i) = rest.find("input.") {
+            let before = rest[..i].chars().next_back();
+            rest = &rest[i + "input.".len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+                continue;
+            }
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                .unwrap_or(rest.len());
+            let path = rest[..end].trim_end_matches('.');
+            let last = path.rsplit('.').next().unwrap_or_default();
+            let id_like = last == "id" || last.ends_with("_id") || last == "number";
+            if id_like && !out.iter().any(|p| p == path) {
+                out.push(path.to_string());
+            }
+        }
+    }
+    out
 }
 
 /// `id`, plus `data.object.id` when the event has a text or number there.
@@ -1270,6 +1353,34 @@ mod tests {
             n.into_iter().collect::<Vec<_>>(),
             vec!["AI_URL", "CRM_URL", "OUT"]
         );
+    }
+
+    #[test]
+    fn id_paths_come_from_the_workflows_own_keys() {
+        let wf: Workflow = serde_json::from_value(serde_json::json!({
+            "id": "gh", "name": "gh", "version": 1,
+            "steps": [
+                {"id": "hook", "kind": "webhook_trigger", "config": {
+                    "dedupe_key": "gh-{{ input.issue.id }}-{{ input.action }}"}},
+                {"id": "claim", "kind": "memory", "config": {"operation": "write",
+                    "key": "{{ input.repository.full_name }}#{{input.issue.number}}"}},
+                {"id": "post", "kind": "http_request", "config": {"method": "POST",
+                    "url": "https://x.example", "headers": {"idempotency-key": "t-{{ input.issue.id }}"}}}
+            ],
+            "edges": []
+        }))
+        .unwrap();
+        assert_eq!(key_id_paths(&wf), ["issue.id", "issue.number"]);
+        let event = serde_json::json!({"action": "opened", "issue": {"id": 7, "number": 3}});
+        assert_eq!(
+            inferred_id_paths(&[&wf], &event),
+            ["issue.id", "issue.number"]
+        );
+        // Stripe: the event id and its object's id, read by the keys or present.
+        let stripe = serde_json::json!({"id": "evt_1", "data": {"object": {"id": "in_1"}}});
+        assert_eq!(inferred_id_paths(&[], &stripe), ["id", "data.object.id"]);
+        // Nothing found: `id`, which the variant then reports missing.
+        assert_eq!(inferred_id_paths(&[&wf], &serde_json::json!({})), ["id"]);
     }
 
     #[test]

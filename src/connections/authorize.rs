@@ -341,9 +341,9 @@ pub async fn exchange(
                 m.chars().take(200).collect::<String>()
             )),
         })?;
-    let expires_at_ms = token.expires_in().map(|d| {
-        now_ms.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2))
-    });
+    let expires_at_ms = token
+        .expires_in()
+        .map(|d| now_ms.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)));
     Ok(Credential::Oauth2 {
         access_token: token.access_token().secret().clone(),
         refresh_token: token.refresh_token().map(|r| r.secret().clone()),
@@ -435,7 +435,10 @@ mod tests {
         assert_eq!(flows.status(&state, 1).unwrap().0, Outcome::Pending);
         assert!(flows.take("nope", 1).is_err());
         assert!(flows.take(&state, 1).is_ok());
-        assert!(matches!(flows.take(&state, 2), Err(FlowError::UnknownState)));
+        assert!(matches!(
+            flows.take(&state, 2),
+            Err(FlowError::UnknownState)
+        ));
         let (_, late) = flows.begin(start(), 0).unwrap();
         assert!(matches!(
             flows.take(&late, FLOW_TTL_MS),

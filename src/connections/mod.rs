@@ -284,7 +284,12 @@ pub trait ConnectionStore: Send + Sync {
     /// [`ConnectionStore::get`]; a store may supply one it does not hold (the desktop's
     /// sandbox points a connection nobody added at its app's fake:
     /// [`crate::sandbox::vendors::SandboxFallback`]).
-    fn get_for(&self, id: &str, app: &str, kind: &str) -> Result<Option<Connection>, ConnectionError> {
+    fn get_for(
+        &self,
+        id: &str,
+        app: &str,
+        kind: &str,
+    ) -> Result<Option<Connection>, ConnectionError> {
         let _ = (app, kind);
         self.get(id)
     }

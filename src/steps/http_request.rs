@@ -29,7 +29,8 @@ use crate::steps::outbound;
 use crate::steps::retry::send_with_retries;
 
 pub use crate::steps::retry::{
-    CallPolicy, DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_RETRY_DELAY_S, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S,
+    CallPolicy, DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_RETRY_DELAY_S, DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
 };
 
 /// HTTP methods.

@@ -539,11 +539,16 @@ mod tests {
         let p = parse_config::<http_request::Config>(&typo).unwrap_err();
         assert_eq!(p[0].path, "retires");
         assert!(
-            p[0].message.starts_with("unknown field `retires`, expected one of `method`"),
+            p[0].message
+                .starts_with("unknown field `retires`, expected one of `method`"),
             "{}",
             p[0].message
         );
-        assert!(p[0].message.contains("`max_retry_delay_s`"), "{}", p[0].message);
+        assert!(
+            p[0].message.contains("`max_retry_delay_s`"),
+            "{}",
+            p[0].message
+        );
 
         let bad = json!({"connector": "hubspot", "operation": "create_contact",
                          "connection": "crm", "timeout_s": "soon"});

@@ -150,7 +150,10 @@ mod loopback {
                 _ = tokio::time::sleep(WAIT) => {}
             }
         };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
             tracing::warn!(error = %e, "the OAuth redirect listener stopped");
         }
     }
@@ -207,7 +210,9 @@ mod tests {
             .unwrap();
         let state = server.state.clone();
 
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
         let port = listener.local_addr().unwrap().port();
         let redirect = format!("http://127.0.0.1:{port}/callback");
         let s = sandbox.url();

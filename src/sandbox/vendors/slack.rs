@@ -352,7 +352,10 @@ fn message_fields(args: &Map<String, Value>) -> Result<Map<String, Value>, &'sta
             Value::String(t) => serde_json::from_str(t).map_err(|_| "invalid_metadata_format")?,
             v => v.clone(),
         };
-        let ok = md.get("event_type").and_then(Value::as_str).is_some_and(|t| !t.is_empty())
+        let ok = md
+            .get("event_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| !t.is_empty())
             && md.get("event_payload").is_some_and(Value::is_object);
         if !ok {
             return Err("invalid_metadata_format");
@@ -468,9 +471,9 @@ async fn history(State(state): State<SandboxState>, req: Request) -> Response {
     let ts_num = |name: &str| text_arg(&args, name).and_then(|t| t.parse::<f64>().ok());
     let (oldest, latest) = (ts_num("oldest"), ts_num("latest"));
     let inclusive = matches!(text_arg(&args, "inclusive").as_deref(), Some("true" | "1"));
-    let metadata = args.get("include_all_metadata").is_some_and(|v| {
-        v == &Value::Bool(true) || matches!(v.as_str(), Some("true" | "1"))
-    });
+    let metadata = args
+        .get("include_all_metadata")
+        .is_some_and(|v| v == &Value::Bool(true) || matches!(v.as_str(), Some("true" | "1")));
     ctx.run(|_, data, _| {
         let Some(c) = data.slack.channel_mut(&channel) else {
             return Ok((fail("channel_not_found"), None));
