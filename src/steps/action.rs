@@ -18,9 +18,9 @@
 //!   carries the key in the message's metadata and names a `find` operation, which looks for
 //!   a message carrying the key (and keeps its id instead of posting again) before every retry
 //!   and on a repeat whose first run died between Slack's answer and keeping the id. Before
-//!   its first post the step keeps a "pending"
-//!   mark under the key, so only a repeat that meets the mark (or a retry) looks: the common
-//!   post costs one request. The find's reach is the channel's newest 100 messages;
+//!   its first post the step keeps a "pending" mark under the key, so only a repeat that meets
+//!   the mark (or a retry) looks: the common post costs one request. The find's reach is the
+//!   channel's newest 100 messages;
 //! * `find_then_create`: the connector's find operation runs first with the same params; a
 //!   hit (`found: true`) ends the step with `existing: true` and what it found;
 //! * `none`: the step is not safe to repeat ([`StepKind::repeat_safety`]), and the linter asks
