@@ -27,6 +27,9 @@ case "$what" in
     # The server package's test (scripts/package-test.sh): lintian, and jq for the API's JSON.
     need lintian
     need jq
+    # The desktop's keyring test runs the real Secret Service in a private session bus.
+    need dbus-daemon
+    need gnome-keyring
     ;;
 esac
 # Node.js with npm (the UI build): Debian's packages only when no node is on PATH
