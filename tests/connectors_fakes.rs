@@ -83,6 +83,18 @@ async fn fault(sandbox: &str, route: &str, fault: &str) {
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
 }
 
+/// The Slack fake's channel `name`, with its messages.
+async fn channel(sandbox: &str, name: &str) -> Value {
+    let slack = records(sandbox, "slack").await;
+    slack["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap()
+}
+
 fn output(run: &fluxo::run::RunRecord) -> Value {
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     step(run, "act").output.clone().unwrap()
@@ -257,14 +269,7 @@ async fn slack_a_repeat_updates_the_message_it_posted() {
         &h.run(&post, json!({"id": "in_1", "state": "paid (again)"}))
             .await,
     );
-    let slack = records(&url, "slack").await;
-    let alerts = slack["channels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "alerts")
-        .cloned()
-        .unwrap();
+    let alerts = channel(&url, "alerts").await;
     let messages = alerts["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 1, "{alerts}");
     assert!(messages[0].to_string().contains("paid (again)"), "{alerts}");
@@ -309,14 +314,7 @@ async fn slack_a_repeat_updates_the_message_it_posted() {
         &h.run(&once, json!({"id": "in_3", "state": "refunded"}))
             .await,
     );
-    let slack = records(&url, "slack").await;
-    let alerts = slack["channels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "alerts")
-        .cloned()
-        .unwrap();
+    let alerts = channel(&url, "alerts").await;
     let messages = alerts["messages"].as_array().unwrap();
     let texts: Vec<&str> = messages
         .iter()

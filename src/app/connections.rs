@@ -667,9 +667,7 @@ pub async fn test_with(
     http: &dyn crate::steps::http::HttpTransport,
     oauth_token: Option<&str>,
 ) -> Value {
-    use crate::steps::http::{HttpCall, TransportError};
-    static MAPPINGS: std::sync::LazyLock<crate::template::Templates> =
-        std::sync::LazyLock::new(crate::template::Templates::new);
+    use crate::steps::http::TransportError;
     let answer = |ok: bool, status: Option<u16>, message: String| json!({"ok": ok, "status": status, "message": message});
     let Some(connector) = crate::connectors::get(&c.app) else {
         return answer(
@@ -689,55 +687,34 @@ pub async fn test_with(
             ),
         );
     }
-    let Some(req) = &connector.test else {
-        return answer(false, None, format!("{title} has no test request"));
-    };
-    let ctx = json!({"connection": {"values": c.values}});
-    let ctx = minijinja::Value::from_serialize(&ctx);
-    let text = |t: &str| -> String {
-        match MAPPINGS.render_str(t, &ctx, "test") {
-            Ok(Value::String(s)) => s,
-            Ok(Value::Null) | Err(_) => String::new(),
-            Ok(other) => other.to_string(),
+    let call = match crate::steps::action::test_call(connector, c, oauth_token) {
+        Ok(Some(call)) => call,
+        Ok(None) => return answer(false, None, format!("{title} has no test request")),
+        Err(e) => {
+            return answer(
+                false,
+                None,
+                format!(
+                    "the test request to {title} could not be built: {}",
+                    e.message
+                ),
+            )
         }
     };
-    let base = c
-        .base_url
-        .clone()
-        .unwrap_or_else(|| text(&connector.base_url));
-    let url = format!("{}{}", base.trim_end_matches('/'), text(&req.path));
-    let host = reqwest::Url::parse(&url)
+    let host = reqwest::Url::parse(&call.url)
         .ok()
         .map(|u| match u.port() {
             Some(p) => format!("{}:{p}", u.host_str().unwrap_or_default()),
             None => u.host_str().unwrap_or_default().to_string(),
         })
         .unwrap_or_default();
-    let headers: Vec<(String, String)> = req
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), text(v)))
-        .collect();
+    // What the message names: the connector's test request as written (`GET /path`).
+    let what = connector
+        .test
+        .as_ref()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .unwrap_or_default();
 
-    let query = req
-        .query
-        .iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Value::String(s) => text(s),
-                other => other.to_string(),
-            };
-            (k.clone(), v)
-        })
-        .collect();
-    let mut call = HttpCall {
-        headers,
-        query,
-        body: req.body.clone(),
-        ..HttpCall::new(&req.method, url)
-    };
-    crate::steps::action::authenticate(connector, &c.credential, oauth_token, &mut call);
-    let what = format!("{} {}", req.method, text(&req.path));
     let mut masker = crate::secrets::Masker::default();
     for secret in c.credential.secrets() {
         masker.add(secret);

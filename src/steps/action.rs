@@ -688,6 +688,31 @@ fn request(
     Ok(call)
 }
 
+/// The connector's `test` request (a cheap read) as `conn`, for "Test connection": built as
+/// an operation's request is ([`request`]: the same mapping, URL and credential rules), or
+/// `None` when the connector has none.
+pub fn test_call(
+    connector: &Connector,
+    conn: &Connection,
+    oauth_token: Option<&str>,
+) -> Result<Option<HttpCall>, StepError> {
+    let Some(req) = &connector.test else {
+        return Ok(None);
+    };
+    let op = Operation {
+        title: "Test connection".into(),
+        description: String::new(),
+        kind: crate::connectors::OpKind::Get,
+        input: json!({"type": "object"}),
+        request: req.clone(),
+        output: None,
+        dedupe: None,
+        errors: Vec::new(),
+        auth: Vec::new(),
+    };
+    request(connector, &op, conn, &Map::new(), "", oauth_token).map(Some)
+}
+
 /// Put `credential` in `call` as `connector` reads it: where its auth spec for the
 /// credential's kind says ([`crate::connectors::Inject`]: a header, a query parameter or a
 /// body member, the secret after its `prefix`), else the `Authorization` header

@@ -346,7 +346,7 @@ pub trait StepKind: Send + Sync + 'static {
 /// JSON Schema does not name is refused as serde's `deny_unknown_fields` would ("unknown field
 /// `x`, expected one of …"): the configs that flatten the shared [`retry::CallPolicy`] cannot
 /// say `deny_unknown_fields` (serde does not support both), and get the same rule here.
-pub fn parse_config<C: DeserializeOwned + schemars::JsonSchema>(
+pub fn parse_config<C: DeserializeOwned + schemars::JsonSchema + 'static>(
     config: &Value,
 ) -> Result<C, Vec<ConfigProblem>> {
     let c = serde_path_to_error::deserialize::<_, C>(config).map_err(|e| {
@@ -364,10 +364,9 @@ pub fn parse_config<C: DeserializeOwned + schemars::JsonSchema>(
         }]
     })?;
     if let Some(given) = config.as_object() {
-        let schema = schema_of::<C>();
-        if let Some(known) = schema.get("properties").and_then(Value::as_object) {
-            if let Some(unknown) = given.keys().find(|k| !known.contains_key(*k)) {
-                let names: Vec<String> = known.keys().map(|k| format!("`{k}`")).collect();
+        if let Some(known) = member_names::<C>() {
+            if let Some(unknown) = given.keys().find(|k| !known.contains(*k)) {
+                let names: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
                 return Err(vec![ConfigProblem {
                     path: unknown.clone(),
                     message: format!(
@@ -379,6 +378,25 @@ pub fn parse_config<C: DeserializeOwned + schemars::JsonSchema>(
         }
     }
     Ok(c)
+}
+
+/// The members a config type's JSON Schema names, in its order (`None`: it names none), built
+/// once per type: validation runs for every step of every check.
+fn member_names<C: schemars::JsonSchema + 'static>() -> Option<std::sync::Arc<Vec<String>>> {
+    use std::any::TypeId;
+    use std::collections::HashMap;
+    use std::sync::{Arc, LazyLock, Mutex};
+    type Cache = Mutex<HashMap<TypeId, Option<Arc<Vec<String>>>>>;
+    static CACHE: LazyLock<Cache> = LazyLock::new(Default::default);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(TypeId::of::<C>())
+        .or_insert_with(|| {
+            let schema = schema_of::<C>();
+            let props = schema.get("properties")?.as_object()?;
+            Some(Arc::new(props.keys().cloned().collect()))
+        })
+        .clone()
 }
 
 /// The first problem of the [`retry::CallPolicy`] members of `config`, with its path.

@@ -378,6 +378,19 @@ async fn start(state: SandboxState, req: Request) -> Result<Ctx, Response> {
     begin(&HubSpot, HUBSPOT_TOKEN_PREFIX, Auth::Bearer, state, req).await
 }
 
+/// [`start`], then the object type of the path: HubSpot's 404 for one the fake does not serve.
+async fn start_kind(
+    state: SandboxState,
+    object_type: &str,
+    req: Request,
+) -> Result<(Ctx, &'static Kind), Response> {
+    let ctx = start(state, req).await?;
+    match kind(object_type) {
+        Some(k) => Ok((ctx, k)),
+        None => Err(ctx.refuse(unknown_kind(object_type))),
+    }
+}
+
 fn unknown_kind(name: &str) -> Answer {
     validation(&format!(
         "Unable to infer object type from: {name} (the sandbox has contacts and deals)"
@@ -483,12 +496,9 @@ async fn create(
     Path(object_type): Path<String>,
     req: Request,
 ) -> Response {
-    let ctx = match start(state, req).await {
-        Ok(c) => c,
+    let (ctx, k) = match start_kind(state, &object_type, req).await {
+        Ok(x) => x,
         Err(r) => return r,
-    };
-    let Some(k) = kind(&object_type) else {
-        return ctx.refuse(unknown_kind(&object_type));
     };
     let props = match json_body(&ctx).and_then(|b| properties(k, b.get("properties"))) {
         Ok(p) => p,
@@ -545,12 +555,9 @@ async fn read(
     Path((object_type, id)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    let ctx = match start(state, req).await {
-        Ok(c) => c,
+    let (ctx, k) = match start_kind(state, &object_type, req).await {
+        Ok(x) => x,
         Err(r) => return r,
-    };
-    let Some(k) = kind(&object_type) else {
-        return ctx.refuse(unknown_kind(&object_type));
     };
     let q = query_pairs(&ctx.parts);
     let named = named_properties(&q);
@@ -576,12 +583,9 @@ async fn update(
     Path((object_type, id)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    let ctx = match start(state, req).await {
-        Ok(c) => c,
+    let (ctx, k) = match start_kind(state, &object_type, req).await {
+        Ok(x) => x,
         Err(r) => return r,
-    };
-    let Some(k) = kind(&object_type) else {
-        return ctx.refuse(unknown_kind(&object_type));
     };
     let props = match json_body(&ctx).and_then(|b| properties(k, b.get("properties"))) {
         Ok(p) => p,
@@ -621,12 +625,9 @@ async fn list(
     Path(object_type): Path<String>,
     req: Request,
 ) -> Response {
-    let ctx = match start(state, req).await {
-        Ok(c) => c,
+    let (ctx, k) = match start_kind(state, &object_type, req).await {
+        Ok(x) => x,
         Err(r) => return r,
-    };
-    let Some(k) = kind(&object_type) else {
-        return ctx.refuse(unknown_kind(&object_type));
     };
     let q = query_pairs(&ctx.parts);
     let named = named_properties(&q);
@@ -765,12 +766,9 @@ async fn search(
     Path(object_type): Path<String>,
     req: Request,
 ) -> Response {
-    let ctx = match start(state, req).await {
-        Ok(c) => c,
+    let (ctx, k) = match start_kind(state, &object_type, req).await {
+        Ok(x) => x,
         Err(r) => return r,
-    };
-    let Some(k) = kind(&object_type) else {
-        return ctx.refuse(unknown_kind(&object_type));
     };
     let body = match json_body(&ctx) {
         Ok(b) => b,
@@ -850,12 +848,9 @@ async fn batch_upsert(
     Path(object_type): Path<String>,
     req: Request,
 ) -> Response {
-    let ctx = match start(state, req).await {
-        Ok(c) => c,
+    let (ctx, k) = match start_kind(state, &object_type, req).await {
+        Ok(x) => x,
         Err(r) => return r,
-    };
-    let Some(k) = kind(&object_type) else {
-        return ctx.refuse(unknown_kind(&object_type));
     };
     let body = match json_body(&ctx) {
         Ok(b) => b,
