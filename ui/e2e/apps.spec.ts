@@ -33,6 +33,7 @@ test('an app operation from the palette: its node says how a repeat dedupes, its
   await expect(card).toBeVisible();
   await expect(card.getByTestId('connection-app')).toHaveValue('hubspot');
   await expect(card.getByTestId('connection-id')).toHaveValue('hubspot-main');
+  await expect(card.getByTestId('connection-app')).toBeFocused();
   await page.getByTestId('view-editor').click();
 
   // The search finds operations by app and title.

@@ -83,6 +83,8 @@ export function ConnectionsCard() {
     else setApp(connectTo.app);
     useNav.setState({ connectTo: null });
     card.current?.scrollIntoView({ block: 'start' });
+    // Keyboard users land in the form, not at the top of the page.
+    card.current?.querySelector<HTMLSelectElement>('[data-testid="connection-app"]')?.focus();
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [connectTo, connectors]);
 
