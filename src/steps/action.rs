@@ -689,7 +689,7 @@ fn request(
 }
 
 /// The connector's `test` request (a cheap read) as `conn`, for "Test connection": built as
-/// an operation's request is ([`request`]: the same mapping, URL and credential rules), or
+/// an operation's request is (`request`: the same mapping, URL and credential rules), or
 /// `None` when the connector has none.
 pub fn test_call(
     connector: &Connector,
