@@ -5,6 +5,7 @@ import { recordedWorkflow } from '../store/workflowFile';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { formatMs } from '../app/format';
+import { Deliveries } from './Deliveries';
 import { JsonView } from './JsonView';
 import { onRunEvent } from './events';
 import { formatClock, formatTime } from './format';
@@ -408,6 +409,7 @@ export function RunDetail({ id }: { id: string }) {
           <dd>{run.duration_ms !== undefined ? formatMs(run.duration_ms) : <span className="fx-muted">{run.status}</span>}</dd>
         </dl>
         <Lineage run={run} summaries={summaries} />
+        <Deliveries run={run} />
         {run.error && (
           <div className="fx-error-box" data-testid="run-error">
             <span className="fx-code-tag fx-error-code">{run.error.code}</span>

@@ -65,6 +65,15 @@ const Row = memo(function Row({
             {r.error_http_status ? `HTTP ${r.error_http_status}` : r.error_code}
           </span>
         )}
+        {r.duplicates_stopped ? (
+          <span
+            className="fx-dup-tag"
+            data-testid="row-duplicates"
+            title={`${r.duplicates_stopped} duplicate ${r.duplicates_stopped === 1 ? 'delivery' : 'deliveries'} of this event stopped: open the run to see each`}
+          >
+            +{r.duplicates_stopped} {r.duplicates_stopped === 1 ? 'duplicate' : 'duplicates'} stopped
+          </span>
+        ) : null}
         {r.replay_of && (
           <span className="fx-muted" title={`Replay of ${r.replay_of}`}>
             <RotateCcw size={12} aria-hidden />

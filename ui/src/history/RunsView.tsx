@@ -57,7 +57,7 @@ function Filters() {
   const workflows = useEditor((s) => s.workflows);
   const commitQ = useRef((v: string) => useHistory.getState().setFilters({ q: v })).current;
   const commitKey = useRef((v: string) => useHistory.getState().setFilters({ key: v })).current;
-  const any = f.workflow || f.status || f.mode || f.trigger || f.key || f.q || f.error || f.range !== 'all';
+  const any = f.workflow || f.status || f.mode || f.trigger || f.key || f.q || f.error || f.duplicates || f.range !== 'all';
   return (
     <div className="fx-filters" data-testid="run-filters">
       <select className="fx-input" value={f.workflow} onChange={(e) => setFilters({ workflow: e.target.value })} data-testid="filter-workflow" aria-label="Workflow">
@@ -140,6 +140,15 @@ function Filters() {
           Failed with {f.error} ×
         </button>
       )}
+      <label className="fx-filter-check" title="Only runs whose event arrived more than once, where Fluxo stopped the repeat (at the door, by a Memory claim or by the app's dedupe)">
+        <input
+          type="checkbox"
+          checked={f.duplicates === 'stopped'}
+          onChange={(e) => setFilters({ duplicates: e.target.checked ? 'stopped' : '' })}
+          data-testid="filter-duplicates"
+        />
+        Stopped duplicates
+      </label>
       <SearchInput value={f.key} onCommit={commitKey} placeholder="Exact event key…" testId="filter-key" title="An idempotency/event key, exactly" />
       {any && (
         <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={reset} data-testid="filter-reset">

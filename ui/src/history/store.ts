@@ -35,6 +35,8 @@ export interface Filters {
   q: string;
   /** Failure reason (a group of the chart: `HTTP 500 at create`). */
   error: string;
+  /** `stopped`: only runs that stopped a duplicate delivery. */
+  duplicates: 'stopped' | '';
   range: RangePreset;
   /** Custom range bounds, unix ms (inclusive since, exclusive until). */
   since: number | null;
@@ -49,6 +51,7 @@ export const EMPTY_FILTERS: Filters = {
   key: '',
   q: '',
   error: '',
+  duplicates: '',
   range: 'all',
   since: null,
   until: null,
@@ -127,6 +130,7 @@ export function toQuery(f: Filters, now = Date.now()): RunQuery {
     key: f.key.trim(),
     q: f.q.trim(),
     error: f.error,
+    duplicates: f.duplicates,
   };
   const preset = RANGES.find((r) => r.id === f.range);
   if (preset?.ms) q.since = now - preset.ms;
@@ -147,6 +151,8 @@ export function matches(r: RunSummary, q: RunQuery): boolean {
   // A value inside the run (not in the summary) cannot be checked here: such runs come with the next load.
   if (q.q && !r.id.startsWith(q.q) && !(r.idempotency_key ?? '').startsWith(q.q)) return false;
   if (q.error && failureReason(r) !== q.error) return false;
+  // A new run has stopped none yet; one that has is counted by the next load.
+  if (q.duplicates && !r.duplicates_stopped) return false;
   const t = Date.parse(r.created_at);
   if (typeof q.since === 'number' && t < q.since) return false;
   if (typeof q.until === 'number' && t >= q.until) return false;
