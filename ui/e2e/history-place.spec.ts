@@ -2,9 +2,11 @@
 // global-setup.ts and a local mock destination:
 // - a filter that excludes the open run closes its detail (one that keeps it, keeps it open);
 // - the filters and the open run live in the URL: reload, back/forward and a pasted link
-//   restore them.
+//   restore them;
+// - a dry run of an unsaved workflow reads "<name> · draft dry run", not "manual DRY v0".
 
 import { expect, test, type Page } from '@playwright/test';
+import { newBlank, openEditor } from './helpers';
 import { api, filter, openRuns, reloaded, listGen, row, search, setEnv, startMock, type Mock, type Run } from './history-helpers';
 
 const uniq = () => Math.random().toString(36).slice(2, 10);
@@ -144,6 +146,34 @@ test.describe.serial('history keeps its place', () => {
     await expect(other.getByTestId('filter-workflow')).toHaveValue('');
     await expect(other.getByTestId('filter-status')).toHaveValue('');
     await expect(row(other, ok.id)).toBeVisible();
+  });
+
+  test('a dry run of an unsaved workflow is labelled with its name and "draft", not "manual DRY v0"', async ({ page, request }) => {
+    const tag = uniq();
+    const name = `Invoice paid once ${tag}`;
+    await openEditor(page);
+    await newBlank(page);
+    await page.getByTestId('workflow-name').fill(name);
+    await page.getByTestId('dry-run').click();
+    await expect(page.getByTestId('run-status')).toHaveText('succeeded');
+    const runId = (await page.getByTestId('run-id').textContent())!.trim();
+    const stored = await api<Run & { workflow_version: number }>(request, 'GET', `/runs/${encodeURIComponent(runId)}`);
+    expect([stored.mode, stored.trigger, stored.workflow_version]).toEqual(['dry', 'manual', 0]);
+
+    await page.getByTestId('view-runs').click();
+    await expect(page.getByTestId('run-list')).toHaveAttribute('data-loading', 'false');
+    await search(page, 'q', runId);
+    const r = row(page, runId);
+    await expect(r).toContainText(`${name} · draft dry run`);
+    await expect(r).not.toContainText('v0');
+
+    // After a reload (nothing remembered in the page), the name comes from the run itself.
+    await page.reload();
+    await expect(row(page, runId)).toContainText(`${name} · draft dry run`);
+    await row(page, runId).click();
+    await expect(page.getByTestId('detail-label')).toHaveText(`${name} · draft dry run`);
+    await expect(page.getByTestId('detail-workflow')).not.toContainText('v0');
+    if (shots) await page.screenshot({ path: `${shots}/history-draft-dry-run.png` });
   });
 });
 
