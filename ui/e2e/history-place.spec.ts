@@ -3,20 +3,23 @@
 // - a filter that excludes the open run closes its detail (one that keeps it, keeps it open);
 // - the filters and the open run live in the URL: reload, back/forward and a pasted link
 //   restore them;
-// - a dry run of an unsaved workflow reads "<name> · draft dry run", not "manual DRY v0".
+// - a dry run of an unsaved workflow reads "<name> · draft dry run", not "manual DRY v0";
+// - "Replay selected" previews each run with the single replay's dry walk (predicted outcome
+//   per run and a summary) before the live replay is offered.
 
 import { expect, test, type Page } from '@playwright/test';
 import { newBlank, openEditor } from './helpers';
-import { api, filter, openRuns, reloaded, listGen, row, search, setEnv, startMock, type Mock, type Run } from './history-helpers';
+import { api, deliver, filter, invoiceEvent, invoiceFlow, openRuns, reloaded, listGen, row, search, setEnv, startMock, type Mock, type Run } from './history-helpers';
 
 const uniq = () => Math.random().toString(36).slice(2, 10);
 const shots = process.env.FLUXO_SCREENSHOT_DIR;
 
 let mock: Mock;
 
-/** A manual trigger and one POST to the mock, no retries. */
-function callFlow(id: string): Record<string, unknown> {
+/** A manual trigger and one POST to the mock, no retries; `dryStatus`: the answer a dry walk simulates. */
+function callFlow(id: string, dryStatus?: number): Record<string, unknown> {
   const call: Record<string, unknown> = { method: 'POST', url: '{{ env.E2E_MOCK_URL }}/place', body: { n: '{{ input.n }}' }, retries: 0, timeout_s: 5 };
+  if (dryStatus) call.dry_run = { status: dryStatus, body: {} };
   return {
     id,
     name: `Place call (e2e) ${id}`,
@@ -174,6 +177,70 @@ test.describe.serial('history keeps its place', () => {
     await expect(page.getByTestId('detail-label')).toHaveText(`${name} · draft dry run`);
     await expect(page.getByTestId('detail-workflow')).not.toContainText('v0');
     if (shots) await page.screenshot({ path: `${shots}/history-draft-dry-run.png` });
+  });
+
+  test('"Replay selected" previews each run like a single replay, with a summary, before replaying live', async ({ page, request }) => {
+    const tag = uniq();
+    const good = `e2e-bulkpv-ok-${tag}`;
+    const doomed = `e2e-bulkpv-doomed-${tag}`;
+    const keep = `e2e-bulkpv-keep-${tag}`;
+    await api(request, 'PUT', `/workflows/${good}`, callFlow(good));
+    // Its current version's call answers 500 in a dry walk: a replay is predicted to fail.
+    await api(request, 'PUT', `/workflows/${doomed}`, callFlow(doomed, 500));
+    // The invoice flow without its compensation: a failed run keeps its claim, so a replay does nothing.
+    const inv = invoiceFlow(keep, `e2e-bulkpv-${tag}`) as { steps: { id: string; config: Record<string, unknown> }[]; edges: { to: string }[] };
+    inv.steps = inv.steps.filter((s) => s.id !== 'undo');
+    inv.edges = inv.edges.filter((e) => e.to !== 'undo');
+    inv.steps.find((s) => s.id === 'create')!.config.retries = 0;
+    await api(request, 'PUT', `/workflows/${keep}`, inv);
+
+    const a = await runWith(request, good, 'fail', 1);
+    const b = await runWith(request, doomed, 'fail', 2);
+    mock.mode = 'fail';
+    const c = await deliver(request, keep, `k-${tag}`, invoiceEvent(`evt_bulkpv_${tag}`));
+    expect(c.status).toBe('failed');
+    const dry = await api<Run>(request, 'POST', `/workflows/${good}/dry-run`, { input: { n: 9 } });
+    mock.mode = 'ok';
+    const sent = mock.requests.length;
+
+    await openRuns(page);
+    for (const r of [a, b, c, dry]) await row(page, r.id).getByTestId('run-select').check();
+    await expect(page.getByTestId('selected-count')).toHaveText('4 runs selected');
+    await page.getByTestId('bulk-replay').click();
+
+    const dialog = page.getByTestId('bulk-replay-dialog');
+    await expect(dialog).toBeVisible();
+    const summary = page.getByTestId('bulk-replay-summary');
+    await expect(summary).toHaveAttribute('data-state', 'ready');
+    const forecast = (id: string) => dialog.locator(`[data-testid=bulk-forecast][data-run-id="${id}"]`);
+    await expect(dialog.getByTestId('bulk-forecast')).toHaveCount(3);
+    await expect(forecast(dry.id)).toHaveCount(0);
+    await expect(forecast(a.id)).toHaveAttribute('data-outcome', 'succeed');
+    await expect(forecast(a.id).getByTestId('bulk-forecast-headline')).toHaveText('this replay will make 1 external call (call)');
+    await expect(forecast(b.id)).toHaveAttribute('data-outcome', 'fail');
+    await expect(forecast(b.id).getByTestId('bulk-forecast-headline')).toContainText('this replay is predicted to fail: step call fails');
+    await expect(forecast(c.id)).toHaveAttribute('data-outcome', 'nothing');
+    await expect(forecast(c.id).getByTestId('bulk-forecast-headline')).toContainText('exists: this replay will take the skip route');
+    await expect(summary).toHaveText(
+      'Of 3 live runs: 1 will succeed, 1 will fail, 1 would do nothing (stopped by its own claim: resume it instead); 1 dry run left out (never replayed live)',
+    );
+    // The facts behind a prediction, as in the single replay dialog.
+    await forecast(a.id).getByTestId('bulk-forecast-headline').click();
+    await expect(forecast(a.id)).toContainText(`step call will call POST ${mock.url}/place`);
+    await forecast(c.id).getByTestId('bulk-forecast-headline').click();
+    await expect(forecast(c.id).getByTestId('replay-warning')).toHaveAttribute('data-code', 'own_claim');
+    expect(mock.requests.length, 'the previews send nothing').toBe(sent);
+    if (shots) await dialog.screenshot({ path: `${shots}/history-bulk-replay-preview.png` });
+
+    // Then the live replay, as offered.
+    await page.getByTestId('bulk-replay-confirm').click();
+    await expect(dialog).toHaveCount(0);
+    const progress = page.getByTestId('bulk-progress');
+    await expect(progress).toHaveAttribute('data-running', 'false', { timeout: 30_000 });
+    await expect(progress).toHaveAttribute('data-done', '4');
+    const replayed = await api<Run>(request, 'GET', `/runs/${a.id}`);
+    expect(replayed.replayed_by?.length).toBe(1);
+    expect(mock.requests.length).toBeGreaterThan(sent);
   });
 });
 

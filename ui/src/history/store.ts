@@ -9,6 +9,7 @@ import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { isResumable, resumedByOf } from './resume';
 import { plural } from './format';
+import { eachPooled } from './pool';
 
 export type RangePreset = 'all' | '15m' | '1h' | '24h' | '7d' | '30d' | 'custom';
 
@@ -321,20 +322,14 @@ export const useHistory = create<HistoryState>()((set, get) => {
           },
         };
       });
-    const queue = [...ids];
-    const worker = async () => {
-      for (;;) {
-        const id = queue.shift();
-        if (!id) return;
-        try {
-          add(await action(id));
-        } catch (e) {
-          const msg = (e as Error).message;
-          add({ id, outcome: 'error', note: msg }, `${id}: ${msg}`);
-        }
+    await eachPooled(ids, 2, async (id) => {
+      try {
+        add(await action(id));
+      } catch (e) {
+        const msg = (e as Error).message;
+        add({ id, outcome: 'error', note: msg }, `${id}: ${msg}`);
       }
-    };
-    await Promise.all([worker(), worker()]);
+    });
     set((s) => ({ bulk: s.bulk ? { ...s.bulk, running: false } : s.bulk, selected: new Set() }));
     if (kind === 'resume') {
       const found = get().bulk?.results.filter((r) => r.newId && (r.outcome !== 'skipped' || r.note === 'already resumed')) ?? [];
