@@ -79,6 +79,11 @@ test.describe.serial('duplicates stopped', () => {
     await page.getByTestId('filter-duplicates').check();
     await reloaded(page, before);
     await expect.poll(() => rowIds(page)).toEqual([first.id]);
+    // It lives in the URL with the other filters: a reload keeps it.
+    expect(page.url()).toContain('duplicates=stopped');
+    await page.reload();
+    await expect(page.getByTestId('filter-duplicates')).toBeChecked();
+    await expect.poll(() => rowIds(page)).toEqual([first.id]);
     // The chart's legend entry is the same filter.
     await expect(page.getByTestId('chart-duplicates')).toHaveClass(/is-active/);
     const again = await listGen(page);

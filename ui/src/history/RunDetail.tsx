@@ -8,7 +8,8 @@ import { formatMs } from '../app/format';
 import { Deliveries } from './Deliveries';
 import { JsonView } from './JsonView';
 import { onRunEvent } from './events';
-import { formatClock, formatTime } from './format';
+import { dryRunLabel, formatClock, formatTime } from './format';
+import { learnRunName } from './names';
 import { useReplayDialog } from './replay';
 import { isResumable, latestResume, resumableSteps, resumedByOf, resumePoint, useResumeDialog } from './resume';
 import { linkedIds, useSummaries } from './lineage';
@@ -32,6 +33,7 @@ function useRunRecord(id: string) {
       if (n !== seq.current) return;
       setRun(r);
       setError(null);
+      learnRunName(r);
       useHistory.getState().upsert(summaryOf(r));
       const by = latestResume(r);
       if (by) useHistory.getState().learnResumes({ [r.id]: by });
@@ -386,8 +388,10 @@ export function RunDetail({ id }: { id: string }) {
       <div className="fx-detail-body">
         <dl className="fx-facts">
           <dt>Workflow</dt>
-          <dd>
-            <code>{run.workflow_id}</code> <span className="fx-version">v{run.workflow_version}</span>
+          <dd data-testid="detail-workflow">
+            {run.mode === 'dry' && <><span data-testid="detail-label">{dryRunLabel(run, snapshot?.name)}</span> </>}
+            <code>{run.workflow_id}</code>
+            {run.mode !== 'dry' && <span className="fx-version"> v{run.workflow_version}</span>}
           </dd>
           <dt>Trigger</dt>
           <dd data-testid="detail-trigger">

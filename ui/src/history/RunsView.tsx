@@ -6,6 +6,8 @@ import { useNav } from '../app/nav';
 import { RunList } from './RunList';
 import { RunDetail } from './RunDetail';
 import { ReplayDialog } from './ReplayDialog';
+import { BulkReplayDialog } from './BulkReplayDialog';
+import { useBulkReplayDialog } from './replay';
 import { ResumeDialog } from './ResumeDialog';
 import { StatusChart } from './StatusChart';
 import { onRunEvent, onStreamReset } from './events';
@@ -360,7 +362,6 @@ function SelectionBar() {
   const matching = useHistory((s) => s.matching);
   const selectAllMatching = useHistory((s) => s.selectAllMatching);
   const clear = useHistory((s) => s.clearSelection);
-  const bulkReplay = useHistory((s) => s.bulkReplay);
   const bulkResume = useHistory((s) => s.bulkResume);
   const runs = useHistory((s) => s.runs);
   const [version, setVersion] = useState<'current' | 'original'>('current');
@@ -369,18 +370,7 @@ function SelectionBar() {
   const resumable = picked.filter((r) => isResumable(r.status));
   const dry = resumable.filter((r) => r.mode === 'dry').length;
   const dryPicked = picked.filter((r) => r.mode === 'dry').length;
-  const go = async () => {
-    const ids = [...selected];
-    const live = n - dryPicked;
-    const ok = await useEditor.getState().ask({
-      title: `Replay ${plural(live, 'run')}?`,
-      message:
-        `Each selected run is replayed live with the ${version} version of its workflow, two at a time. Each replay is linked to the run it replays.` +
-        (dryPicked ? ` ${plural(dryPicked, 'dry run')} ${dryPicked === 1 ? 'is' : 'are'} left out: a dry run is never replayed live.` : ''),
-      confirmLabel: `Replay ${live}`,
-    });
-    if (ok) await bulkReplay(ids, 'live', version);
-  };
+  const go = () => useBulkReplayDialog.getState().open([...selected], version);
   const resume = async () => {
     const ids = [...selected];
     const others = n - resumable.length;
@@ -438,7 +428,7 @@ function SelectionBar() {
             <option value="current">current version</option>
             <option value="original">original version</option>
           </select>
-          <button className="fx-btn fx-btn-small" onClick={() => void go()} disabled={!!bulk?.running || n === dryPicked} data-testid="bulk-replay">
+          <button className="fx-btn fx-btn-small" onClick={go} disabled={!!bulk?.running || n === dryPicked} data-testid="bulk-replay">
             <RotateCcw size={13} aria-hidden /> Replay selected
           </button>
           <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={clear}>
@@ -559,6 +549,7 @@ export function RunsView() {
         {runId && <RunDetail key={runId} id={runId} />}
       </div>
       <ReplayDialog />
+      <BulkReplayDialog />
       <ResumeDialog />
     </div>
   );
