@@ -578,3 +578,136 @@ async fn flush_for_read(state: &AppState) {
         tracing::warn!(error = %e, "duplicates stopped: flush before a read failed");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(id: &str, kind: &str, config: Value, output: Value) -> Value {
+        json!({"step_id": id, "kind": kind, "status": "succeeded",
+               "started_at": "2026-12-06T10:00:00Z", "finished_at": "2026-12-06T10:00:01Z",
+               "duration_ms": 1000, "resolved_config": config, "output": output,
+               "attempts": [], "ports": ["out"]})
+    }
+
+    fn run(mode: &str, steps: Vec<Value>) -> RunRecord {
+        serde_json::from_value(json!({
+            "id": "run-b", "workflow_id": "wf", "workflow_version": 1, "definition_hash": "h",
+            "trigger": "webhook", "mode": mode, "input": {}, "status": "succeeded",
+            "created_at": "2026-12-06T10:00:00Z", "steps": steps
+        }))
+        .unwrap()
+    }
+
+    fn claim_lost() -> Value {
+        step(
+            "claim",
+            "memory",
+            json!({"operation": "write", "namespace": "n", "key": "k", "allow_overwrite": false}),
+            json!({"written": false, "reason": "exists", "claimed_by": "run-a"}),
+        )
+    }
+
+    fn upserted() -> Value {
+        step(
+            "crm",
+            "action",
+            json!({"connector": "hubspot", "operation": "upsert_contact", "connection": "c"}),
+            json!({"id": "1", "existing": true}),
+        )
+    }
+
+    fn tallies(log: &DuplicateLog) -> Vec<(String, StoppedBy, Option<String>, u64)> {
+        let mut v: Vec<_> = log
+            .take()
+            .into_iter()
+            .map(|(k, t)| (k.run_id, k.by, k.stopped_run, t.count))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// A lost claim is listed on the holder naming the stopped run; an app's "existing" on the
+    /// run itself with the write's declared strategy; a claim this run won, a write that
+    /// created, a read, reused steps and dry runs count nothing.
+    #[test]
+    fn a_finished_run_notes_what_it_stopped_and_nothing_else() {
+        let log = DuplicateLog::default();
+        let mut reused = upserted();
+        reused["step_id"] = json!("crm_again");
+        reused["reused_from"] = json!("run-0");
+        log.note_run(&run(
+            "live",
+            vec![
+                claim_lost(),
+                upserted(),
+                reused,
+                step(
+                    "won",
+                    "memory",
+                    json!({"operation": "write", "namespace": "n", "key": "j", "allow_overwrite": false}),
+                    json!({"written": true, "key": "j"}),
+                ),
+                step(
+                    "overwrite",
+                    "memory",
+                    json!({"operation": "write", "namespace": "n", "key": "k", "allow_overwrite": true}),
+                    json!({"written": false, "reason": "exists"}),
+                ),
+                step(
+                    "created",
+                    "action",
+                    json!({"connector": "hubspot", "operation": "create_contact", "connection": "c"}),
+                    json!({"id": "2", "existing": false}),
+                ),
+            ],
+        ));
+        assert_eq!(
+            tallies(&log),
+            vec![
+                (
+                    "run-a".to_string(),
+                    StoppedBy::MemoryClaim {
+                        step_id: "claim".into()
+                    },
+                    Some("run-b".to_string()),
+                    1
+                ),
+                (
+                    "run-b".to_string(),
+                    StoppedBy::App {
+                        step_id: "crm".into(),
+                        strategy: "upsert".into()
+                    },
+                    None,
+                    1
+                ),
+            ]
+        );
+        log.note_run(&run("dry", vec![claim_lost(), upserted()]));
+        assert!(tallies(&log).is_empty(), "a dry run stops nothing");
+    }
+
+    /// Repeats of one run at the door add up in one tally, from their first to last time.
+    #[test]
+    fn door_repeats_add_up_in_one_tally() {
+        let log = DuplicateLog::default();
+        for at in [3_000, 1_000, 2_000] {
+            log.note(
+                "wf",
+                "run-a".into(),
+                StoppedBy::Door,
+                None,
+                Some(200),
+                at,
+                60_000,
+            );
+        }
+        let all = log.take();
+        assert_eq!(all.len(), 1);
+        let (_, t) = &all[0];
+        assert_eq!((t.count, t.first_at, t.last_at), (3, 1_000, 3_000));
+        assert!(log.take().is_empty(), "taken once");
+    }
+}
