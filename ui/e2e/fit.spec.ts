@@ -7,6 +7,7 @@
 
 import { expect, test, type Page } from '@playwright/test';
 import { expectWholeFlowInView, fitDone, openEditor, openWorkflow, zoomOf } from './helpers';
+import { api, detailAction, invoiceEvent, openRuns, row, search, type Run } from './history-helpers';
 
 const FLOW = 'stripe-to-ledger';
 const STEPS = ['hook', 'claim', 'route', 'skip', 'customer', 'invoice', 'fail', 'release'];
@@ -88,5 +89,20 @@ test.describe('Fit shows the whole flow', () => {
     await expectWholeFlowInView(page, STEPS, `${FLOW} after Fit without side panels`);
     await expectReadable(page, `${FLOW} without side panels`);
     expect(await zoomOf(page)).toBeGreaterThan(withPanels);
+  });
+
+  test('the run canvas of history shows the whole flow too, clear of its minimap, in the compact form', async ({ page, request }) => {
+    await page.setViewportSize({ width: 1280, height: 720 });
+    const run = await api<Run>(request, 'POST', `/workflows/${FLOW}/dry-run`, { input: invoiceEvent(`evt_fit_${Date.now()}`) });
+    await openRuns(page);
+    await search(page, 'q', run.id);
+    await row(page, run.id).click();
+    await expect(page.getByTestId('run-detail')).toHaveAttribute('data-run-id', run.id);
+    await (await detailAction(page, 'open-on-canvas')).click();
+    const flow = page.getByTestId('run-canvas-flow');
+    await expect(flow).toHaveAttribute('data-fit-done', 'true');
+    await expectWholeFlowInView(page, STEPS, 'the run canvas', '[data-testid=run-canvas-flow]');
+    await expect(flow).toHaveAttribute('data-lod', 'compact');
+    if (process.env.FLUXO_SCREENSHOT_DIR) await page.screenshot({ path: `${process.env.FLUXO_SCREENSHOT_DIR}/fit-run-canvas-1280x720.png` });
   });
 });

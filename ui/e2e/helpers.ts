@@ -33,18 +33,18 @@ interface Box {
 }
 
 /** Every node's box, the canvas' box, and the boxes of what may cover part of it. */
-async function canvasLayout(page: Page): Promise<{ nodes: Record<string, Box>; canvas: Box; covers: Record<string, Box> }> {
-  return page.evaluate(() => {
+async function canvasLayout(page: Page, scope: string): Promise<{ nodes: Record<string, Box>; canvas: Box; covers: Record<string, Box> }> {
+  return page.evaluate((scope) => {
     const box = (e: Element): Box => {
       const r = e.getBoundingClientRect();
       return { x: r.x, y: r.y, width: r.width, height: r.height };
     };
     const nodes: Record<string, Box> = {};
-    for (const n of Array.from(document.querySelectorAll('[data-testid=canvas] .react-flow__node'))) nodes[n.getAttribute('data-id')!] = box(n);
+    for (const n of Array.from(document.querySelectorAll(`${scope} .react-flow__node`))) nodes[n.getAttribute('data-id')!] = box(n);
     const covers: Record<string, Box> = {};
     const named: Record<string, string> = {
-      minimap: '[data-testid=canvas] .react-flow__minimap',
-      controls: '[data-testid=canvas] .react-flow__controls',
+      minimap: `${scope} .react-flow__minimap`,
+      controls: `${scope} .react-flow__controls`,
       'left panel': '[data-testid=left-panel]',
       inspector: '[data-testid=inspector]',
       'bottom panel': '[data-testid=bottom-panel]',
@@ -54,15 +54,15 @@ async function canvasLayout(page: Page): Promise<{ nodes: Record<string, Box>; c
       const el = document.querySelector(sel);
       if (el) covers[name] = box(el);
     }
-    return { nodes, canvas: box(document.querySelector('[data-testid=canvas] .react-flow')!), covers };
-  });
+    return { nodes, canvas: box(document.querySelector(`${scope} .react-flow`)!), covers };
+  }, scope);
 }
 
 const meets = (a: Box, b: Box) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
 
-/** Every node of the canvas lies wholly inside the canvas and the window, and under nothing. */
-export async function expectWholeFlowInView(page: Page, expected: string[] | null, what: string): Promise<void> {
-  const { nodes, canvas, covers } = await canvasLayout(page);
+/** Every node of the canvas (the editor's, or the one inside `scope`) lies wholly inside it and the window, and under nothing. */
+export async function expectWholeFlowInView(page: Page, expected: string[] | null, what: string, scope = '[data-testid=canvas]'): Promise<void> {
+  const { nodes, canvas, covers } = await canvasLayout(page, scope);
   const vp = page.viewportSize()!;
   if (expected) expect(Object.keys(nodes).sort(), what).toEqual([...expected].sort());
   expect(Object.keys(nodes).length, what).toBeGreaterThan(0);

@@ -4,7 +4,7 @@
 // menu, at 1280×720 and 1440×900; opening Replay or Resume never scrolls the app sideways.
 
 import { expect, test, type Page } from '@playwright/test';
-import { api, filter, openRuns, row, setEnv, startMock, type Mock, type Run } from './history-helpers';
+import { api, detailAction, filter, openRuns, row, setEnv, startMock, type Mock, type Run } from './history-helpers';
 
 const uniq = () => Math.random().toString(36).slice(2, 10);
 
@@ -70,17 +70,6 @@ async function expectNoSideScroll(page: Page): Promise<void> {
     expect(box.x, `${v} on screen`).toBeGreaterThanOrEqual(0);
     expect(box.x + box.width, `${v} on screen`).toBeLessThanOrEqual(state.win);
   }
-}
-
-/** The detail's action `testId`: the button in the header when it is shown there, else the menu's item (menu opened). */
-async function action(page: Page, testId: string) {
-  const detail = page.getByTestId('run-detail');
-  const inline = detail.getByTestId('detail-actions').getByTestId(testId);
-  if (await inline.isVisible()) return inline;
-  await detail.getByTestId('detail-more').click();
-  const item = page.getByRole('menu').getByTestId(testId);
-  await expect(item).toBeVisible();
-  return item;
 }
 
 async function openDetail(page: Page, id: string): Promise<void> {
@@ -168,7 +157,7 @@ test.describe.serial('run detail header', () => {
       if (process.env.FLUXO_SCREENSHOT_DIR) await page.screenshot({ path: `${process.env.FLUXO_SCREENSHOT_DIR}/run-detail-fixed-${vp.width}.png` });
 
       // Replay (wherever it is): the dialog opens, nothing moves sideways.
-      await (await action(page, 'detail-replay')).click();
+      await (await detailAction(page, 'detail-replay')).click();
       await expect(page.getByTestId('replay-preview')).toHaveAttribute('data-state', 'ready');
       await expectNoSideScroll(page);
       await page.getByTestId('replay-cancel').click();

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState, type DragEvent } from 'react';
+import { useCallback, useEffect, type DragEvent } from 'react';
 import {
   Background,
   BackgroundVariant,
@@ -18,7 +18,7 @@ import type { PortEdge, StepNode } from '../store/graph';
 import { StepNodeView } from './StepNodeView';
 import { PortEdgeView } from './PortEdgeView';
 import { StepPickerView } from './StepPicker';
-import { fitWhole, MIN_ZOOM, useLevelOfDetail } from './fit';
+import { fitWhole, MIN_ZOOM, useFitOnRequest, useLevelOfDetail } from './fit';
 
 // Module scope: React Flow re-creates every node when these objects change identity.
 const nodeTypes = { step: StepNodeView };
@@ -69,33 +69,9 @@ export function Canvas() {
   const { screenToFlowPosition, setCenter, getInternalNode, getZoom, getViewport } = rf;
   const lod = useLevelOfDetail();
   const minimapRoom = useStore(roomForMinimap);
-  // The last fit request applied (tests wait for it before they measure or zoom).
-  const [fitted, setFitted] = useState(-1);
   const fit = useCallback(() => fitWhole(rfStore.getState(), rf.setViewport), [rf, rfStore]);
-  // Fit only when asked (a new graph, Fit, Layout), not when the instance's identity changes.
-  const fitRef = useRef(fit);
-  fitRef.current = fit;
-  // Fit once every node of the (new) graph is measured: React Flow's own queued fitView fires
-  // on the first measured batch, which after opening another workflow may be a few nodes only.
-  useEffect(() => {
-    let frame = 0;
-    let tries = 0;
-    const tick = () => {
-      const ids = useEditor.getState().nodes.map((n) => n.id);
-      const lookup = rfStore.getState().nodeLookup;
-      const ready = ids.every((id) => {
-        const n = lookup.get(id);
-        return !!n && !!n.measured.width && !!n.internals.handleBounds;
-      });
-      const sized = rfStore.getState().width > 0;
-      if ((ready && sized) || ++tries > 120) {
-        fitRef.current();
-        setFitted(fitRequest);
-      } else frame = requestAnimationFrame(tick);
-    };
-    frame = requestAnimationFrame(tick);
-    return () => cancelAnimationFrame(frame);
-  }, [fitRequest, rfStore]);
+  // The last fit request applied (tests wait for it before they measure or zoom).
+  const fitted = useFitOnRequest(fitRequest, () => useEditor.getState().nodes.map((n) => n.id));
 
   useEffect(() => {
     if (!focus) return;

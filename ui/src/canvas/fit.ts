@@ -3,8 +3,8 @@
 // minimap), at whatever zoom that takes; below COMPACT_ZOOM nodes draw a compact form whose name
 // is sized for the screen, so a low zoom stays readable.
 
-import { getNodesBounds, useStore, type Node, type ReactFlowState, type Viewport } from '@xyflow/react';
-import type { CSSProperties } from 'react';
+import { getNodesBounds, useReactFlow, useStore, useStoreApi, type Node, type ReactFlowState, type Viewport } from '@xyflow/react';
+import { useEffect, useRef, useState, type CSSProperties } from 'react';
 
 /** Fit never blows a small flow up past this. */
 export const FIT_MAX_ZOOM = 1.1;
@@ -75,6 +75,39 @@ export function fitWhole(state: Pick<ReactFlowState, 'nodeLookup' | 'width' | 'h
   const v = fitViewport(nodes, state.width, state.height, overlays(state.domNode));
   if (v) void setViewport(v);
   return !!v;
+}
+
+/**
+ * Fit the whole graph (see {@link fitWhole}) each time `request` changes, once every node of
+ * `ids()` is measured (React Flow's own fitView fires on the first measured batch, which after
+ * opening another workflow may be a few nodes only), or after two seconds of frames. Answers the
+ * last request fitted (tests wait for it before they measure).
+ */
+export function useFitOnRequest(request: number, ids: () => string[]): number {
+  const store = useStoreApi();
+  const { setViewport } = useReactFlow();
+  const [fitted, setFitted] = useState(-1);
+  // Fit only when asked, not when these change identity.
+  const latest = useRef({ ids, setViewport });
+  latest.current = { ids, setViewport };
+  useEffect(() => {
+    let frame = 0;
+    let tries = 0;
+    const tick = () => {
+      const s = store.getState();
+      const ready = latest.current.ids().every((id) => {
+        const n = s.nodeLookup.get(id);
+        return !!n && !!n.measured.width && !!n.internals.handleBounds;
+      });
+      if ((ready && s.width > 0) || ++tries > 120) {
+        fitWhole(s, latest.current.setViewport);
+        setFitted(request);
+      } else frame = requestAnimationFrame(tick);
+    };
+    frame = requestAnimationFrame(tick);
+    return () => cancelAnimationFrame(frame);
+  }, [request, store]);
+  return fitted;
 }
 
 /** The zoom rounded down to a step of 0.02 below COMPACT_ZOOM, and 1 above it (so zooming re-renders rarely). */

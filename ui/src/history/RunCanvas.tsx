@@ -3,7 +3,7 @@
 // edges lit, steps not reached dimmed. Same node and edge classes as the editor's canvas.
 
 import { X } from 'lucide-react';
-import { createContext, memo, useContext, useEffect, useMemo, useState } from 'react';
+import { createContext, memo, useContext, useEffect, useMemo } from 'react';
 import {
   Background,
   BackgroundVariant,
@@ -14,9 +14,6 @@ import {
   ReactFlow,
   ReactFlowProvider,
   getBezierPath,
-  useNodesInitialized,
-  useReactFlow,
-  useStoreApi,
   type EdgeProps,
   type NodeProps,
 } from '@xyflow/react';
@@ -26,7 +23,7 @@ import { useEditor } from '../store/editor';
 import { portsOf, workflowToGraph, type PortEdge, type StepNode } from '../store/graph';
 import { CategoryIcon } from '../canvas/icons';
 import { excerpt, formatMs } from '../app/format';
-import { fitWhole, MIN_ZOOM, useLevelOfDetail } from '../canvas/fit';
+import { MIN_ZOOM, useFitOnRequest, useLevelOfDetail } from '../canvas/fit';
 
 interface RunView {
   byStep: Record<string, StepRecord>;
@@ -106,6 +103,7 @@ function RunEdgeImpl({ id, source, sourceX, sourceY, targetX, targetY, sourcePos
 
 const nodeTypes = { step: memo(RunNodeImpl) };
 const edgeTypes = { port: memo(RunEdgeImpl) };
+const PRO_OPTIONS = { hideAttribution: true };
 const MINIMAP: Record<string, string> = { succeeded: '#3fb68b', failed: '#f0616d', fallback: '#e0a84a', running: '#5aa9ff', skipped: '#3a4150' };
 
 export function RunCanvas({
@@ -161,19 +159,11 @@ export function RunCanvas({
   );
 }
 
-/** The run's graph, read-only: fitted whole (clear of the minimap) once its nodes are measured, compact when far. */
+/** The run's graph, read-only: fitted whole (clear of the minimap) once its nodes are measured, in the compact form when far. */
 function RunFlow({ nodes, edges, onPickStep }: { nodes: StepNode[]; edges: PortEdge[]; onPickStep(stepId: string): void }) {
   const { byStep } = useContext(RunCtx);
   const lod = useLevelOfDetail();
-  const store = useStoreApi<StepNode, PortEdge>();
-  const { setViewport } = useReactFlow<StepNode, PortEdge>();
-  const measured = useNodesInitialized();
-  const [fitted, setFitted] = useState(false);
-  useEffect(() => {
-    if (!measured || fitted) return;
-    fitWhole(store.getState(), setViewport);
-    setFitted(true);
-  }, [measured, fitted, store, setViewport]);
+  const fitted = useFitOnRequest(0, () => nodes.map((n) => n.id)) === 0;
   return (
     <div className={`fx-canvas ${lod.className}`} style={lod.style} data-testid="run-canvas-flow" data-fit-done={fitted} data-lod={lod.compact ? 'compact' : 'full'}>
       <ReactFlow<StepNode, PortEdge>
@@ -189,6 +179,7 @@ function RunFlow({ nodes, edges, onPickStep }: { nodes: StepNode[]; edges: PortE
         deleteKeyCode={null}
         onNodeClick={(_, n) => onPickStep(n.id)}
         colorMode="dark"
+        proOptions={PRO_OPTIONS}
         minZoom={MIN_ZOOM}
         maxZoom={2}
       >
