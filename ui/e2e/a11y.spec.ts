@@ -115,7 +115,7 @@ test.describe('keyboard and screen reader', () => {
     await expect(second).toBeFocused();
   });
 
-  test("the workflow's fields have labels; the bottom panel's tabs are tabs and switch with the arrow keys", async ({ page }) => {
+  test("the workflow's fields have labels; the bottom and left panels' tabs are tabs and switch with the arrow keys", async ({ page }) => {
     await openEditor(page);
     const form = page.getByTestId('inspector-workflow');
     for (const name of ['Workflow id (file name)', 'Name', 'Description', 'Run time limit (s)']) await expect(form.getByLabel(name, { exact: true })).toBeVisible();
@@ -140,5 +140,15 @@ test.describe('keyboard and screen reader', () => {
     await expect(problems).toBeFocused();
     // Only the selected tab is in the tab order.
     await expect(tabs.locator('[role=tab][tabindex="0"]')).toHaveCount(1);
+
+    // The left panel's tabs too.
+    const left = page.getByRole('tablist', { name: 'Steps or workflows' });
+    const steps = left.getByRole('tab', { name: 'Steps' });
+    await steps.click();
+    await expect(page.getByRole('tabpanel', { name: 'Steps' })).toBeVisible();
+    await page.keyboard.press('ArrowRight');
+    await expect(left.getByRole('tab', { name: /Workflows/ })).toBeFocused();
+    await expect(left.getByRole('tab', { name: /Workflows/ })).toHaveAttribute('aria-selected', 'true');
+    await expect(page.getByTestId('workflow-list')).toBeVisible();
   });
 });
