@@ -1131,6 +1131,7 @@ async fn cmd_runs_bulk(store: Arc<SledStore>, dir: PathBuf, a: RunsBulkArgs) -> 
             until: a.until.map(Value::String),
             q: a.q,
             error: a.error,
+            duplicates: None,
         },
         version: Some(a.version),
     };

@@ -44,6 +44,7 @@ const SPEC_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/runs/stats"),
     ("GET", "/api/v1/runs/export"),
     ("GET", "/api/v1/runs/{id}"),
+    ("GET", "/api/v1/runs/{id}/deliveries"),
     ("POST", "/api/v1/runs/{id}/replay"),
     ("POST", "/api/v1/runs/{id}/replay/preview"),
     ("POST", "/api/v1/runs/{id}/resume"),
@@ -409,10 +410,10 @@ async fn openapi_documents_headers_statuses_and_security() {
 
     // Query parameters: exactly what the handlers accept, and each of them accepted.
     for (path, sample) in [
-        ("/runs", "workflow=wf1&status=succeeded&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&error=e&limit=10&cursor="),
-        ("/runs/stats", "bucket=hour&since=1767225600000&until=1767312000000&workflow=wf1&status=failed&mode=live&trigger=api&key=k&q=x&error=HTTP%20500%20at%20create"),
+        ("/runs", "workflow=wf1&status=succeeded&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&error=e&duplicates=stopped&limit=10&cursor="),
+        ("/runs/stats", "bucket=hour&since=1767225600000&until=1767312000000&workflow=wf1&status=failed&mode=live&trigger=api&key=k&q=x&error=HTTP%20500%20at%20create&duplicates=stopped"),
         ("/memory/ns", "prefix=a&after=a&limit=10"),
-        ("/runs/export", "format=jsonl&fields=input.a&workflow=wf1&status=failed&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&error=e"),
+        ("/runs/export", "format=jsonl&fields=input.a&workflow=wf1&status=failed&mode=live&trigger=api&key=k&since=0&until=2000000000000&q=x&error=e&duplicates=stopped"),
     ] {
         let documented = query_params(&op("GET", &format!("/api/v1{}", path.replace("/ns", "/{namespace}"))));
         let accepted = accepted_query_fields(&s, path).await;

@@ -84,6 +84,7 @@ pub fn run() {
             commands::runs::dry_run,
             commands::runs::start_run,
             commands::runs::get_run,
+            commands::runs::run_deliveries,
             commands::runs::list_runs,
             commands::runs::export_runs,
             commands::runs::run_stats,

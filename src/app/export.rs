@@ -91,6 +91,9 @@ pub struct ExportParams {
     pub q: Option<String>,
     /// Only runs that failed for this reason (`HTTP 500 at create`).
     pub error: Option<String>,
+    /// `stopped`: only runs that stopped a duplicate delivery.
+    #[param(pattern = "^stopped$")]
+    pub duplicates: Option<String>,
 }
 
 /// The output format.
@@ -206,6 +209,7 @@ pub fn plan(p: &ExportParams) -> AppResult<ExportPlan> {
         until: p.until.clone(),
         q: p.q.clone(),
         error: p.error.clone(),
+        duplicates: p.duplicates.clone(),
         limit: Some(EXPORT_PAGE),
         cursor: None,
     };

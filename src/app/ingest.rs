@@ -20,9 +20,26 @@ pub enum Delivery {
     Duplicate { run_id: String },
 }
 
-fn duplicate(workflow_id: &str, run_id: String) -> Delivery {
+/// A repeat answered with its first delivery's run: counted, logged, and noted on that run
+/// as stopped at the door ([`super::duplicates`]; in memory, kept `window_ms` once written).
+fn duplicate(
+    state: &AppState,
+    workflow_id: &str,
+    run_id: String,
+    now: i64,
+    window_ms: i64,
+) -> Delivery {
     tracing::info!(workflow_id = %workflow_id, run_id = %run_id, "duplicate delivery");
     crate::telemetry::delivery_duplicate();
+    state.duplicates().note(
+        workflow_id,
+        run_id.clone(),
+        super::duplicates::StoppedBy::Door,
+        None,
+        Some(200),
+        now,
+        window_ms,
+    );
     Delivery::Duplicate { run_id }
 }
 
@@ -138,9 +155,10 @@ pub fn cached_duplicate(
     workflow_id: &str,
     key: &str,
     now: i64,
+    window_ms: i64,
 ) -> Option<Delivery> {
     let run_id = state.recent_claims().get(workflow_id, key, now)?;
-    Some(duplicate(workflow_id, run_id))
+    Some(duplicate(state, workflow_id, run_id, now, window_ms))
 }
 
 /// Wait for the flush that covers an in-flight claim naming `run_id`, then answer it as the
@@ -151,6 +169,7 @@ async fn confirm_duplicate(
     key: &str,
     run_id: &str,
     now: i64,
+    window_ms: i64,
 ) -> AppResult<Delivery> {
     let retry = || {
         AppError::unavailable(
@@ -174,7 +193,7 @@ async fn confirm_duplicate(
             state
                 .recent_claims()
                 .insert(workflow_id, key, &c.run_id, c.expires_at);
-            Ok(duplicate(workflow_id, c.run_id))
+            Ok(duplicate(state, workflow_id, c.run_id, now, window_ms))
         }
         _ => Err(retry()),
     }
@@ -208,7 +227,7 @@ pub async fn accept(
                 Ok((ClaimOutcome::Duplicate { run_id: original }, _)) => {
                     // The claim found is durable unless an earlier batch's flush failed and
                     // its undo has not run yet: confirm it after the next flush.
-                    confirm_duplicate(&state, &workflow_id, &key, &original, now).await
+                    confirm_duplicate(&state, &workflow_id, &key, &original, now, window_ms).await
                 }
                 Ok((ClaimOutcome::Claimed, run)) => {
                     state

@@ -47,6 +47,7 @@ pub mod catalog;
 pub mod connections;
 pub mod door_first;
 pub mod drafts;
+pub mod duplicates;
 pub mod error;
 pub mod events;
 pub mod export;
@@ -248,6 +249,8 @@ struct Inner {
     instance_id: String,
     /// Durable webhook claims seen lately (answers repeats without a store read).
     recent_claims: ingest::RecentClaims,
+    /// Duplicates stopped, counted until their next write ([`duplicates`]).
+    duplicates: duplicates::DuplicateLog,
     /// Webhook triggers' configs, parsed once per definition.
     trigger_configs: ingest::TriggerConfigs,
     /// The hosts this server answers to: its bound address and the settings' `allowed_hosts`.
@@ -391,6 +394,10 @@ impl AppState {
     pub fn recent_claims(&self) -> &ingest::RecentClaims {
         &self.0.recent_claims
     }
+    /// Duplicates stopped, counted until their next write.
+    pub fn duplicates(&self) -> &duplicates::DuplicateLog {
+        &self.0.duplicates
+    }
     /// Webhook triggers' configs, parsed once per definition.
     pub fn trigger_configs(&self) -> &ingest::TriggerConfigs {
         &self.0.trigger_configs
@@ -442,6 +449,7 @@ impl AppState {
             settings: RwLock::new(crate::settings::AppSettings::default()),
             instance_id: uuid::Uuid::new_v4().to_string(),
             recent_claims: ingest::RecentClaims::default(),
+            duplicates: Default::default(),
             trigger_configs: ingest::TriggerConfigs::default(),
             hosts: RwLock::new(hosts),
             revisions: std::sync::Mutex::new(settings::Revisions::default()),
@@ -481,6 +489,8 @@ pub struct Background {
     leases: Option<tokio::task::JoinHandle<()>>,
     maintenance: tokio::task::JoinHandle<()>,
     scheduler: tokio::task::JoinHandle<()>,
+    /// Writes the duplicates stopped ([`duplicates::spawn_flusher`]).
+    duplicates: tokio::task::JoinHandle<()>,
 }
 
 impl Background {
@@ -511,6 +521,7 @@ impl Background {
                 shutdown.clone(),
             ),
             maintenance: worker::spawn_maintenance(state.clone(), shutdown.clone()),
+            duplicates: duplicates::spawn_flusher(state.clone(), shutdown.clone()),
             scheduler: scheduler::spawn(state.clone(), shutdown),
         })
     }
@@ -528,6 +539,7 @@ impl Background {
         }
         self.maintenance.abort();
         let _ = self.maintenance.await;
+        let _ = self.duplicates.await;
         if let Err(e) = self.store.flush().await {
             tracing::error!(error = %e, "flushing the store at shutdown failed");
         }

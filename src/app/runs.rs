@@ -56,6 +56,7 @@ pub async fn execute_now(
     .map_err(|_| AppError::new(ErrorKind::Internal, "internal", "the run task failed"))?
     .and_then(|done| done)
     .map_err(AppError::store)
+    .inspect(|done| state.duplicates().note_run(done))
 }
 
 /// Query parameters of `GET /api/v1/runs`. An empty value is no filter.
@@ -87,6 +88,10 @@ pub struct RunsParams {
     /// Only runs that failed for this reason, as `GET /runs/stats` groups them
     /// (`HTTP 500 at create`, `template_error at boom`).
     pub error: Option<String>,
+    /// `stopped`: only runs that stopped at least one duplicate delivery (at the door, by a
+    /// Memory claim or by the app's dedupe; `GET /runs/{id}/deliveries`).
+    #[param(pattern = "^stopped$")]
+    pub duplicates: Option<String>,
     /// Runs per page: 1..=500, default 50.
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<usize>,
@@ -203,11 +208,58 @@ impl RunsParams {
 }
 
 /// A page of run summaries for `params` (newest first), each failed run that a later run of
-/// its lineage fixed naming it in `fixed_by` ([`fixed_by`]).
+/// its lineage fixed naming it in `fixed_by` ([`fixed_by`]) and each run that stopped
+/// duplicates counting them in `duplicates_stopped` ([`super::duplicates`]). With
+/// `duplicates=stopped` only such runs are listed: the store's pages are read until `limit`
+/// of them are found or [`DUPLICATES_FILTER_PAGES`] pages were read (a page may then hold
+/// fewer, with a `next_cursor`).
 pub async fn list(state: &AppState, params: &RunsParams) -> AppResult<crate::store::RunPage> {
-    let q = params.to_query()?;
+    let mut q = params.to_query()?;
+    let only_stopped = match params.duplicates.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some("stopped") => Some(super::duplicates::run_ids(state, q.workflow.as_deref()).await?),
+        Some(v) => {
+            return Err(AppError::bad_request(
+                "invalid_parameter",
+                format!(
+                    "`duplicates`: `{}` is not `stopped`",
+                    truncate_for_message(v)
+                ),
+            ))
+        }
+    };
     let mut page = state.store().list_runs(&q).await.map_err(AppError::store)?;
+    if let Some(ids) = only_stopped {
+        let mut runs = Vec::new();
+        let mut read = 1;
+        loop {
+            runs.extend(page.runs.drain(..).filter(|r| ids.contains(&r.id)));
+            match page.next_cursor.take() {
+                Some(c)
+                    if runs.len() < q.limit
+                        && read < DUPLICATES_FILTER_PAGES
+                        && !ids.is_empty() =>
+                {
+                    q.cursor = Some(c);
+                    page = state.store().list_runs(&q).await.map_err(AppError::store)?;
+                    read += 1;
+                }
+                next => {
+                    page.next_cursor = next;
+                    break;
+                }
+            }
+        }
+        if runs.len() > q.limit {
+            runs.truncate(q.limit);
+            page.next_cursor = runs.last().map(|r| format!("{}:{}", r.created_at.0, r.id));
+        }
+        page.runs = runs;
+    }
+    let ids: Vec<&str> = page.runs.iter().map(|r| r.id.as_str()).collect();
+    let counts = super::duplicates::counts(state, &ids).await?;
     for s in &mut page.runs {
+        s.duplicates_stopped = counts.get(&s.id).copied().unwrap_or(0);
         if !s.resumed_by.is_empty() || !s.replayed_by.is_empty() {
             s.fixed_by =
                 fixed_by_links(state, s.status, s.mode, &s.resumed_by, &s.replayed_by).await?;
@@ -215,6 +267,29 @@ pub async fn list(state: &AppState, params: &RunsParams) -> AppResult<crate::sto
     }
     Ok(page)
 }
+
+/// The runs a `duplicates` filter keeps: `None` without one, the ids of runs that stopped a
+/// duplicate (of `workflow`, when given) for `stopped`, else `400 invalid_parameter`.
+pub async fn only_stopped(
+    state: &AppState,
+    duplicates: Option<&str>,
+    workflow: Option<&str>,
+) -> AppResult<Option<std::collections::HashSet<String>>> {
+    match duplicates.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some("stopped") => Ok(Some(super::duplicates::run_ids(state, workflow).await?)),
+        Some(v) => Err(AppError::bad_request(
+            "invalid_parameter",
+            format!(
+                "`duplicates`: `{}` is not `stopped`",
+                truncate_for_message(v)
+            ),
+        )),
+    }
+}
+
+/// Most store pages one `duplicates=stopped` listing reads.
+pub const DUPLICATES_FILTER_PAGES: usize = 20;
 
 /// A run by id, or `404 run_not_found`.
 pub async fn load_run(state: &AppState, id: &str) -> AppResult<RunRecord> {
@@ -224,6 +299,13 @@ pub async fn load_run(state: &AppState, id: &str) -> AppResult<RunRecord> {
         .await
         .map_err(AppError::store)?
         .ok_or_else(|| AppError::not_found("run_not_found", format!("no run `{id}`")))
+}
+
+/// A run's deliveries: the first (the run) and every duplicate of it stopped, or `404
+/// run_not_found`.
+pub async fn deliveries(state: &AppState, id: &str) -> AppResult<super::duplicates::Deliveries> {
+    let run = load_run(state, id).await?;
+    super::duplicates::deliveries(state, &run).await
 }
 
 /// The problem of a resume that cannot start.
@@ -405,6 +487,9 @@ pub struct StatsParams {
     pub q: Option<String>,
     /// Only runs that failed for this reason (a `failures[].reason`).
     pub error: Option<String>,
+    /// `stopped`: only runs that stopped a duplicate delivery (as in the list).
+    #[param(pattern = "^stopped$")]
+    pub duplicates: Option<String>,
 }
 
 /// Most runs one `GET /runs/stats` reads when its filters include `key`, `q` or `error` (the
@@ -463,8 +548,10 @@ fn percentiles(h: &crate::store::DurationHistogram) -> Value {
 /// the same per step of that workflow over the steps the finished runs executed
 /// ([`crate::store::RunSummary::step_durations`]; steps reused by a resume are not counted
 /// again), in the order of the workflow file, then steps it no longer has by id; `failures` groups failed runs by
-/// [`crate::store::RunSummary::failure_reason`], most first (at most 20). Without `since` the
-/// range starts at the oldest matching run ("all time").
+/// [`crate::store::RunSummary::failure_reason`], most first (at most 20); `duplicates` the
+/// duplicate deliveries stopped in the range, `{total, buckets: [{start, count}], complete}`
+/// in the same bars, filtered by `workflow` only ([`super::duplicates::over_time`]). Without
+/// `since` the range starts at the oldest matching run ("all time").
 ///
 /// Filters over `workflow`, `status`, `mode`, `trigger`, `since` and `until` are answered from
 /// the store's count aggregates ([`crate::store::RunStore::count_runs`]) without reading runs,
@@ -493,10 +580,12 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
         until: p.until.clone(),
         q: p.q.clone(),
         error: p.error.clone(),
+        duplicates: p.duplicates.clone(),
         limit: Some(500),
         cursor: None,
     };
     let mut query = list.to_query()?;
+    let only = only_stopped(state, list.duplicates.as_deref(), query.workflow.as_deref()).await?;
     let now = state.clock().now_ms();
     let until = query.until.unwrap_or(now.saturating_add(1));
     query.until = Some(until);
@@ -516,7 +605,7 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
             }
         }
     }
-    if query.key.is_none() && query.q.is_none() && query.error.is_none() {
+    if query.key.is_none() && query.q.is_none() && query.error.is_none() && only.is_none() {
         return stats_from_counts(state, &query, until, fixed_bucket).await;
     }
 
@@ -531,6 +620,9 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
             .await
             .map_err(AppError::store)?;
         for s in &page.runs {
+            if only.as_ref().is_some_and(|ids| !ids.contains(&s.id)) {
+                continue;
+            }
             seen.push((s.created_at.0, s.status));
             // Totals, durations and failures over the whole range (one bucket); step
             // durations when one workflow is asked for.
@@ -576,9 +668,38 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
         }
     }
     let order = step_order(state, query.workflow.as_deref());
+    let dups = duplicates_json(
+        state,
+        query.workflow.as_deref(),
+        since,
+        until,
+        bucket_ms,
+        drawn_since,
+    )
+    .await?;
     Ok(stats_json(
-        bucket_ms, since, until, counted, complete, &order,
+        bucket_ms, since, until, counted, complete, &order, dups,
     ))
+}
+
+/// The `duplicates` member of `GET /runs/stats`: `{total, buckets: [{start, count}],
+/// complete}`, the duplicates stopped in the range by the time they were stopped, of the
+/// `workflow` filter only (the other filters are about runs).
+async fn duplicates_json(
+    state: &AppState,
+    workflow: Option<&str>,
+    since: i64,
+    until: i64,
+    bucket_ms: i64,
+    drawn_since: i64,
+) -> AppResult<Value> {
+    let (total, bars, complete) =
+        super::duplicates::over_time(state, workflow, since, until, bucket_ms, drawn_since).await?;
+    let buckets: Vec<Value> = bars
+        .into_iter()
+        .map(|(start, count)| json!({"start": crate::clock::rfc3339(start), "count": count}))
+        .collect();
+    Ok(json!({"total": total, "buckets": buckets, "complete": complete}))
 }
 
 /// The step ids of `workflow` in the order of its file (empty without one, or for a workflow
@@ -666,7 +787,18 @@ async fn stats_from_counts(
             .map_err(AppError::store)?
     };
     let order = step_order(state, query.workflow.as_deref());
-    Ok(stats_json(bucket_ms, since, until, counted, true, &order))
+    let dups = duplicates_json(
+        state,
+        query.workflow.as_deref(),
+        since,
+        until,
+        bucket_ms,
+        drawn_since,
+    )
+    .await?;
+    Ok(stats_json(
+        bucket_ms, since, until, counted, true, &order, dups,
+    ))
 }
 
 /// The JSON of `GET /runs/stats` ([`stats_for`]); `step_order`: the workflow's step ids in
@@ -678,6 +810,7 @@ fn stats_json(
     counted: crate::store::RunCounts,
     complete: bool,
     step_order: &[String],
+    duplicates: Value,
 ) -> Value {
     let total = counted.total();
     let buckets: Vec<crate::store::StatsBucket> = counted
@@ -724,6 +857,7 @@ fn stats_json(
             .into_iter()
             .map(|(reason, count)| json!({"reason": reason, "count": count}))
             .collect::<Vec<_>>(),
+        "duplicates": duplicates,
     })
 }
 
@@ -814,6 +948,9 @@ pub struct RunFilter {
     pub q: Option<String>,
     /// Only runs that failed for this reason (`HTTP 500 at create`, see `GET /runs/stats`).
     pub error: Option<String>,
+    /// `stopped`: only runs that stopped a duplicate delivery.
+    #[schema(pattern = "^stopped$")]
+    pub duplicates: Option<String>,
 }
 
 /// The request of a bulk action and of its preview.
@@ -917,6 +1054,7 @@ impl RunFilter {
             until: instant_value("until", &self.until)?,
             q: self.q.clone(),
             error: self.error.clone(),
+            duplicates: self.duplicates.clone(),
             limit: Some(500),
             cursor: None,
         })
@@ -929,7 +1067,14 @@ async fn failed_matching(
     state: &AppState,
     filter: &RunFilter,
 ) -> AppResult<Vec<crate::store::RunSummary>> {
-    let base = filter.to_params()?.to_query()?;
+    let params = filter.to_params()?;
+    let base = params.to_query()?;
+    let only = only_stopped(
+        state,
+        params.duplicates.as_deref(),
+        base.workflow.as_deref(),
+    )
+    .await?;
     let statuses: Vec<RunStatus> = match base.status {
         Some(s) if crate::runtime::resume::is_resumable(s) => vec![s],
         Some(_) => Vec::new(),
@@ -947,7 +1092,11 @@ async fn failed_matching(
         };
         loop {
             let page = state.store().list_runs(&q).await.map_err(AppError::store)?;
-            out.extend(page.runs);
+            out.extend(
+                page.runs
+                    .into_iter()
+                    .filter(|r| only.as_ref().is_none_or(|ids| ids.contains(&r.id))),
+            );
             if out.len() > BULK_MAX_RUNS {
                 return Err(AppError::new(
                     ErrorKind::Unprocessable,

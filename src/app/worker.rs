@@ -558,6 +558,7 @@ async fn execute_in_span(state: &AppState, wf: &crate::workflow::Compiled, run: 
     let work = async {
         match state.engine().execute(wf, run).await {
             Ok(done) => {
+                state.duplicates().note_run(&done);
                 if done.status != RunStatus::Succeeded {
                     span_for_status.record("otel.status_code", "ERROR");
                 }

@@ -133,9 +133,10 @@ async fn deliver(
     // its signed body only: the signature does not cover headers, so a captured delivery
     // replayed with another key header must not claim that key.
     let signed = config.signing_secret.is_some();
+    let window_ms = (config.dedupe_window_s as i64).saturating_mul(1000);
     let header_key = if signed { None } else { header_key(&headers)? };
     if let Some(k) = &header_key {
-        if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now) {
+        if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now, window_ms) {
             return Ok(delivery_answer(d));
         }
     }
@@ -152,7 +153,7 @@ async fn deliver(
                 _ => template_key(config, &input, &env())?,
             };
             if let Some(k) = &k {
-                if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now) {
+                if let Some(d) = ingest::cached_duplicate(&state, &workflow_id, k, now, window_ms) {
                     return Ok(delivery_answer(d));
                 }
             }
@@ -166,7 +167,6 @@ async fn deliver(
     // In a task of its own: a sender that disconnects (its timeout) must not cancel the
     // delivery between the claim and the queue push, which would leave the key claimed for a
     // run that never executes (its retry would be answered as a duplicate of it).
-    let window_ms = (config.dedupe_window_s as i64).saturating_mul(1000);
     let delivery = tokio::spawn(tracing::Instrument::in_current_span(ingest::accept(
         state,
         workflow_id,

@@ -102,7 +102,13 @@ pub async fn begin(
             "idempotency_in_progress",
             format!("a request with Idempotency-Key `{key}` is still being processed; retry later"),
         )),
-        ApiBegin::Replay { status, body } => Ok(Begin::Replay(stored_response(status, body, true))),
+        ApiBegin::Replay { status, body } => {
+            // A repeat that started a run is a duplicate stopped: listed on that run.
+            state
+                .duplicates()
+                .note_api_replay(status, &body, now, API_KEY_TTL_MS);
+            Ok(Begin::Replay(stored_response(status, body, true)))
+        }
     }
 }
 

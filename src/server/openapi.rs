@@ -450,6 +450,28 @@ pub struct RunStats {
     pub steps: Vec<DurationPercentiles>,
     /// Failed runs grouped by reason, most first (at most 20).
     pub failures: Vec<FailureGroup>,
+    /// Duplicate deliveries stopped in the range, in the same bars (the `workflow` filter
+    /// applies; the run filters do not).
+    pub duplicates: DuplicatesStopped,
+}
+
+/// Duplicates stopped over time (`RunStats::duplicates`).
+#[derive(ToSchema)]
+pub struct DuplicatesStopped {
+    /// Stopped in the range.
+    pub total: u64,
+    /// Bars that have some, oldest first.
+    pub buckets: Vec<DuplicatesBucket>,
+    /// `false` when more than 100,000 records were read: the figures cover the oldest.
+    pub complete: bool,
+}
+
+/// Duplicates stopped in one bar.
+#[derive(ToSchema)]
+pub struct DuplicatesBucket {
+    /// Bar start.
+    pub start: Timestamp,
+    pub count: u64,
 }
 
 /// Nearest-rank percentiles of run (or step) durations in milliseconds: exact under 128 ms,

@@ -21,10 +21,10 @@ use super::idempotency::{self, Begin};
 use super::openapi as doc;
 use crate::app::export::{self as export_of, ExportParams};
 use crate::app::runs::{
-    execute_now, list, load_run, new_live_run, preview_bulk as preview_bulk_of,
-    preview_replay as preview_replay_of, preview_resume as preview_resume_of, queue_run,
-    replay_plan, replay_run, resume_problem, resume_run, runnable, start_bulk, stats_for,
-    BulkRequest, BulkSummary, RunsParams, StatsParams,
+    deliveries as deliveries_of, execute_now, list, load_run, new_live_run,
+    preview_bulk as preview_bulk_of, preview_replay as preview_replay_of,
+    preview_resume as preview_resume_of, queue_run, replay_plan, replay_run, resume_problem,
+    resume_run, runnable, start_bulk, stats_for, BulkRequest, BulkSummary, RunsParams, StatsParams,
 };
 use crate::app::AppState;
 use crate::run::{RunRecord, Trigger};
@@ -39,6 +39,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(stats))
         .routes(routes!(export))
         .routes(routes!(get_run))
+        .routes(routes!(deliveries))
         .routes(routes!(replay))
         .routes(routes!(preview_replay))
         .routes(routes!(resume))
@@ -297,6 +298,36 @@ async fn get_run(
         .map_err(ApiError::store)?
         .map(Json)
         .ok_or_else(|| ApiError::not_found("run_not_found", format!("no run `{id}`")))
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/deliveries",
+    tag = "runs",
+    summary = "A run's deliveries: the first, and every duplicate stopped",
+    description = "The delivery that started the run (its time, trigger, key and answer), \
+        then each record of duplicates of it that Fluxo stopped, oldest first: at the door (a \
+        webhook repeat answered `200 duplicate: true`), by a Memory claim (listed on the run \
+        holding the claim, naming the run it stopped), or by the app's own dedupe (a native \
+        key, an upsert, a conflict read as exists, a find). A record counts the deliveries \
+        stopped the same way within about a second (`count`, `first_at`, `last_at`). At most \
+        200 records are listed (the newest); `duplicates_stopped` sums them all. Records are \
+        kept for the trigger's dedupe window (door) or 30 days.",
+    params(("id" = String, Path, description = "The run id.")),
+    responses(
+        (status = 200, description = "The deliveries.", body = crate::app::duplicates::Deliveries),
+        (status = 404, description = "`run_not_found`.", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: a store failure.", body = Problem,
+            content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    ),
+)]
+async fn deliveries(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<crate::app::duplicates::Deliveries>> {
+    Ok(Json(deliveries_of(&state, &id).await?))
 }
 
 /// The body of a replay.

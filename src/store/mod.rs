@@ -278,6 +278,10 @@ pub trait MemoryStore: Send + Sync {
 // Runs
 // ---------------------------------------------------------------------------------------------
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The list view of a run: everything but input, steps and snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunSummary {
@@ -310,6 +314,11 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub fixed_by: Option<String>,
+    /// Duplicate deliveries of this run's event that were stopped (at the door, by a Memory
+    /// claim, by the app's own dedupe: `app::duplicates`). Computed when a listing is answered
+    /// (`app::runs::list`), never stored; absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicates_stopped: u64,
     /// The lineage's root run id ([`RunRecord::root`]).
     #[serde(default)]
     #[schema(required = true)]
@@ -396,6 +405,7 @@ impl From<&RunRecord> for RunSummary {
             resumed_by: r.resumed_by.clone(),
             replayed_by: r.replayed_by.clone(),
             fixed_by: None,
+            duplicates_stopped: 0,
             root_run_id: r.root().to_string(),
             parent_run: r.parent_run.clone(),
             created_at: r.created_at,

@@ -296,7 +296,9 @@ test.describe.serial('run history, replay, memory and settings', () => {
     for (const box of await page.getByTestId('run-select').all()) await box.check();
     await expect(page.getByTestId('selected-count')).toHaveText(`${n} run${n === 1 ? '' : 's'} selected`);
     await page.getByTestId('bulk-replay').click();
-    await page.getByTestId('confirm-ok').click();
+    // Each is previewed first (the same dry walk as a single replay), then replayed live.
+    await expect(page.getByTestId('bulk-replay-summary')).toHaveAttribute('data-state', 'ready');
+    await page.getByTestId('bulk-replay-confirm').click();
     const progress = page.getByTestId('bulk-progress');
     await expect(progress).toHaveAttribute('data-running', 'false', { timeout: 30_000 });
     await expect(progress).toHaveAttribute('data-done', String(n));

@@ -50,6 +50,15 @@ pub async fn get_run(state: State<'_, AppState>, id: String) -> IpcResult<RunRec
     Ok(runs::load_run(&state, &id).await?)
 }
 
+/// A run's deliveries: the first and every duplicate stopped.
+#[tauri::command]
+pub async fn run_deliveries(
+    state: State<'_, AppState>,
+    id: String,
+) -> IpcResult<fluxo::app::duplicates::Deliveries> {
+    Ok(runs::deliveries(&state, &id).await?)
+}
+
 /// An instant as the UI sends it: RFC 3339 text or unix milliseconds.
 fn instant_text(v: Option<Value>) -> Option<String> {
     match v {
@@ -71,6 +80,8 @@ pub struct RunQueryArgs {
     q: Option<String>,
     /// Only runs that failed for this reason (a `failures[].reason` of the stats).
     error: Option<String>,
+    /// `stopped`: only runs that stopped a duplicate delivery.
+    duplicates: Option<String>,
     since: Option<Value>,
     until: Option<Value>,
     limit: Option<usize>,
@@ -94,6 +105,7 @@ pub async fn list_runs(
         until: instant_text(a.until),
         q: a.q,
         error: a.error,
+        duplicates: a.duplicates,
         limit: a.limit,
         cursor: a.cursor,
     };
@@ -125,6 +137,7 @@ pub async fn export_runs(
         until: instant_text(a.until),
         q: a.q,
         error: a.error,
+        duplicates: a.duplicates,
     };
     let plan = export::plan(&params)?;
     let dir = export::default_dir(&state);
@@ -146,6 +159,8 @@ pub struct RunStatsArgs {
     key: Option<String>,
     q: Option<String>,
     error: Option<String>,
+    /// `stopped`: only runs that stopped a duplicate delivery.
+    duplicates: Option<String>,
 }
 
 /// Counts of runs by status per time bucket for the list's filters, with the total, duration
@@ -167,6 +182,7 @@ pub async fn run_stats(
         key: a.key,
         q: a.q,
         error: a.error,
+        duplicates: a.duplicates,
     };
     Ok(runs::stats_for(&state, &params).await?)
 }

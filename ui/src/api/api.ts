@@ -3,6 +3,7 @@ import type {
   AppSettings,
   BulkSummary,
   CheckReport,
+  Deliveries,
   Draft,
   DraftSaved,
   MemoryEntry,
@@ -56,6 +57,8 @@ export interface RunQuery {
   q?: string;
   /** Failure reason, as `GET /runs/stats` groups them (`HTTP 500 at create`). */
   error?: string;
+  /** `stopped`: only runs that stopped a duplicate delivery. */
+  duplicates?: 'stopped' | '';
   since?: string | number;
   until?: string | number;
   /** 1..=500, default 50. */
@@ -186,6 +189,8 @@ export interface Api {
   /** Queue a live run and answer at once with the queued record. */
   startRun(id: string, input: unknown): Promise<RunRecord>;
   getRun(id: string): Promise<RunRecord>;
+  /** A run's deliveries: the one that started it and every duplicate of it Fluxo stopped. */
+  runDeliveries(id: string): Promise<Deliveries>;
   /**
    * The re-run safety check (`fluxo check`) with `event`: the same event twice, a timeout after
    * a write, a new id, a forced failure with compensation, a replay; against a throw-away

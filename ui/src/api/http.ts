@@ -6,6 +6,7 @@ import type {
   AppSettings,
   BulkSummary,
   CheckReport,
+  Deliveries,
   Draft,
   DraftSaved,
   MemoryEntry,
@@ -157,6 +158,9 @@ export class HttpApi implements Api {
   getRun(id: string): Promise<RunRecord> {
     // The input may be shown, edited and sent back (replay with edited input): lossless.
     return this.request('GET', `/runs/${encodeURIComponent(id)}`);
+  }
+  runDeliveries(id: string): Promise<Deliveries> {
+    return this.request('GET', `/runs/${encodeURIComponent(id)}/deliveries`);
   }
   checkWorkflow(id: string, event: unknown, options: CheckOptions = {}): Promise<CheckReport> {
     const body: Record<string, unknown> = { event };

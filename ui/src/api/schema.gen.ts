@@ -527,6 +527,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A run's deliveries: the first, and every duplicate stopped
+         * @description The delivery that started the run (its time, trigger, key and answer), then each record of duplicates of it that Fluxo stopped, oldest first: at the door (a webhook repeat answered `200 duplicate: true`), by a Memory claim (listed on the run holding the claim, naming the run it stopped), or by the app's own dedupe (a native key, an upsert, a conflict read as exists, a find). A record counts the deliveries stopped the same way within about a second (`count`, `first_at`, `last_at`). At most 200 records are listed (the newest); `duplicates_stopped` sums them all. Records are kept for the trigger's dedupe window (door) or 30 days.
+         */
+        get: operations["deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/runs/{id}/replay": {
         parameters: {
             query?: never;
@@ -1186,6 +1206,21 @@ export interface components {
             /** @description Always true (a missing key is a 404). */
             deleted: boolean;
         };
+        /**
+         * @description A run's deliveries (`GET /api/v1/runs/{id}/deliveries`): the first (the run itself), then
+         *     each record of duplicates stopped, oldest first.
+         */
+        Deliveries: {
+            run_id: string;
+            /** @description How the run started and when: the first delivery. */
+            first: components["schemas"]["FirstDelivery"];
+            /**
+             * Format: int64
+             * @description Every duplicate stopped, summed over `stopped` (which lists at most 200 records).
+             */
+            duplicates_stopped: number;
+            stopped: components["schemas"]["Stopped"][];
+        };
         /** @description What a kind is, for the palette and the catalog. */
         Descriptor: {
             kind: string;
@@ -1249,6 +1284,25 @@ export interface components {
             input?: unknown;
             /** @description Dry-run this definition instead of the saved one (the editor's unsaved canvas). */
             workflow?: unknown;
+        };
+        /** @description Duplicates stopped in one bar. */
+        DuplicatesBucket: {
+            /** @description Bar start. */
+            start: components["schemas"]["Timestamp"];
+            /** Format: int64 */
+            count: number;
+        };
+        /** @description Duplicates stopped over time (`RunStats::duplicates`). */
+        DuplicatesStopped: {
+            /**
+             * Format: int64
+             * @description Stopped in the range.
+             */
+            total: number;
+            /** @description Bars that have some, oldest first. */
+            buckets: components["schemas"]["DuplicatesBucket"][];
+            /** @description `false` when more than 100,000 records were read: the figures cover the oldest. */
+            complete: boolean;
         };
         /**
          * @description Nearest-rank percentiles of run (or step) durations in milliseconds: exact under 128 ms,
@@ -1339,6 +1393,18 @@ export interface components {
             /** @description The field: `cron`, `timezone`. */
             path: string;
             message: string;
+        };
+        /** @description The delivery that started a run. */
+        FirstDelivery: {
+            at: components["schemas"]["Timestamp"];
+            trigger: components["schemas"]["Trigger"];
+            /** @description The key it was deduped on (the webhook's `Idempotency-Key` or event id, the API's key). */
+            key?: string;
+            /**
+             * Format: int32
+             * @description The HTTP status a webhook sender was answered: `202`.
+             */
+            answer?: number;
         };
         /** @description `GET /healthz` and `GET /readyz`. */
         Health: {
@@ -1600,6 +1666,8 @@ export interface components {
             q?: string | null;
             /** @description Only runs that failed for this reason (`HTTP 500 at create`, see `GET /runs/stats`). */
             error?: string | null;
+            /** @description `stopped`: only runs that stopped a duplicate delivery. */
+            duplicates?: string | null;
         };
         /**
          * @description One page of runs, newest first. A page may hold fewer than `limit` runs and still have a
@@ -1741,6 +1809,11 @@ export interface components {
             steps: components["schemas"]["DurationPercentiles"][];
             /** @description Failed runs grouped by reason, most first (at most 20). */
             failures: components["schemas"]["FailureGroup"][];
+            /**
+             * @description Duplicate deliveries stopped in the range, in the same bars (the `workflow` filter
+             *     applies; the run filters do not).
+             */
+            duplicates: components["schemas"]["DuplicatesStopped"];
         };
         /**
          * @description Run lifecycle (SPEC §4). `queued` and `running` are the only non-final states.
@@ -1775,6 +1848,13 @@ export interface components {
              *     answered (`app::runs::list`), never stored.
              */
             fixed_by?: string;
+            /**
+             * Format: int64
+             * @description Duplicate deliveries of this run's event that were stopped (at the door, by a Memory
+             *     claim, by the app's own dedupe: `app::duplicates`). Computed when a listing is answered
+             *     (`app::runs::list`), never stored; absent when none.
+             */
+            duplicates_stopped?: number;
             /** @description The lineage's root run id ([`RunRecord::root`]). */
             root_run_id: string;
             /** @description The run whose `fan_out` started this one. */
@@ -1918,6 +1998,44 @@ export interface components {
          * @enum {string}
          */
         StepStatus: "running" | "succeeded" | "failed" | "fallback";
+        /** @description One record: `count` duplicates stopped the same way between `first_at` and `last_at`. */
+        Stopped: components["schemas"]["StoppedBy"] & {
+            /** @description The run that holds the effect (the one the record is listed on). */
+            run_id: string;
+            workflow_id: string;
+            /**
+             * Format: int64
+             * @description How many deliveries this record counts (≥ 1).
+             */
+            count: number;
+            /** @description The first and last of them. */
+            first_at: components["schemas"]["Timestamp"];
+            last_at: components["schemas"]["Timestamp"];
+            /**
+             * Format: int32
+             * @description The HTTP status the sender was answered (`200` for the door's repeat).
+             */
+            answer?: number;
+            /** @description The run the duplicate started and that stopped (a Memory claim's loser). */
+            stopped_run?: string;
+        };
+        /** @description Where a duplicate was stopped. */
+        StoppedBy: {
+            /** @enum {string} */
+            by: "door";
+        } | {
+            /** @enum {string} */
+            by: "run_api";
+        } | {
+            step_id: string;
+            /** @enum {string} */
+            by: "memory_claim";
+        } | {
+            step_id: string;
+            strategy: string;
+            /** @enum {string} */
+            by: "app";
+        };
         /** @description A built-in workflow template. */
         Template: {
             id: string;
@@ -4106,6 +4224,11 @@ export interface operations {
                  *     (`HTTP 500 at create`, `template_error at boom`).
                  */
                 error?: string;
+                /**
+                 * @description `stopped`: only runs that stopped at least one duplicate delivery (at the door, by a
+                 *     Memory claim or by the app's dedupe; `GET /runs/{id}/deliveries`).
+                 */
+                duplicates?: string;
                 /** @description Runs per page: 1..=500, default 50. */
                 limit?: number;
                 /**
@@ -4206,6 +4329,8 @@ export interface operations {
                 q?: string;
                 /** @description Only runs that failed for this reason (a `failures[].reason`). */
                 error?: string;
+                /** @description `stopped`: only runs that stopped a duplicate delivery (as in the list). */
+                duplicates?: string;
             };
             header?: never;
             path?: never;
@@ -4301,6 +4426,8 @@ export interface operations {
                 q?: string;
                 /** @description Only runs that failed for this reason (`HTTP 500 at create`). */
                 error?: string;
+                /** @description `stopped`: only runs that stopped a duplicate delivery. */
+                duplicates?: string;
             };
             header?: never;
             path?: never;
@@ -4388,6 +4515,76 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunRecord"];
+                };
+            };
+            /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `run_not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `misdirected_request`: the `Host` is not one of this server's names (its bound address, `localhost`, `127.0.0.1` or `[::1]` with its port, or the settings' `allowed_hosts`): a DNS-rebinding defence. (A missing, doubled or malformed `Host` is `400 invalid_host`.) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `too_many_auth_failures`: 20 wrong tokens in a row came from this client address; its requests are refused until `Retry-After` (10 s, doubling with each further wrong token up to 300 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a store failure. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The run id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deliveries"];
                 };
             };
             /** @description `unauthorized`: no `Authorization: Bearer <token>` header, or the wrong token. */

@@ -7,6 +7,7 @@ import type {
   AppSettings,
   BulkSummary,
   CheckReport,
+  Deliveries,
   Draft,
   DraftSaved,
   MemoryEntry,
@@ -70,6 +71,7 @@ import type { Workflow } from '../store/workflowFile';
  * | `dry_run` | `{id, input, workflow?}` | `RunRecord` |
  * | `start_run` | `{id, input}` | the queued `RunRecord` |
  * | `get_run` | `{id}` | `RunRecord` |
+ * | `run_deliveries` | `{id}` | `Deliveries` (as `GET /runs/{id}/deliveries`) |
  * | `check_workflow` | `{id, event, idPaths, workflow}` (`idPaths`/`workflow` may be null) | `CheckReport` |
  * | `step_kinds` / `templates` / `sample_payloads` | – | arrays |
  * | `list_schedules` | – | `ScheduledWorkflow[]` (as `GET /schedules`) |
@@ -181,6 +183,9 @@ export class TauriApi implements Api {
   }
   getRun(id: string): Promise<RunRecord> {
     return this.call('get_run', { id });
+  }
+  runDeliveries(id: string): Promise<Deliveries> {
+    return this.call('run_deliveries', { id });
   }
   checkWorkflow(id: string, event: unknown, options: CheckOptions = {}): Promise<CheckReport> {
     return this.call('check_workflow', {

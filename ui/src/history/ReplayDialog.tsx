@@ -1,9 +1,9 @@
 import { Play } from 'lucide-react';
 import { useEffect, useMemo, useState } from 'react';
-import { hasRoundedInteger, parseJson, stringifyJson, type Mode, type RunPreview } from '../api';
+import { hasRoundedInteger, parseJson, stringifyJson, type Mode, type PreviewWarning } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
-import { predict, useReplayDialog } from './replay';
+import { forecastReplay, useReplayDialog, type Prediction, type ReplayForecast } from './replay';
 import { useResumeDialog } from './resume';
 import { PreviewWarnings } from './ResumeDialog';
 import { summaryOf, useHistory } from './store';
@@ -124,6 +124,22 @@ function InputEditor({ runId, onEdited }: { runId: string; onEdited(text: string
   );
 }
 
+/** The facts behind a replay prediction, one per line, and the preview's warnings (shared by the single and the bulk replay). */
+export function PredictionLines({ prediction, warnings }: { prediction: Prediction; warnings: PreviewWarning[] }) {
+  return (
+    <>
+      <ul className="fx-prediction-lines">
+        {prediction.lines.map((l, i) => (
+          <li key={i} className={`is-${l.tone}`}>
+            {l.text}
+          </li>
+        ))}
+      </ul>
+      <PreviewWarnings warnings={warnings} testId="replay-warning" />
+    </>
+  );
+}
+
 /**
  * Replay a run: live or dry, current or original version, on the original input or a corrected
  * one. Before a live replay, the replay preview (a dry walk, never stored) predicts what it will
@@ -138,7 +154,7 @@ export function ReplayDialog() {
   const [version, setVersion] = useState<Version>('current');
   const [editing, setEditing] = useState(false);
   const [edit, setEdit] = useState<{ text: string | null; invalid: boolean }>({ text: null, invalid: false });
-  const [pred, setPred] = useState<{ loading: boolean; preview?: RunPreview; error?: string } | null>(null);
+  const [pred, setPred] = useState<{ loading: boolean; forecast?: ReplayForecast; error?: string } | null>(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const editedText = useDebounced(editing ? edit.text : null, 400);
@@ -162,10 +178,8 @@ export function ReplayDialog() {
     let live = true;
     setPred({ loading: true });
     const input = editedText === null ? undefined : parseJson(editedText);
-    useEditor
-      .getState()
-      .api!.previewReplay(target.id, { version, input })
-      .then((preview) => live && setPred({ loading: false, preview }))
+    forecastReplay(useEditor.getState().api!, target.id, { version, input })
+      .then((forecast) => live && setPred({ loading: false, forecast }))
       .catch((e: Error) => live && setPred({ loading: false, error: e.message }));
     return () => {
       live = false;
@@ -182,10 +196,11 @@ export function ReplayDialog() {
   if (!target) return null;
   const edited = editing && edit.text !== null;
   const invalid = editing && edit.invalid;
-  const result = pred?.preview ? predict(pred.preview.run, pred.preview.calls) : null;
-  const ownClaim = pred?.preview?.warnings.filter((w) => w.code === 'own_claim') ?? [];
-  const otherWarnings = pred?.preview?.warnings.filter((w) => w.code !== 'own_claim') ?? [];
-  const resumeInstead = !!pred?.preview?.resume_instead;
+  const preview = pred?.forecast?.preview;
+  const result = pred?.forecast?.prediction ?? null;
+  const ownClaim = preview?.warnings.filter((w) => w.code === 'own_claim') ?? [];
+  const otherWarnings = preview?.warnings.filter((w) => w.code !== 'own_claim') ?? [];
+  const resumeInstead = !!preview?.resume_instead;
 
   const start = async () => {
     setBusy(true);
@@ -282,14 +297,7 @@ export function ReplayDialog() {
                 <div className={`fx-prediction-headline ${result.status === 'succeeded' ? '' : 'is-bad'}`} data-testid="replay-preview-headline">
                   {result.headline}
                 </div>
-                <ul className="fx-prediction-lines">
-                  {result.lines.map((l, i) => (
-                    <li key={i} className={`is-${l.tone}`}>
-                      {l.text}
-                    </li>
-                  ))}
-                </ul>
-                <PreviewWarnings warnings={otherWarnings} testId="replay-warning" />
+                <PredictionLines prediction={result} warnings={otherWarnings} />
               </>
             )}
           </div>

@@ -5,9 +5,11 @@ import { recordedWorkflow } from '../store/workflowFile';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { formatMs } from '../app/format';
+import { Deliveries } from './Deliveries';
 import { JsonView } from './JsonView';
 import { onRunEvent } from './events';
-import { formatClock, formatTime } from './format';
+import { dryRunLabel, formatClock, formatTime } from './format';
+import { learnRunName } from './names';
 import { useReplayDialog } from './replay';
 import { isResumable, latestResume, resumableSteps, resumedByOf, resumePoint, useResumeDialog } from './resume';
 import { linkedIds, useSummaries } from './lineage';
@@ -32,6 +34,7 @@ function useRunRecord(id: string) {
       if (n !== seq.current) return;
       setRun(r);
       setError(null);
+      learnRunName(r);
       useHistory.getState().upsert(summaryOf(r));
       const by = latestResume(r);
       if (by) useHistory.getState().learnResumes({ [r.id]: by });
@@ -389,8 +392,10 @@ export function RunDetail({ id }: { id: string }) {
       <div className="fx-detail-body">
         <dl className="fx-facts">
           <dt>Workflow</dt>
-          <dd>
-            <code>{run.workflow_id}</code> <span className="fx-version">v{run.workflow_version}</span>
+          <dd data-testid="detail-workflow">
+            {run.mode === 'dry' && <><span data-testid="detail-label">{dryRunLabel(run, snapshot?.name)}</span> </>}
+            <code>{run.workflow_id}</code>
+            {run.mode !== 'dry' && <span className="fx-version"> v{run.workflow_version}</span>}
           </dd>
           <dt>Trigger</dt>
           <dd data-testid="detail-trigger">
@@ -412,6 +417,7 @@ export function RunDetail({ id }: { id: string }) {
           <dd>{run.duration_ms !== undefined ? formatMs(run.duration_ms) : <span className="fx-muted">{run.status}</span>}</dd>
         </dl>
         <Lineage run={run} summaries={summaries} />
+        <Deliveries run={run} />
         {run.error && (
           <div className="fx-error-box" data-testid="run-error">
             <span className="fx-code-tag fx-error-code">{run.error.code}</span>

@@ -8,7 +8,8 @@ import type { RunSummary } from '../api';
 import { formatMs } from '../app/format';
 import { useNav } from '../app/nav';
 import { useHistory } from './store';
-import { formatTime, shortId } from './format';
+import { dryRunLabel, dryRunOf, formatTime, shortId } from './format';
+import { useDryRunName } from './names';
 import { useReplayDialog } from './replay';
 import { isResumable, useResumeDialog } from './resume';
 
@@ -35,6 +36,7 @@ const Row = memo(function Row({
 }) {
   const failed = isResumable(r.status);
   const fixedBy = failed ? r.fixed_by : undefined;
+  const dryName = useDryRunName(r);
   return (
     <div
       className={`fx-run-row ${active ? 'is-active' : ''} ${checked ? 'is-checked' : ''}`}
@@ -68,13 +70,37 @@ const Row = memo(function Row({
         <span className={`fx-pill run-${r.status}`}>{r.status.replace('_', ' ')}</span>
       </span>
       <span className="fx-run-cell fx-run-wf" role="cell">
-        <span className="fx-run-wf-id">{r.workflow_id}</span>
-        <span className="fx-muted fx-mono">v{r.workflow_version}</span>
+        {r.mode === 'dry' ? (
+          // The name may be cut short, never what ran. Beside the detail, a draft reads "· draft" (only dry runs run drafts).
+          <>
+            <span className="fx-run-wf-id" title={`${dryRunLabel(r, dryName)} (workflow ${r.workflow_id})`}>
+              {dryName || r.workflow_id}
+            </span>{' '}
+            <span className="fx-run-dry-kind">
+              · {dryRunOf(r)}
+              <span className={r.workflow_version === 0 ? 'fx-run-dry-word' : ''}> dry run</span>
+            </span>
+          </>
+        ) : (
+          <>
+            <span className="fx-run-wf-id">{r.workflow_id}</span>
+            <span className="fx-muted fx-mono">v{r.workflow_version}</span>
+          </>
+        )}
         {r.error_code && (
           <span className="fx-code-tag fx-error-code" data-testid="row-error" title={r.error_step ? `at ${r.error_step}` : undefined}>
             {r.error_http_status ? `HTTP ${r.error_http_status}` : r.error_code}
           </span>
         )}
+        {r.duplicates_stopped ? (
+          <span
+            className="fx-dup-tag"
+            data-testid="row-duplicates"
+            title={`${r.duplicates_stopped} duplicate ${r.duplicates_stopped === 1 ? 'delivery' : 'deliveries'} of this event stopped: open the run to see each`}
+          >
+            +{r.duplicates_stopped} {r.duplicates_stopped === 1 ? 'duplicate' : 'duplicates'} stopped
+          </span>
+        ) : null}
         {r.replay_of && (
           <span className="fx-muted" title={`Replay of ${r.replay_of}`}>
             <RotateCcw size={12} aria-hidden />
@@ -88,7 +114,6 @@ const Row = memo(function Row({
       </span>
       <span className="fx-run-cell fx-run-trigger" role="cell">
         {r.trigger}
-        {r.mode === 'dry' && <span className="fx-mode fx-mode-dry">dry</span>}
       </span>
       <span className="fx-run-cell fx-run-key fx-mono" role="cell" title={r.idempotency_key}>
         {r.idempotency_key ?? ''}

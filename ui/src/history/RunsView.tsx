@@ -6,6 +6,8 @@ import { useNav } from '../app/nav';
 import { RunList } from './RunList';
 import { RunDetail } from './RunDetail';
 import { ReplayDialog } from './ReplayDialog';
+import { BulkReplayDialog } from './BulkReplayDialog';
+import { useBulkReplayDialog } from './replay';
 import { ResumeDialog } from './ResumeDialog';
 import { StatusChart } from './StatusChart';
 import { onRunEvent, onStreamReset } from './events';
@@ -57,7 +59,7 @@ function Filters() {
   const workflows = useEditor((s) => s.workflows);
   const commitQ = useRef((v: string) => useHistory.getState().setFilters({ q: v })).current;
   const commitKey = useRef((v: string) => useHistory.getState().setFilters({ key: v })).current;
-  const any = f.workflow || f.status || f.mode || f.trigger || f.key || f.q || f.error || f.range !== 'all';
+  const any = f.workflow || f.status || f.mode || f.trigger || f.key || f.q || f.error || f.duplicates || f.range !== 'all';
   return (
     <div className="fx-filters" data-testid="run-filters">
       <select className="fx-input" value={f.workflow} onChange={(e) => setFilters({ workflow: e.target.value })} data-testid="filter-workflow" aria-label="Workflow">
@@ -140,6 +142,15 @@ function Filters() {
           Failed with {f.error} ×
         </button>
       )}
+      <label className="fx-filter-check" title="Only runs whose event arrived more than once, where Fluxo stopped the repeat (at the door, by a Memory claim or by the app's dedupe)">
+        <input
+          type="checkbox"
+          checked={f.duplicates === 'stopped'}
+          onChange={(e) => setFilters({ duplicates: e.target.checked ? 'stopped' : '' })}
+          data-testid="filter-duplicates"
+        />
+        Stopped duplicates
+      </label>
       <SearchInput value={f.key} onCommit={commitKey} placeholder="Exact event key…" testId="filter-key" title="An idempotency/event key, exactly" />
       {any && (
         <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={reset} data-testid="filter-reset">
@@ -351,7 +362,6 @@ function SelectionBar() {
   const matching = useHistory((s) => s.matching);
   const selectAllMatching = useHistory((s) => s.selectAllMatching);
   const clear = useHistory((s) => s.clearSelection);
-  const bulkReplay = useHistory((s) => s.bulkReplay);
   const bulkResume = useHistory((s) => s.bulkResume);
   const runs = useHistory((s) => s.runs);
   const [version, setVersion] = useState<'current' | 'original'>('current');
@@ -360,18 +370,7 @@ function SelectionBar() {
   const resumable = picked.filter((r) => isResumable(r.status));
   const dry = resumable.filter((r) => r.mode === 'dry').length;
   const dryPicked = picked.filter((r) => r.mode === 'dry').length;
-  const go = async () => {
-    const ids = [...selected];
-    const live = n - dryPicked;
-    const ok = await useEditor.getState().ask({
-      title: `Replay ${plural(live, 'run')}?`,
-      message:
-        `Each selected run is replayed live with the ${version} version of its workflow, two at a time. Each replay is linked to the run it replays.` +
-        (dryPicked ? ` ${plural(dryPicked, 'dry run')} ${dryPicked === 1 ? 'is' : 'are'} left out: a dry run is never replayed live.` : ''),
-      confirmLabel: `Replay ${live}`,
-    });
-    if (ok) await bulkReplay(ids, 'live', version);
-  };
+  const go = () => useBulkReplayDialog.getState().open([...selected], version);
   const resume = async () => {
     const ids = [...selected];
     const others = n - resumable.length;
@@ -429,7 +428,7 @@ function SelectionBar() {
             <option value="current">current version</option>
             <option value="original">original version</option>
           </select>
-          <button className="fx-btn fx-btn-small" onClick={() => void go()} disabled={!!bulk?.running || n === dryPicked} data-testid="bulk-replay">
+          <button className="fx-btn fx-btn-small" onClick={go} disabled={!!bulk?.running || n === dryPicked} data-testid="bulk-replay">
             <RotateCcw size={13} aria-hidden /> Replay selected
           </button>
           <button className="fx-btn fx-btn-small fx-btn-ghost" onClick={clear}>
@@ -550,6 +549,7 @@ export function RunsView() {
         {runId && <RunDetail key={runId} id={runId} />}
       </div>
       <ReplayDialog />
+      <BulkReplayDialog />
       <ResumeDialog />
     </div>
   );

@@ -20,11 +20,16 @@ export const STATUS_COLOR: Record<RunStatus, string> = {
   queued: '#6b768d',
 };
 
+/** The duplicates-stopped line over the bars. */
+export const DUPLICATES_COLOR = '#ffd166';
+
 interface Series {
   xs: number[];
   /** Counts per status per bucket. */
   counts: Record<RunStatus, number[]>;
   totals: Record<RunStatus, number>;
+  /** Duplicates stopped per bucket (`null`: none, so no point is drawn). */
+  dups: (number | null)[];
   bucketMs: number;
 }
 
@@ -47,7 +52,13 @@ function buildSeries(): Series | null {
       totals[st as RunStatus] += c;
     }
   }
-  return { xs, counts, totals, bucketMs: b };
+  const dups = new Array<number | null>(n).fill(null);
+  for (const bucket of stats.duplicates?.buckets ?? []) {
+    const i = Math.round((Date.parse(bucket.start) - first) / b);
+    if (i < 0 || i >= n || !bucket.count) continue;
+    dups[i] = (dups[i] ?? 0) + bucket.count;
+  }
+  return { xs, counts, totals, dups, bucketMs: b };
 }
 
 /** `5 min`, `3 h`, `day`, `7 days`: a bucket width. */
@@ -167,7 +178,7 @@ export function StatusChart() {
       cum.push(acc);
     }
     const order = STACK.map((st, i) => ({ st, data: cum[i] })).reverse();
-    const data: uPlot.AlignedData = [series.xs.map((x) => x / 1000 + bucketS / 2), ...order.map((o) => o.data)];
+    const data: uPlot.AlignedData = [series.xs.map((x) => x / 1000 + bucketS / 2), ...order.map((o) => o.data), series.dups];
     const bars = uPlot.paths.bars!({ size: [0.86, 48], align: 0 });
     const opts: uPlot.Options = {
       width: Math.max(200, el.clientWidth),
@@ -175,7 +186,12 @@ export function StatusChart() {
       legend: { show: false },
       padding: [8, 8, 0, 0],
       cursor: { drag: { x: false, y: false }, points: { show: false }, y: false },
-      scales: { x: { time: true, range: [series.xs[0] / 1000, series.xs[series.xs.length - 1] / 1000 + bucketS] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.08)] } },
+      scales: {
+        x: { time: true, range: [series.xs[0] / 1000, series.xs[series.xs.length - 1] / 1000 + bucketS] },
+        y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.08)] },
+        // Its own scale: a burst of retries can outnumber the runs many times over.
+        dups: { range: (_u, _min, max) => [0, Math.max(1, (max ?? 0) * 1.15)] },
+      },
       axes: [
         { stroke: '#9aa5bb', grid: { stroke: '#1f2636', width: 1 }, ticks: { stroke: '#283042', width: 1 }, font: '11px sans-serif' },
         { stroke: '#9aa5bb', grid: { stroke: '#1f2636', width: 1 }, ticks: { show: false }, size: 40, font: '11px sans-serif' },
@@ -183,6 +199,7 @@ export function StatusChart() {
       series: [
         {},
         ...order.map((o) => ({ label: o.st, fill: STATUS_COLOR[o.st], stroke: STATUS_COLOR[o.st], width: 0, paths: bars, points: { show: false } })),
+        { label: 'duplicates stopped', scale: 'dups', stroke: DUPLICATES_COLOR, width: 2, spanGaps: false, points: { show: true, size: 7, fill: DUPLICATES_COLOR, stroke: DUPLICATES_COLOR } },
       ],
       hooks: {
         setCursor: [(u) => setHover(u.cursor.idx ?? null)],
@@ -219,13 +236,15 @@ export function StatusChart() {
   }, [series]);
 
   const total = stats?.total ?? (series ? STACK.reduce((a, s) => a + series.totals[s], 0) : 0);
+  const dupTotal = stats?.duplicates?.total ?? 0;
+  const dupFilter = useHistory((s) => s.filters.duplicates);
   const hoverText =
     series && hover !== null && series.xs[hover] !== undefined
       ? `${formatTime(new Date(series.xs[hover]).toISOString())} · ${
           STACK.filter((s) => series.counts[s][hover])
             .map((s) => `${series.counts[s][hover]} ${s}`)
             .join(' · ') || 'no runs'
-        }`
+        }${series.dups[hover] ? ` · ${series.dups[hover]} ${series.dups[hover] === 1 ? 'duplicate' : 'duplicates'} stopped` : ''}`
       : null;
 
   return (
@@ -237,6 +256,7 @@ export function StatusChart() {
       data-since={stats?.since ?? ''}
       data-until={stats?.until ?? ''}
       data-bucket-ms={stats?.bucket_ms ?? 0}
+      data-duplicates={dupTotal}
     >
       <div className="fx-chart-head">
         <span className="fx-chart-title">Runs over time</span>
@@ -260,6 +280,15 @@ export function StatusChart() {
               {st.replace('_', ' ')} <span data-testid={`chart-total-${st}`}>{series ? series.totals[st].toLocaleString('en-US') : '–'}</span>
             </button>
           ))}
+          <button
+            className={`fx-legend-item ${dupFilter ? 'is-active' : ''}`}
+            onClick={() => setFilters({ duplicates: dupFilter ? '' : 'stopped' })}
+            title={dupFilter ? 'Show every run' : 'Duplicate deliveries Fluxo stopped (the line): show the runs that stopped them'}
+            data-testid="chart-duplicates"
+          >
+            <span className="fx-legend-swatch fx-legend-line" style={{ background: DUPLICATES_COLOR }} />
+            duplicates stopped <span data-testid="chart-total-duplicates">{dupTotal.toLocaleString('en-US')}</span>
+          </button>
         </span>
         <span className="fx-spacer" />
         <span className="fx-muted fx-chart-hover">{hoverText ?? 'Click a bar to filter to its time (and status)'}</span>

@@ -47,3 +47,13 @@ export function fromLocalInput(v: string): number | null {
 export function plural(n: number, one: string, many = `${one}s`): string {
   return `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
 }
+
+/** What a dry run ran: `draft` (version 0: never published, e.g. the editor's unsaved canvas) or a published version, `v3`. */
+export function dryRunOf(r: { workflow_version: number }): string {
+  return r.workflow_version === 0 ? 'draft' : `v${r.workflow_version}`;
+}
+
+/** A dry run's label: its workflow's name (else id) and what ran. `Invoice paid once · draft dry run`, `Invoice paid once · v3 dry run`. */
+export function dryRunLabel(r: { workflow_id: string; workflow_version: number }, name?: string | null): string {
+  return `${name || r.workflow_id} · ${dryRunOf(r)} dry run`;
+}

@@ -2,7 +2,7 @@
 // is never stored), and the dialog's state.
 
 import { create } from 'zustand';
-import type { PlannedCall, RunRecord, StepRecord } from '../api';
+import type { Api, PlannedCall, ReplayPreviewOptions, RunPreview, RunRecord, StepRecord } from '../api';
 
 export interface ReplayTarget {
   id: string;
@@ -21,6 +21,21 @@ export const useReplayDialog = create<ReplayDialogState>()((set) => ({
   target: null,
   open: (target) => set({ target }),
   close: () => set({ target: null }),
+}));
+
+/** "Replay selected": the runs to replay live, each previewed first, and the version to replay with. */
+interface BulkReplayDialogState {
+  ids: string[] | null;
+  version: 'current' | 'original';
+  open(ids: string[], version: 'current' | 'original'): void;
+  close(): void;
+}
+
+export const useBulkReplayDialog = create<BulkReplayDialogState>()((set) => ({
+  ids: null,
+  version: 'current',
+  open: (ids, version) => set({ ids, version }),
+  close: () => set({ ids: null }),
 }));
 
 export interface Prediction {
@@ -110,4 +125,21 @@ export function predict(dry: RunRecord, planned: PlannedCall[] = []): Prediction
   else headline = `this replay is predicted to ${dry.status === 'succeeded' ? 'succeed' : `end ${dry.status}`}`;
 
   return { headline, lines, routes, calls, status: dry.status };
+}
+
+/** What a live replay is predicted to do, in one word: succeed, fail, or nothing (its own lineage's claim stops it). */
+export type Outcome = 'succeed' | 'fail' | 'nothing';
+
+export interface ReplayForecast {
+  preview: RunPreview;
+  prediction: Prediction;
+  outcome: Outcome;
+}
+
+/** Preview a live replay of run `id` (a dry walk: nothing stored or sent) and predict from it. */
+export async function forecastReplay(api: Api, id: string, options: ReplayPreviewOptions): Promise<ReplayForecast> {
+  const preview = await api.previewReplay(id, options);
+  const prediction = predict(preview.run, preview.calls);
+  const outcome: Outcome = preview.warnings.some((w) => w.code === 'own_claim') ? 'nothing' : prediction.status === 'succeeded' ? 'succeed' : 'fail';
+  return { preview, prediction, outcome };
 }

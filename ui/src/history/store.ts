@@ -6,8 +6,10 @@ import { create } from 'zustand';
 import type { Api, ApiError, BulkSummary, RunQueryFilter, RunQuery, RunRecord, RunStats, RunStatus, RunSummary, Trigger } from '../api';
 import { onRunEvent } from './events';
 import { useEditor } from '../store/editor';
+import { useNav } from '../app/nav';
 import { isResumable, resumedByOf } from './resume';
 import { plural } from './format';
+import { eachPooled } from './pool';
 
 export type RangePreset = 'all' | '15m' | '1h' | '24h' | '7d' | '30d' | 'custom';
 
@@ -35,6 +37,8 @@ export interface Filters {
   q: string;
   /** Failure reason (a group of the chart: `HTTP 500 at create`). */
   error: string;
+  /** `stopped`: only runs that stopped a duplicate delivery. */
+  duplicates: 'stopped' | '';
   range: RangePreset;
   /** Custom range bounds, unix ms (inclusive since, exclusive until). */
   since: number | null;
@@ -49,6 +53,7 @@ export const EMPTY_FILTERS: Filters = {
   key: '',
   q: '',
   error: '',
+  duplicates: '',
   range: 'all',
   since: null,
   until: null,
@@ -127,6 +132,7 @@ export function toQuery(f: Filters, now = Date.now()): RunQuery {
     key: f.key.trim(),
     q: f.q.trim(),
     error: f.error,
+    duplicates: f.duplicates,
   };
   const preset = RANGES.find((r) => r.id === f.range);
   if (preset?.ms) q.since = now - preset.ms;
@@ -147,6 +153,8 @@ export function matches(r: RunSummary, q: RunQuery): boolean {
   // A value inside the run (not in the summary) cannot be checked here: such runs come with the next load.
   if (q.q && !r.id.startsWith(q.q) && !(r.idempotency_key ?? '').startsWith(q.q)) return false;
   if (q.error && failureReason(r) !== q.error) return false;
+  // A new run has stopped none yet; one that has is counted by the next load.
+  if (q.duplicates && !r.duplicates_stopped) return false;
   const t = Date.parse(r.created_at);
   if (typeof q.since === 'number' && t < q.since) return false;
   if (typeof q.until === 'number' && t >= q.until) return false;
@@ -200,7 +208,13 @@ export interface HistoryState {
 
   setFilters(patch: Partial<Filters>): void;
   resetFilters(): void;
-  reload(): Promise<void>;
+  /**
+   * Show the runs of `filters` (the URL's, on reload or back/forward): the list and the chart
+   * load again, and the open run's detail closes when the new filters exclude that run.
+   */
+  applyFilters(filters: Filters): void;
+  /** Load the first page of the filters; true when its answer was applied (no newer load replaced it). */
+  reload(): Promise<boolean>;
   loadMore(): Promise<void>;
   loadStats(): Promise<void>;
   /** Merge what the event stream reported about these runs. */
@@ -314,20 +328,14 @@ export const useHistory = create<HistoryState>()((set, get) => {
           },
         };
       });
-    const queue = [...ids];
-    const worker = async () => {
-      for (;;) {
-        const id = queue.shift();
-        if (!id) return;
-        try {
-          add(await action(id));
-        } catch (e) {
-          const msg = (e as Error).message;
-          add({ id, outcome: 'error', note: msg }, `${id}: ${msg}`);
-        }
+    await eachPooled(ids, 2, async (id) => {
+      try {
+        add(await action(id));
+      } catch (e) {
+        const msg = (e as Error).message;
+        add({ id, outcome: 'error', note: msg }, `${id}: ${msg}`);
       }
-    };
-    await Promise.all([worker(), worker()]);
+    });
     set((s) => ({ bulk: s.bulk ? { ...s.bulk, running: false } : s.bulk, selected: new Set() }));
     if (kind === 'resume') {
       const found = get().bulk?.results.filter((r) => r.newId && (r.outcome !== 'skipped' || r.note === 'already resumed')) ?? [];
@@ -357,14 +365,25 @@ export const useHistory = create<HistoryState>()((set, get) => {
     resumedBy: {},
 
     setFilters(patch) {
-      set((s) => ({ filters: { ...s.filters, ...patch } }));
-      void get().reload();
-      void get().loadStats();
+      get().applyFilters({ ...get().filters, ...patch });
     },
 
     resetFilters() {
-      set({ filters: { ...EMPTY_FILTERS } });
-      void get().reload();
+      get().applyFilters({ ...EMPTY_FILTERS });
+    },
+
+    applyFilters(filters) {
+      const openId = useNav.getState().runId;
+      const open = openId ? get().runs.find((r) => r.id === openId) : undefined;
+      set({ filters });
+      void get()
+        .reload()
+        .then((applied) => {
+          const s = get();
+          if (!applied || !openId || useNav.getState().runId !== openId || s.ids.has(openId)) return;
+          // Not in the new list: excluded when the list is complete, or when its summary does not match.
+          if (!s.nextCursor || (open && !matches(open, s.query))) useNav.getState().openRun(null, { replace: true });
+        });
       void get().loadStats();
     },
 
@@ -375,7 +394,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
       set({ gen, query, loading: true, error: null, liveCount: 0, matching: null });
       try {
         const page = await api().listRuns({ ...query, limit: FIRST_PAGE });
-        if (get().gen !== gen) return;
+        if (get().gen !== gen) return false;
         noteResumes(page.runs);
         set({
           // Runs are newest first; with none loaded, the load's own instant.
@@ -385,10 +404,14 @@ export const useHistory = create<HistoryState>()((set, get) => {
           nextCursor: page.next_cursor ?? null,
           loading: false,
           selected: new Set(),
+          // A run merged while this page loaded (the open run's record) is in the page: not new.
+          liveCount: 0,
         });
+        return true;
       } catch (e) {
-        if (get().gen !== gen) return;
+        if (get().gen !== gen) return false;
         set({ loading: false, error: (e as Error).message, runs: [], ids: new Set(), nextCursor: null });
+        return false;
       }
     },
 
