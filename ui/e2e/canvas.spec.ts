@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import AxeBuilder from '@axe-core/playwright';
 import { expect, test, type Page } from '@playwright/test';
-import { baseUrl, edge, fitDone, newBlank, node, openEditor, openWorkflow, select, token } from './helpers';
+import { baseUrl, edge, expectWholeFlowInView, fitDone, newBlank, node, openEditor, openWorkflow, select, token, zoomOf } from './helpers';
 
-/** The lowest zoom Fit may choose (src/canvas/Canvas.tsx READABLE_ZOOM). */
+/** Below this zoom nodes draw their compact form (src/canvas/fit.ts COMPACT_ZOOM). */
 const READABLE_ZOOM = 0.75;
 
 // A Stripe/Twitter-sized id: beyond 2^53, `JSON.parse` would make it …693800.
@@ -90,14 +90,6 @@ test('a 19-digit Memory value shows and copies with every digit', async ({ page,
   expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(BIG);
 });
 
-/** The canvas' zoom, from React Flow's viewport transform. */
-async function zoomOf(page: Page): Promise<number> {
-  const t = await page.locator('.react-flow__viewport').evaluate((e) => (e as HTMLElement).style.transform);
-  const m = /scale\(([\d.]+)\)/.exec(t);
-  expect(m, `viewport transform ${t}`).not.toBeNull();
-  return Number(m![1]);
-}
-
 /** Wait until the canvas has stopped panning (an added step is brought into view with an animation). */
 async function viewportSettled(page: Page): Promise<void> {
   const read = () => page.locator('.react-flow__viewport').evaluate((e) => (e as HTMLElement).style.transform);
@@ -128,7 +120,7 @@ for (const [width, height] of [
   test.describe(`a canvas for people, at ${width}x${height}`, () => {
     test.use({ viewport: { width, height } });
 
-    test('Fit stays readable on every template: zoom, title size and port targets; no attribution badge; the input panel fits', async ({ page, request }) => {
+    test('Fit shows every step of every template readably: title size, port targets at the readable zoom; no attribution badge; the input panel fits', async ({ page, request }) => {
       await openEditor(page);
       const { templates } = await (
         await request.get(`${baseUrl()}/api/v1/templates`, { headers: { Authorization: `Bearer ${token()}` } })
@@ -139,17 +131,30 @@ for (const [width, height] of [
         await expect(page.locator('.react-flow__node')).toHaveCount(t.workflow.steps.length);
         await page.getByTestId('fit-view').click();
         await fitDone(page);
-        await expect.poll(() => zoomOf(page), `fit zoom of ${t.id}`).toBeGreaterThanOrEqual(READABLE_ZOOM);
         const zoom = await zoomOf(page);
-        // A title on screen is at least 11 px.
+        // Every step in view; a title on screen is at least 11 px (the compact form below the readable zoom).
+        await expectWholeFlowInView(page, null, t.id);
+        await expect(page.getByTestId('canvas')).toHaveAttribute('data-lod', zoom < READABLE_ZOOM ? 'compact' : 'full');
         const title = page.locator('.react-flow__node [data-testid=node-title]').first();
         const px = await title.evaluate((e) => parseFloat(getComputedStyle(e).fontSize));
         expect(px * zoom, `title size on screen in ${t.id}`).toBeGreaterThanOrEqual(11);
-        // A port's target is at least 12 px across on screen: 6 px either side of its centre hit it.
-        const handle = page.locator('.react-flow__node [data-testid=handle-out], .react-flow__node [data-testid=handle-error]').first();
-        const b = (await handle.boundingBox())!;
-        const cx = b.x + b.width / 2;
-        const cy = b.y + b.height / 2;
+        // Zoomed in to the readable zoom, a port's target is at least 12 px across on screen: 6 px
+        // either side of its centre hit it.
+        for (let i = 0; i < 8 && (await zoomOf(page)) < READABLE_ZOOM; i++) await page.locator('.react-flow__controls-zoomin').click();
+        await expect(page.getByTestId('canvas')).toHaveAttribute('data-lod', 'full');
+        const pane = (await page.locator('.react-flow').boundingBox())!;
+        const handles = page.locator('.react-flow__node [data-testid=handle-out], .react-flow__node [data-testid=handle-error]');
+        let b: { x: number; y: number; width: number; height: number } | null = null;
+        for (const h of await handles.all()) {
+          const hb = await h.boundingBox();
+          if (hb && hb.x > pane.x + 60 && hb.y > pane.y + 10 && hb.x + hb.width < pane.x + pane.width - 10 && hb.y + hb.height < pane.y + pane.height - 130) {
+            b = hb;
+            break;
+          }
+        }
+        expect(b, `a port of ${t.id} in view`).not.toBeNull();
+        const cx = b!.x + b!.width / 2;
+        const cy = b!.y + b!.height / 2;
         for (const [dx, dy] of [
           [-6, 0],
           [6, 0],
@@ -469,8 +474,7 @@ for (const [width, height] of [
     await newFromTemplate(page, 'invoice-paid-once');
     await page.getByTestId('fit-view').click();
     await fitDone(page);
-    expect(await zoomOf(page)).toBeGreaterThanOrEqual(READABLE_ZOOM);
-    await expect(node(page, 'hook')).toBeInViewport();
+    await expectWholeFlowInView(page, null, 'invoice-paid-once');
     // Nothing in the top bar is pushed out of the window.
     for (const id of ['dry-run', 'save', 'toggle-right']) {
       const b = (await page.getByTestId(id).boundingBox())!;

@@ -17,6 +17,66 @@ export async function fitDone(page: Page): Promise<void> {
   await expect(page.getByTestId('canvas')).toHaveAttribute('data-fit-done', 'true');
 }
 
+/** The canvas' zoom, from React Flow's viewport transform. */
+export async function zoomOf(page: Page): Promise<number> {
+  const t = await page.locator('.react-flow__viewport').first().evaluate((e) => (e as HTMLElement).style.transform);
+  const m = /scale\(([\d.]+)\)/.exec(t);
+  expect(m, `viewport transform ${t}`).not.toBeNull();
+  return Number(m![1]);
+}
+
+interface Box {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+/** Every node's box, the canvas' box, and the boxes of what may cover part of it. */
+async function canvasLayout(page: Page, scope: string): Promise<{ nodes: Record<string, Box>; canvas: Box; covers: Record<string, Box> }> {
+  return page.evaluate((scope) => {
+    const box = (e: Element): Box => {
+      const r = e.getBoundingClientRect();
+      return { x: r.x, y: r.y, width: r.width, height: r.height };
+    };
+    const nodes: Record<string, Box> = {};
+    for (const n of Array.from(document.querySelectorAll(`${scope} .react-flow__node`))) nodes[n.getAttribute('data-id')!] = box(n);
+    const covers: Record<string, Box> = {};
+    const named: Record<string, string> = {
+      minimap: `${scope} .react-flow__minimap`,
+      controls: `${scope} .react-flow__controls`,
+      'left panel': '[data-testid=left-panel]',
+      inspector: '[data-testid=inspector]',
+      'bottom panel': '[data-testid=bottom-panel]',
+      'top bar': '.fx-topbar',
+    };
+    for (const [name, sel] of Object.entries(named)) {
+      const el = document.querySelector(sel);
+      if (el) covers[name] = box(el);
+    }
+    return { nodes, canvas: box(document.querySelector(`${scope} .react-flow`)!), covers };
+  }, scope);
+}
+
+const meets = (a: Box, b: Box) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+
+/** Every node of the canvas (the editor's, or the one inside `scope`) lies wholly inside it and the window, and under nothing. */
+export async function expectWholeFlowInView(page: Page, expected: string[] | null, what: string, scope = '[data-testid=canvas]'): Promise<void> {
+  const { nodes, canvas, covers } = await canvasLayout(page, scope);
+  const vp = page.viewportSize()!;
+  if (expected) expect(Object.keys(nodes).sort(), what).toEqual([...expected].sort());
+  expect(Object.keys(nodes).length, what).toBeGreaterThan(0);
+  for (const [id, b] of Object.entries(nodes)) {
+    const inside =
+      b.x >= Math.max(0, canvas.x) &&
+      b.y >= Math.max(0, canvas.y) &&
+      b.x + b.width <= Math.min(vp.width, canvas.x + canvas.width) &&
+      b.y + b.height <= Math.min(vp.height, canvas.y + canvas.height);
+    expect(inside, `${what}: node ${id} ${JSON.stringify(b)} inside the canvas ${JSON.stringify(canvas)}`).toBe(true);
+    for (const [name, c] of Object.entries(covers)) expect(meets(b, c), `${what}: node ${id} under the ${name}`).toBe(false);
+  }
+}
+
 /** Call the API directly (for seeding and for checking what the UI saved). */
 export async function apiGet<T>(request: APIRequestContext, path: string): Promise<T> {
   const r = await request.get(`${baseUrl()}/api/v1${path}`, { headers: { Authorization: `Bearer ${token()}` } });

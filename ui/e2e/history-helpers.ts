@@ -204,3 +204,14 @@ export async function search(page: Page, which: 'q' | 'key', text: string): Prom
 export async function rowIds(page: Page): Promise<string[]> {
   return page.locator('[data-testid="run-row"]').evaluateAll((els) => els.map((e) => e.getAttribute('data-run-id') ?? ''));
 }
+
+/** The run detail's action `testId`: its button in the header when shown there, else its item in the opened "More" menu. */
+export async function detailAction(page: Page, testId: string) {
+  const detail = page.getByTestId('run-detail');
+  const inline = detail.getByTestId('detail-actions').getByTestId(testId);
+  if (await inline.isVisible()) return inline;
+  await detail.getByTestId('detail-more').click();
+  const item = page.getByRole('menu').getByTestId(testId);
+  await expect(item).toBeVisible();
+  return item;
+}

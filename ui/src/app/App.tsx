@@ -11,6 +11,7 @@ import { WorkflowList } from './WorkflowList';
 import { Shell } from './Shell';
 import { useNav } from './nav';
 import { TokenScreen } from './TokenScreen';
+import { TabList, tabPanelProps } from './Tabs';
 import { useAutoValidate, useBeforeUnload, useShortcuts } from './Shortcuts';
 
 function LeftPanel() {
@@ -19,15 +20,29 @@ function LeftPanel() {
   const count = useEditor((s) => s.workflows.length);
   return (
     <aside className="fx-left" id="fx-left-panel" aria-label="Steps and workflows" data-testid="left-panel">
-      <nav className="fx-tabs" aria-label="Steps or workflows">
-        <button className={tab === 'steps' ? 'is-active' : ''} onClick={() => setTab('steps')} data-testid="tab-steps">
-          Steps
-        </button>
-        <button className={tab === 'workflows' ? 'is-active' : ''} onClick={() => setTab('workflows')} data-testid="tab-workflows">
-          Workflows <span className="fx-count">{count}</span>
-        </button>
-      </nav>
-      <div className="fx-left-body">{tab === 'steps' ? <Palette /> : <WorkflowList />}</div>
+      <div className="fx-tabs">
+        <TabList
+          base="fx-left"
+          label="Steps or workflows"
+          value={tab}
+          onSelect={setTab}
+          tabs={[
+            { id: 'steps', testId: 'tab-steps', label: 'Steps' },
+            {
+              id: 'workflows',
+              testId: 'tab-workflows',
+              label: (
+                <>
+                  Workflows <span className="fx-count">{count}</span>
+                </>
+              ),
+            },
+          ]}
+        />
+      </div>
+      <div className="fx-left-body" {...tabPanelProps('fx-left', tab)}>
+        {tab === 'steps' ? <Palette /> : <WorkflowList />}
+      </div>
     </aside>
   );
 }

@@ -13,7 +13,7 @@ export const SHORTCUTS: [string, string][] = [
   ['Shift+drag', 'Box-select'],
   [`${MOD}+click`, 'Add to the selection'],
   [`${MOD}+Shift+L`, 'Auto-layout'],
-  ['Shift+1', 'Fit view (at a readable zoom)'],
+  ['Shift+1', 'Fit the whole flow in view'],
   ['Esc', 'Clear the selection'],
   ['Tab, then Enter', 'Focus a step, select it'],
   ['Click a palette step', 'Add it after the selected step, connected'],

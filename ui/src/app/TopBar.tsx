@@ -149,7 +149,7 @@ export function TopBar() {
         <button className="fx-btn fx-btn-ghost" onClick={autoLayout} title={`Auto-layout (${MOD}+Shift+L)`} aria-label="Layout" data-testid="auto-layout">
           <LayoutGrid size={16} aria-hidden /> <span className="fx-btn-label">Layout</span>
         </button>
-        <button className="fx-btn fx-btn-ghost" onClick={requestFit} title="Fit view at a readable zoom (Shift+1)" aria-label="Fit" data-testid="fit-view">
+        <button className="fx-btn fx-btn-ghost" onClick={requestFit} title="Fit the whole flow in view (Shift+1)" aria-label="Fit" data-testid="fit-view">
           <Maximize size={16} aria-hidden /> <span className="fx-btn-label">Fit</span>
         </button>
         <button

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState, type DragEvent } from 'react';
+import { useCallback, useEffect, type DragEvent } from 'react';
 import {
   Background,
   BackgroundVariant,
@@ -6,13 +6,11 @@ import {
   Controls,
   MiniMap,
   ReactFlow,
-  getNodesBounds,
   useReactFlow,
   useStore,
   useStoreApi,
   type FinalConnectionState,
   type Node,
-  type ReactFlowInstance,
 } from '@xyflow/react';
 import { Maximize } from 'lucide-react';
 import { useEditor } from '../store/editor';
@@ -20,6 +18,7 @@ import type { PortEdge, StepNode } from '../store/graph';
 import { StepNodeView } from './StepNodeView';
 import { PortEdgeView } from './PortEdgeView';
 import { StepPickerView } from './StepPicker';
+import { fitWhole, MIN_ZOOM, useFitOnRequest, useLevelOfDetail } from './fit';
 
 // Module scope: React Flow re-creates every node when these objects change identity.
 const nodeTypes = { step: StepNodeView };
@@ -27,12 +26,6 @@ const edgeTypes = { port: PortEdgeView };
 export const DRAG_MIME = 'application/x-fluxo-kind';
 const MULTI_SELECT_KEYS = ['Control', 'Meta'];
 const SNAP: [number, number] = [10, 10];
-/** Below this zoom a 15 px title is under 11 px on screen: Fit never goes there. */
-export const READABLE_ZOOM = 0.75;
-const FIT_MAX_ZOOM = 1.1;
-const FIT_PAD = 40;
-/** Room on the left for the zoom controls when the graph starts at the canvas' left edge. */
-const FIT_LEFT = 64;
 const PRO_OPTIONS = { hideAttribution: true };
 
 const STATUS_COLORS: Record<string, string> = {
@@ -51,43 +44,8 @@ const CATEGORY_COLORS: Record<string, string> = {
   errors: '#ef6b73',
 };
 
-/**
- * Fit the graph at a readable zoom: the whole graph when it fits at {@link READABLE_ZOOM} or
- * more; else the readable zoom, starting from the trigger (the left edge of the graph at the
- * canvas' left, the trigger's row centred when the graph is too tall).
- */
-function fitReadable(
-  rf: Pick<ReactFlowInstance<StepNode, PortEdge>, 'getNodes' | 'setViewport'>,
-  width: number,
-  height: number,
-  isTrigger: (n: StepNode) => boolean,
-): void {
-  const nodes = rf.getNodes();
-  if (!nodes.length || !width || !height) return;
-  const b = getNodesBounds(nodes);
-  const zoom = Math.min(FIT_MAX_ZOOM, (width - 2 * FIT_PAD) / b.width, (height - 2 * FIT_PAD) / b.height);
-  if (zoom >= READABLE_ZOOM) {
-    void rf.setViewport({ x: width / 2 - (b.x + b.width / 2) * zoom, y: height / 2 - (b.y + b.height / 2) * zoom, zoom });
-    return;
-  }
-  const z = READABLE_ZOOM;
-  const trigger = nodes.find(isTrigger) ?? [...nodes].sort((a, c) => a.position.x - c.position.x)[0];
-  const x = FIT_LEFT - b.x * z;
-  let y: number;
-  if (b.height * z <= height - 2 * FIT_PAD) y = height / 2 - (b.y + b.height / 2) * z;
-  else {
-    const ty = trigger.position.y + (trigger.measured?.height ?? 100) / 2;
-    // The trigger's row in the middle, but no empty band above the graph's top.
-    y = Math.min(FIT_PAD - b.y * z, height / 2 - ty * z);
-  }
-  void rf.setViewport({ x, y, zoom: z });
-}
-
 /** Room for a minimap that does not sit on the graph: a canvas of at least 640x460. */
 const roomForMinimap = (s: { width: number; height: number }) => s.width >= 640 && s.height >= 460;
-
-/** Zoomed out far enough that node details are unreadable: draw them as simple cards. */
-const isFar = (s: { transform: [number, number, number] }) => s.transform[2] < 0.55;
 
 export function Canvas() {
   const nodes = useEditor((s) => s.nodes);
@@ -109,39 +67,11 @@ export function Canvas() {
   const rf = useReactFlow<StepNode, PortEdge>();
   const rfStore = useStoreApi<StepNode, PortEdge>();
   const { screenToFlowPosition, setCenter, getInternalNode, getZoom, getViewport } = rf;
-  const far = useStore(isFar);
+  const lod = useLevelOfDetail();
   const minimapRoom = useStore(roomForMinimap);
+  const fit = useCallback(() => fitWhole(rfStore.getState(), rf.setViewport), [rf, rfStore]);
   // The last fit request applied (tests wait for it before they measure or zoom).
-  const [fitted, setFitted] = useState(-1);
-  const fit = useCallback(() => {
-    const { width, height } = rfStore.getState();
-    const k = useEditor.getState().kinds;
-    fitReadable(rf, width, height, (n) => !!k[n.data.kind]?.trigger);
-  }, [rf, rfStore]);
-  // Fit only when asked (a new graph, Fit, Layout), not when the instance's identity changes.
-  const fitRef = useRef(fit);
-  fitRef.current = fit;
-  // Fit once every node of the (new) graph is measured: React Flow's own queued fitView fires
-  // on the first measured batch, which after opening another workflow may be a few nodes only.
-  useEffect(() => {
-    let frame = 0;
-    let tries = 0;
-    const tick = () => {
-      const ids = useEditor.getState().nodes.map((n) => n.id);
-      const lookup = rfStore.getState().nodeLookup;
-      const ready = ids.every((id) => {
-        const n = lookup.get(id);
-        return !!n && !!n.measured.width && !!n.internals.handleBounds;
-      });
-      const sized = rfStore.getState().width > 0;
-      if ((ready && sized) || ++tries > 120) {
-        fitRef.current();
-        setFitted(fitRequest);
-      } else frame = requestAnimationFrame(tick);
-    };
-    frame = requestAnimationFrame(tick);
-    return () => cancelAnimationFrame(frame);
-  }, [fitRequest, rfStore]);
+  const fitted = useFitOnRequest(fitRequest, () => useEditor.getState().nodes.map((n) => n.id));
 
   useEffect(() => {
     if (!focus) return;
@@ -223,7 +153,15 @@ export function Canvas() {
   );
 
   return (
-    <div className={`fx-canvas ${far ? 'is-far' : ''}`} data-testid="canvas" data-fit-done={fitted === fitRequest} onDragOver={onDragOver} onDrop={onDrop}>
+    <div
+      className={`fx-canvas ${lod.className}`}
+      style={lod.style}
+      data-testid="canvas"
+      data-fit-done={fitted === fitRequest}
+      data-lod={lod.compact ? 'compact' : 'full'}
+      onDragOver={onDragOver}
+      onDrop={onDrop}
+    >
       <ReactFlow<StepNode, PortEdge>
         nodes={nodes}
         edges={edges}
@@ -244,7 +182,7 @@ export function Canvas() {
         multiSelectionKeyCode={MULTI_SELECT_KEYS}
         snapToGrid
         snapGrid={SNAP}
-        minZoom={0.1}
+        minZoom={MIN_ZOOM}
         maxZoom={2}
         connectionRadius={28}
         elevateNodesOnSelect
@@ -266,7 +204,7 @@ export function Canvas() {
           />
         )}
         <Controls showInteractive={false} showFitView={false} aria-label="Zoom">
-          <ControlButton onClick={fit} className="react-flow__controls-fitview" title="Fit view (readable zoom)" aria-label="Fit view">
+          <ControlButton onClick={fit} className="react-flow__controls-fitview" title="Fit the whole flow in view" aria-label="Fit view">
             <Maximize aria-hidden />
           </ControlButton>
         </Controls>

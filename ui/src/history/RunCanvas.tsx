@@ -23,6 +23,7 @@ import { useEditor } from '../store/editor';
 import { portsOf, workflowToGraph, type PortEdge, type StepNode } from '../store/graph';
 import { CategoryIcon } from '../canvas/icons';
 import { excerpt, formatMs } from '../app/format';
+import { MIN_ZOOM, useFitOnRequest, useLevelOfDetail } from '../canvas/fit';
 
 interface RunView {
   byStep: Record<string, StepRecord>;
@@ -102,7 +103,7 @@ function RunEdgeImpl({ id, source, sourceX, sourceY, targetX, targetY, sourcePos
 
 const nodeTypes = { step: memo(RunNodeImpl) };
 const edgeTypes = { port: memo(RunEdgeImpl) };
-const FIT = { padding: 0.15, maxZoom: 1.2 };
+const PRO_OPTIONS = { hideAttribution: true };
 const MINIMAP: Record<string, string> = { succeeded: '#3fb68b', failed: '#f0616d', fallback: '#e0a84a', running: '#5aa9ff', skipped: '#3a4150' };
 
 export function RunCanvas({
@@ -148,41 +149,51 @@ export function RunCanvas({
             <X size={15} aria-hidden />
           </button>
         </div>
-        <div className="fx-canvas">
-          <RunCtx.Provider value={view}>
-            <ReactFlowProvider>
-              <ReactFlow<StepNode, PortEdge>
-                nodes={nodes}
-                edges={edges}
-                nodeTypes={nodeTypes}
-                edgeTypes={edgeTypes}
-                nodesDraggable={false}
-                nodesConnectable={false}
-                elementsSelectable={false}
-                edgesFocusable={false}
-                nodesFocusable={false}
-                deleteKeyCode={null}
-                onNodeClick={(_, n) => onPickStep(n.id)}
-                colorMode="dark"
-                fitView
-                fitViewOptions={FIT}
-                minZoom={0.1}
-                maxZoom={2}
-              >
-                <Background variant={BackgroundVariant.Dots} gap={20} size={1.2} color="#2a3140" />
-                <MiniMap
-                  pannable
-                  zoomable
-                  nodeStrokeWidth={0}
-                  maskColor="rgba(10,13,19,0.7)"
-                  nodeColor={(n) => MINIMAP[view.byStep[n.id]?.status ?? 'skipped'] ?? '#3a4150'}
-                />
-                <Controls showInteractive={false} />
-              </ReactFlow>
-            </ReactFlowProvider>
-          </RunCtx.Provider>
-        </div>
+        <RunCtx.Provider value={view}>
+          <ReactFlowProvider>
+            <RunFlow nodes={nodes} edges={edges} onPickStep={onPickStep} />
+          </ReactFlowProvider>
+        </RunCtx.Provider>
       </div>
+    </div>
+  );
+}
+
+/** The run's graph, read-only: fitted whole (clear of the minimap) once its nodes are measured, in the compact form when far. */
+function RunFlow({ nodes, edges, onPickStep }: { nodes: StepNode[]; edges: PortEdge[]; onPickStep(stepId: string): void }) {
+  const { byStep } = useContext(RunCtx);
+  const lod = useLevelOfDetail();
+  const fitted = useFitOnRequest(0, () => nodes.map((n) => n.id)) === 0;
+  return (
+    <div className={`fx-canvas ${lod.className}`} style={lod.style} data-testid="run-canvas-flow" data-fit-done={fitted} data-lod={lod.compact ? 'compact' : 'full'}>
+      <ReactFlow<StepNode, PortEdge>
+        nodes={nodes}
+        edges={edges}
+        nodeTypes={nodeTypes}
+        edgeTypes={edgeTypes}
+        nodesDraggable={false}
+        nodesConnectable={false}
+        elementsSelectable={false}
+        edgesFocusable={false}
+        nodesFocusable={false}
+        deleteKeyCode={null}
+        onNodeClick={(_, n) => onPickStep(n.id)}
+        colorMode="dark"
+        proOptions={PRO_OPTIONS}
+        minZoom={MIN_ZOOM}
+        maxZoom={2}
+      >
+        <Background variant={BackgroundVariant.Dots} gap={20} size={1.2} color="#2a3140" />
+        <MiniMap
+          pannable
+          zoomable
+          nodeStrokeWidth={0}
+          maskColor="rgba(10,13,19,0.7)"
+          style={{ width: 150, height: 96 }}
+          nodeColor={(n) => MINIMAP[byStep[n.id]?.status ?? 'skipped'] ?? '#3a4150'}
+        />
+        <Controls showInteractive={false} />
+      </ReactFlow>
     </div>
   );
 }

@@ -15,6 +15,7 @@ import { isResumable, latestResume, resumableSteps, resumedByOf, resumePoint, us
 import { linkedIds, useSummaries } from './lineage';
 import { fixedByOf, Lineage, RunRef } from './Lineage';
 import { RunCanvas } from './RunCanvas';
+import { OverflowActions, type RowAction } from '../app/OverflowActions';
 import { summaryOf, useHistory } from './store';
 
 const FINAL = new Set(['succeeded', 'failed', 'timed_out', 'interrupted']);
@@ -219,59 +220,34 @@ function StepCard({
 }
 
 /**
- * The primary action of a failed, timed-out or interrupted run: "Resume from <step>" (the step
- * from the resume preview), or, when a resume exists already, a link to it.
+ * What a failed, timed-out or interrupted run's Resume would do: the resume that exists already
+ * (`by`), else the server's prediction of a new one (`preview`, or why it cannot be predicted).
+ * Null while it loads and for runs that cannot be resumed.
  */
-/** The run's primary Resume, or the note naming its resume; nothing to offer when a later run fixed it (`fixed`). */
-function ResumeAction({ run, summaries, fixed }: { run: RunRecord; summaries: Record<string, RunSummary | null>; fixed: boolean }) {
-  const openResume = useResumeDialog((s) => s.open);
-  const resumable = isResumable(run.status);
-  const latest = latestResume(run);
-  const [state, setState] = useState<{ preview?: RunPreview; error?: ApiError; resumedBy?: string | null } | null>(null);
+function useResumeState(run: RunRecord | null): { by?: string; preview?: RunPreview; error?: ApiError } | null {
+  const resumable = !!run && isResumable(run.status);
+  const latest = run ? latestResume(run) : undefined;
+  const id = run?.id;
+  const [state, setState] = useState<{ preview?: RunPreview; error?: ApiError; by?: string } | null>(null);
   useEffect(() => {
     setState(null);
-    if (!resumable || latest) return;
+    if (!id || !resumable || latest) return;
     let live = true;
     useEditor
       .getState()
-      .api!.previewResume(run.id)
+      .api!.previewResume(id)
       .then((preview) => live && setState({ preview }))
       .catch(async (e: ApiError) => {
-        const resumedBy = await resumedByOf(e, run.id);
-        if (resumedBy) useHistory.getState().learnResumes({ [run.id]: resumedBy });
-        if (live) setState({ error: e, resumedBy });
+        const by = await resumedByOf(e, id);
+        if (by) useHistory.getState().learnResumes({ [id]: by });
+        if (live) setState({ error: e, by: by ?? undefined });
       });
     return () => {
       live = false;
     };
-  }, [run.id, resumable, latest]);
+  }, [id, resumable, latest]);
   if (!resumable) return null;
-  const by = latest ?? state?.resumedBy;
-  if (by) {
-    return (
-      <span className="fx-resumed-note" data-testid="detail-resumed-by">
-        Resumed by <RunRef id={by} summary={summaries[by]} rel="resumed_by" testId="resumed-by-link" />
-      </span>
-    );
-  }
-  if (fixed) return null;
-  const from = state?.preview ? resumePoint(state.preview) : null;
-  return (
-    <button
-      className="fx-btn fx-btn-primary fx-btn-small"
-      onClick={() => openResume({ id: run.id, mode: run.mode, preview: state?.preview })}
-      title={
-        state?.error
-          ? `The resume cannot be predicted: ${state.error.message}`
-          : 'Continue where this run stopped: steps that succeeded are reused, the rest executes'
-      }
-      data-testid="detail-resume"
-      data-from-step={from ?? ''}
-      data-state={state?.preview ? 'ready' : state?.error ? 'error' : 'loading'}
-    >
-      <Play size={12} aria-hidden /> {from ? `Resume from ${from}` : 'Resume'}
-    </button>
-  );
+  return latest ? { by: latest } : state;
 }
 
 /** The editor on the run's workflow with the run's input as the run input (lossless), like
@@ -304,6 +280,7 @@ export function RunDetail({ id }: { id: string }) {
   const fixerId = run ? fixedByOf(run, summaries) : undefined;
   const fixerSummary = useSummaries(fixerId && !links.includes(fixerId) ? [fixerId] : []);
   const resumeHere = useMemo(() => (run ? resumableSteps(run) : new Set<string>()), [run]);
+  const resume = useResumeState(run);
 
   const { t0, total } = useMemo(() => {
     if (!run) return { t0: 0, total: 1 };
@@ -340,50 +317,77 @@ export function RunDetail({ id }: { id: string }) {
   const fixedBy = fixedByOf(run, summaries);
   const fixer = fixedBy ? (summaries[fixedBy] ?? fixerSummary[fixedBy]) : undefined;
   const isOpen = (st: StepRecord) => openSteps[st.step_id] ?? st.status === 'failed';
+  const resumedBy = resume?.by;
+  const from = resume?.preview ? resumePoint(resume.preview) : null;
+  const actions: RowAction[] = [
+    ...(isResumable(run.status) && !resumedBy && !fixedBy
+      ? [
+          {
+            key: 'resume',
+            label: from ? `Resume from ${from}` : 'Resume',
+            icon: <Play size={12} aria-hidden />,
+            primary: true,
+            title: resume?.error
+              ? `The resume cannot be predicted: ${resume.error.message}`
+              : `${from ? `Resume from ${from}` : 'Resume'}: continue where this run stopped; steps that succeeded are reused, the rest executes`,
+            testId: 'detail-resume',
+            data: { 'from-step': from ?? '', state: resume?.preview ? 'ready' : resume?.error ? 'error' : 'loading' },
+            onSelect: () => openResume({ id: run.id, mode: run.mode, preview: resume?.preview }),
+          },
+        ]
+      : []),
+    {
+      key: 'replay',
+      label: 'Replay',
+      icon: <RotateCcw size={13} aria-hidden />,
+      primary: !(isResumable(run.status) || fixedBy),
+      title: 'Replay this run (live or dry, current or original version)',
+      testId: 'detail-replay',
+      onSelect: () => openReplay({ id: run.id, workflow_id: run.workflow_id, status: run.status, mode: run.mode }),
+    },
+    {
+      key: 'debug',
+      label: 'Debug in editor',
+      title: "Open the workflow in the editor with this run's input as the run input",
+      testId: 'debug-in-editor',
+      onSelect: () => void debugInEditor(run),
+    },
+    {
+      key: 'canvas',
+      label: 'Open on canvas',
+      disabled: !snapshot,
+      title: snapshot ? 'Draw the path this run took on the workflow as it ran' : 'No snapshot recorded',
+      testId: 'open-on-canvas',
+      onSelect: () => setCanvas(true),
+    },
+  ];
+  const fixerTip = fixedBy && `Fixed by run ${fixedBy}${fixer ? ` (${fixer.trigger}, ${fixer.status})` : ''}: a later run of this run's lineage succeeded`;
+  const resumerTip = resumedBy && `Resumed by run ${resumedBy}${summaries[resumedBy] ? ` (${summaries[resumedBy]!.status})` : ''}`;
   return (
     <section className="fx-detail" data-testid="run-detail" data-run-id={run.id} data-status={run.status}>
       <div className="fx-detail-head">
         <span className={`fx-pill fx-pill-lg run-${run.status}`} data-testid="detail-status">
           {run.status}
         </span>
-        <code className="fx-detail-id" title="Run id">
-          {run.id}
-        </code>
-        {fixedBy && (
-          <span className="fx-fixed-note" data-testid="detail-fixed-by" title="A later run of this run's lineage succeeded">
-            fixed by <RunRef id={fixedBy} summary={fixer} rel="fixed_by" testId="fixed-by-link" />
-          </span>
-        )}
-        <span className="fx-spacer" />
-        <ResumeAction run={run} summaries={summaries} fixed={!!fixedBy} />
-        <button
-          className={`fx-btn fx-btn-small ${isResumable(run.status) || fixedBy ? '' : 'fx-btn-primary'}`}
-          onClick={() => openReplay({ id: run.id, workflow_id: run.workflow_id, status: run.status, mode: run.mode })}
-          title="Replay this run (live or dry, current or original version)"
-          data-testid="detail-replay"
-        >
-          <RotateCcw size={13} aria-hidden /> Replay
-        </button>
-        <button
-          className="fx-btn fx-btn-small"
-          onClick={() => void debugInEditor(run)}
-          title="Open the workflow in the editor with this run's input as the run input"
-          data-testid="debug-in-editor"
-        >
-          Debug in editor
-        </button>
-        <button
-          className="fx-btn fx-btn-small"
-          onClick={() => setCanvas(true)}
-          disabled={!snapshot}
-          title={snapshot ? 'Draw the path this run took on the workflow as it ran' : 'No snapshot recorded'}
-          data-testid="open-on-canvas"
-        >
-          Open on canvas
-        </button>
+        <OverflowActions actions={actions} label="More run actions" testId="detail-actions" moreTestId="detail-more" />
         <button aria-label="Close" className="fx-icon-btn" onClick={() => openRun(null)} title="Close" data-testid="detail-close">
           <X size={15} aria-hidden />
         </button>
+      </div>
+      <div className="fx-detail-sub">
+        <code className="fx-detail-id" title={`Run id ${run.id}`}>
+          {run.id}
+        </code>
+        {fixedBy && (
+          <span className="fx-detail-badge fx-fixed-note" data-testid="detail-fixed-by" title={fixerTip}>
+            fixed by <RunRef id={fixedBy} summary={fixer} rel="fixed_by" testId="fixed-by-link" />
+          </span>
+        )}
+        {resumedBy && (
+          <span className="fx-detail-badge fx-resumed-note" data-testid="detail-resumed-by" title={resumerTip}>
+            Resumed by <RunRef id={resumedBy} summary={summaries[resumedBy]} rel="resumed_by" testId="resumed-by-link" />
+          </span>
+        )}
       </div>
       <div className="fx-detail-body">
         <dl className="fx-facts">

@@ -2,7 +2,7 @@
 // loaded as the end comes into view; rows keep their place when new runs arrive above them.
 
 import { Play, RotateCcw } from 'lucide-react';
-import { memo, useEffect, useLayoutEffect, useRef } from 'react';
+import { memo, useEffect, useLayoutEffect, useRef, useState, type FocusEvent, type KeyboardEvent } from 'react';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import type { RunSummary } from '../api';
 import { formatMs } from '../app/format';
@@ -15,17 +15,22 @@ import { isResumable, useResumeDialog } from './resume';
 
 export const ROW_H = 34;
 
+/** One run of the list: a table row, in the tab order when it is the list's current row (roving tabindex). */
 const Row = memo(function Row({
   r,
+  index,
   top,
   active,
   checked,
+  tabbable,
   resumedBy,
 }: {
   r: RunSummary;
+  index: number;
   top: number;
   active: boolean;
   checked: boolean;
+  tabbable: boolean;
   /** The run's newest resume, when known. */
   resumedBy?: string;
 }) {
@@ -36,6 +41,11 @@ const Row = memo(function Row({
     <div
       className={`fx-run-row ${active ? 'is-active' : ''} ${checked ? 'is-checked' : ''}`}
       style={{ transform: `translateY(${top}px)` }}
+      role="row"
+      aria-rowindex={index + 2}
+      aria-current={active ? 'true' : undefined}
+      tabIndex={tabbable ? 0 : -1}
+      data-index={index}
       data-testid="run-row"
       data-run-id={r.id}
       data-status={r.status}
@@ -47,7 +57,7 @@ const Row = memo(function Row({
       onClick={() => useNav.getState().openRun(r.id)}
       title={r.error_message ? `${r.error_code}: ${r.error_message}` : undefined}
     >
-      <span className="fx-run-cell fx-run-check" onClick={(e) => e.stopPropagation()}>
+      <span className="fx-run-cell fx-run-check" role="cell" onClick={(e) => e.stopPropagation()}>
         <input
           type="checkbox"
           checked={checked}
@@ -56,10 +66,10 @@ const Row = memo(function Row({
           data-testid="run-select"
         />
       </span>
-      <span className="fx-run-cell fx-run-status">
+      <span className="fx-run-cell fx-run-status" role="cell">
         <span className={`fx-pill run-${r.status}`}>{r.status.replace('_', ' ')}</span>
       </span>
-      <span className="fx-run-cell fx-run-wf">
+      <span className="fx-run-cell fx-run-wf" role="cell">
         {r.mode === 'dry' ? (
           // The name may be cut short, never what ran. Beside the detail, a draft reads "· draft" (only dry runs run drafts).
           <>
@@ -102,20 +112,20 @@ const Row = memo(function Row({
           </span>
         )}
       </span>
-      <span className="fx-run-cell fx-run-trigger">
+      <span className="fx-run-cell fx-run-trigger" role="cell">
         {r.trigger}
       </span>
-      <span className="fx-run-cell fx-run-key fx-mono" title={r.idempotency_key}>
+      <span className="fx-run-cell fx-run-key fx-mono" role="cell" title={r.idempotency_key}>
         {r.idempotency_key ?? ''}
       </span>
-      <span className="fx-run-cell fx-run-id fx-mono fx-muted" title={r.id}>
+      <span className="fx-run-cell fx-run-id fx-mono fx-muted" role="cell" title={r.id}>
         {shortId(r.id)}
       </span>
-      <span className="fx-run-cell fx-run-time" title={r.created_at}>
+      <span className="fx-run-cell fx-run-time" role="cell" title={r.created_at}>
         {formatTime(r.created_at)}
       </span>
-      <span className="fx-run-cell fx-run-dur">{r.duration_ms !== undefined ? formatMs(r.duration_ms) : ''}</span>
-      <span className="fx-run-cell fx-run-actions" onClick={(e) => e.stopPropagation()}>
+      <span className="fx-run-cell fx-run-dur" role="cell">{r.duration_ms !== undefined ? formatMs(r.duration_ms) : ''}</span>
+      <span className="fx-run-cell fx-run-actions" role="cell" onClick={(e) => e.stopPropagation()}>
         {fixedBy && (
           <button
             className="fx-btn fx-btn-small fx-btn-ghost fx-fixed-by"
@@ -215,24 +225,73 @@ export function RunList() {
     anchor.current = r ? { id: r.id, index, offset: el.scrollTop - index * ROW_H } : null;
   };
 
+  // The keyboard: one row in the tab order (the open run's, else the first); arrows, Home and
+  // End move between rows (scrolling the list), Enter opens the focused row's run.
+  const [cursor, setCursor] = useState(0);
+  const activeIndex = activeId ? runs.findIndex((r) => r.id === activeId) : -1;
+  useEffect(() => {
+    if (activeIndex >= 0) setCursor(activeIndex);
+  }, [activeIndex]);
+  const current = Math.min(cursor, Math.max(0, runs.length - 1));
+  const pendingFocus = useRef<number | null>(null);
+  useEffect(() => {
+    const i = pendingFocus.current;
+    if (i === null) return;
+    const el = scroller.current?.querySelector<HTMLElement>(`[data-testid="run-row"][data-index="${i}"]`);
+    if (!el) return;
+    pendingFocus.current = null;
+    el.focus();
+  });
+  const onFocus = (e: FocusEvent<HTMLDivElement>) => {
+    const i = (e.target as HTMLElement).dataset.index;
+    if (i !== undefined) setCursor(Number(i));
+  };
+  const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
+    const el = e.target as HTMLElement;
+    if (!el.matches('[data-testid="run-row"]')) return;
+    const i = Number(el.dataset.index);
+    if (e.key === 'Enter') {
+      e.preventDefault();
+      useNav.getState().openRun(runs[i].id);
+      return;
+    }
+    const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: runs.length - 1 }[e.key];
+    if (to === undefined || to < 0 || to >= runs.length) return;
+    e.preventDefault();
+    setCursor(to);
+    pendingFocus.current = to;
+    v.scrollToIndex(to, { align: 'auto' });
+  };
+
   return (
-    <div className="fx-run-list" data-testid="run-list" data-count={runs.length} data-loading={String(loading)} data-more={String(!!nextCursor)} data-gen={gen}>
-      <div className="fx-run-row fx-run-header">
-        <span className="fx-run-cell fx-run-check" />
-        <span className="fx-run-cell fx-run-status">Status</span>
-        <span className="fx-run-cell fx-run-wf">Workflow</span>
-        <span className="fx-run-cell fx-run-trigger">Trigger</span>
-        <span className="fx-run-cell fx-run-key">Key</span>
-        <span className="fx-run-cell fx-run-id">Run</span>
-        <span className="fx-run-cell fx-run-time">Created</span>
-        <span className="fx-run-cell fx-run-dur">Took</span>
-        <span className="fx-run-cell fx-run-actions" />
+    <div className="fx-run-list" role="table" aria-label="Runs" aria-rowcount={runs.length + 1} data-testid="run-list" data-count={runs.length} data-loading={String(loading)} data-more={String(!!nextCursor)} data-gen={gen}>
+      <div className="fx-run-row fx-run-header" role="row" aria-rowindex={1}>
+        <span className="fx-run-cell fx-run-check" role="columnheader" aria-label="Select" />
+        <span className="fx-run-cell fx-run-status" role="columnheader">Status</span>
+        <span className="fx-run-cell fx-run-wf" role="columnheader">Workflow</span>
+        <span className="fx-run-cell fx-run-trigger" role="columnheader">Trigger</span>
+        <span className="fx-run-cell fx-run-key" role="columnheader">Key</span>
+        <span className="fx-run-cell fx-run-id" role="columnheader">Run</span>
+        <span className="fx-run-cell fx-run-time" role="columnheader">Created</span>
+        <span className="fx-run-cell fx-run-dur" role="columnheader">Took</span>
+        <span className="fx-run-cell fx-run-actions" role="columnheader" aria-label="Actions" />
       </div>
-      <div className="fx-run-scroll" ref={scroller} onScroll={onScroll} data-testid="run-scroll">
+      <div className="fx-run-scroll" ref={scroller} onScroll={onScroll} onKeyDown={onKeyDown} onFocus={onFocus} data-testid="run-scroll">
         <div style={{ height: v.getTotalSize(), position: 'relative' }}>
           {items.map((it) => {
             const r = runs[it.index];
-            return r ? <Row key={r.id} r={r} top={it.start} active={r.id === activeId} checked={selected.has(r.id) || !!matchingIds?.has(r.id)} resumedBy={resumedBy[r.id]} /> : null;
+            return r ? (
+              <Row
+                key={r.id}
+                r={r}
+                index={it.index}
+                top={it.start}
+                active={r.id === activeId}
+                checked={selected.has(r.id) || !!matchingIds?.has(r.id)}
+                tabbable={it.index === current}
+                resumedBy={resumedBy[r.id]}
+              />
+            ) : null;
           })}
         </div>
         {!runs.length && !loading && (

@@ -156,8 +156,11 @@ const StepForm = memo(function StepForm({ id }: { id: string }) {
           <IdInput value={id} testId="step-id" label="Step id" onCommit={(v) => renameStep(id, v)} />
         </div>
         <div className="form-group">
-          <label className="control-label">Name</label>
+          <label className="control-label" htmlFor="step-name">
+            Name
+          </label>
           <input
+            id="step-name"
             className="fx-input"
             value={data.name ?? ''}
             placeholder={kind?.title}
@@ -318,12 +321,17 @@ function WorkflowForm() {
         )}
       </div>
       <div className="form-group">
-        <label className="control-label">Name</label>
-        <input className="fx-input" value={meta.name} data-testid="workflow-name-field" onChange={(e) => setMeta({ name: e.target.value }, 'meta:name')} />
+        <label className="control-label" htmlFor="workflow-name">
+          Name
+        </label>
+        <input id="workflow-name" className="fx-input" value={meta.name} data-testid="workflow-name-field" onChange={(e) => setMeta({ name: e.target.value }, 'meta:name')} />
       </div>
       <div className="form-group">
-        <label className="control-label">Description</label>
+        <label className="control-label" htmlFor="workflow-description">
+          Description
+        </label>
         <textarea
+          id="workflow-description"
           className="fx-input"
           rows={4}
           value={meta.description ?? ''}
@@ -331,8 +339,11 @@ function WorkflowForm() {
         />
       </div>
       <div className="form-group">
-        <label className="control-label">Run time limit (s)</label>
+        <label className="control-label" htmlFor="workflow-timeout">
+          Run time limit (s)
+        </label>
         <input
+          id="workflow-timeout"
           className="fx-input"
           type="number"
           min={1}

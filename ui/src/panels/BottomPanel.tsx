@@ -3,6 +3,7 @@ import { useMemo, useState } from 'react';
 import { useEditor, runFinished } from '../store/editor';
 import { excerpt, formatMs } from '../app/format';
 import { parseJson, stringifyJson, type ValidationProblem } from '../api';
+import { TabList, tabPanelProps } from '../app/Tabs';
 import { CheckTab, CheckTabMark } from '../check/CheckTab';
 import { useNav } from '../app/nav';
 
@@ -254,23 +255,48 @@ export function BottomPanel() {
   const run = useEditor((s) => s.run);
   return (
     <section className={`fx-bottom ${open ? 'is-open' : ''}`} data-testid="bottom-panel">
-      <nav className="fx-tabs" aria-label="Problems, run results, run input and check">
-        <button className={tab === 'problems' ? 'is-active' : ''} onClick={() => setTab('problems')} data-testid="tab-problems">
-          Problems
-          {errors > 0 && <span className="fx-count fx-count-error">{errors}</span>}
-          {warnings > 0 && <span className="fx-count fx-count-warning">{warnings}</span>}
-        </button>
-        <button className={tab === 'results' ? 'is-active' : ''} onClick={() => setTab('results')} data-testid="tab-results">
-          Run results
-          {run && <span className={`fx-dot run-${run.status}`} />}
-        </button>
-        <button className={tab === 'input' ? 'is-active' : ''} onClick={() => setTab('input')} data-testid="tab-input">
-          Run input
-        </button>
-        <button className={tab === 'check' ? 'is-active' : ''} onClick={() => setTab('check')} data-testid="tab-check">
-          Check
-          <CheckTabMark />
-        </button>
+      <div className="fx-tabs">
+        <TabList
+          base="fx-bottom"
+          label="Problems, run results, run input and check"
+          value={tab}
+          onSelect={setTab}
+          hasPanel={open}
+          tabs={[
+            {
+              id: 'problems',
+              testId: 'tab-problems',
+              label: (
+                <>
+                  Problems
+                  {errors > 0 && <span className="fx-count fx-count-error">{errors}</span>}
+                  {warnings > 0 && <span className="fx-count fx-count-warning">{warnings}</span>}
+                </>
+              ),
+            },
+            {
+              id: 'results',
+              testId: 'tab-results',
+              label: (
+                <>
+                  Run results
+                  {run && <span className={`fx-dot run-${run.status}`} />}
+                </>
+              ),
+            },
+            { id: 'input', testId: 'tab-input', label: 'Run input' },
+            {
+              id: 'check',
+              testId: 'tab-check',
+              label: (
+                <>
+                  Check
+                  <CheckTabMark />
+                </>
+              ),
+            },
+          ]}
+        />
         <span className="fx-spacer" />
         <button
           onClick={() => toggle()}
@@ -281,9 +307,9 @@ export function BottomPanel() {
         >
           {open ? <ChevronDown size={16} aria-hidden /> : <ChevronUp size={16} aria-hidden />}
         </button>
-      </nav>
+      </div>
       {open && (
-        <div className="fx-bottom-body">
+        <div className="fx-bottom-body" {...tabPanelProps('fx-bottom', tab)}>
           {tab === 'problems' ? <ProblemsTab /> : tab === 'results' ? <ResultsTab /> : tab === 'check' ? <CheckTab /> : <InputTab />}
         </div>
       )}

@@ -451,10 +451,14 @@ export function SettingsView() {
         <section className="fx-card">
           <h3>Data</h3>
           <div className="fx-settings-grid">
-            <label className="control-label">Data directory</label>
-            <input className="fx-input fx-mono" readOnly value={view.data_dir ?? '(in memory)'} data-testid="settings-data-dir" />
-            <label className="control-label">Workflows folder</label>
-            <input className="fx-input fx-mono" readOnly value={view.workflows_dir ?? ''} />
+            <label className="control-label" htmlFor="settings-data-dir">
+              Data directory
+            </label>
+            <input id="settings-data-dir" className="fx-input fx-mono" readOnly value={view.data_dir ?? '(in memory)'} data-testid="settings-data-dir" />
+            <label className="control-label" htmlFor="settings-workflows-dir">
+              Workflows folder
+            </label>
+            <input id="settings-workflows-dir" className="fx-input fx-mono" readOnly value={view.workflows_dir ?? ''} />
           </div>
         </section>
       </div>
