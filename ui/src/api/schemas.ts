@@ -23,6 +23,7 @@ export type DurationPercentiles = Schemas['DurationPercentiles'];
 export type ErrorInfo = Schemas['ErrorInfo'];
 export type FailureGroup = Schemas['FailureGroup'];
 export type FieldProblem = Schemas['FieldProblem'];
+export type LineageFix = Schemas['LineageFix'];
 export type MemoryEntry = Schemas['MemoryEntry'];
 export type MemoryPage = Schemas['MemoryPage'];
 export type Mode = Schemas['Mode'];
