@@ -231,7 +231,7 @@ async fn start_run(
         }
     };
     let wf = runnable(&state, &id)?;
-    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let lease = (wf.workflow.settings.run_timeout_s.secs() as i64) * 1000;
     let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
     {
         Begin::Replay(resp) => return Ok(resp),
@@ -385,7 +385,7 @@ async fn replay(
         parsed.version.as_deref(),
     )
     .await?;
-    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let lease = (wf.workflow.settings.run_timeout_s.secs() as i64) * 1000;
     let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
     {
         Begin::Replay(resp) => return Ok(resp),
@@ -547,7 +547,7 @@ async fn resume(
         .resume_run(&original, parsed.from_step.as_deref())
         .await
         .map_err(resume_problem)?;
-    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let lease = (wf.workflow.settings.run_timeout_s.secs() as i64) * 1000;
     let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
     {
         Begin::Replay(resp) => return Ok(resp),

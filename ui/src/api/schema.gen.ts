@@ -1480,6 +1480,29 @@ export interface components {
             dedupe?: string;
         };
         /**
+         * @description A ready-made step the editor's palette offers beside its kind (Memory's "Claim the
+         *     event"): a name and a config, some members of which the editor fills from the workflow
+         *     ([`PresetFill`]).
+         */
+        Preset: {
+            /** @description Stable id within the kind (`claim`). */
+            id: string;
+            /** @description The palette card's title, and the new step's name. */
+            title: string;
+            description: string;
+            /** @description The new step's config. */
+            config: unknown;
+            /** @description Config members the editor fills from the workflow, by member name. */
+            fill: {
+                [key: string]: components["schemas"]["PresetFill"];
+            };
+        };
+        /**
+         * @description What the editor fills a [`Preset`] member with.
+         * @enum {string}
+         */
+        PresetFill: "event_id" | "workflow_namespace";
+        /**
          * @description Where a previewed field sits ([`TemplatePreview::place`]).
          * @enum {string}
          */
@@ -1913,6 +1936,11 @@ export interface components {
             ports: string[];
             /** @description JSON Schema of the kind's config. */
             config_schema: unknown;
+            /**
+             * @description Ready-made steps of this kind the palette offers beside it (Memory's "Claim the
+             *     event").
+             */
+            presets: components["schemas"]["Preset"][];
         };
         /** @description What one step did in a run. */
         StepRecord: {

@@ -31,6 +31,7 @@ export type NamespaceCount = Schemas['NamespaceCount'];
 export type PlannedCall = Schemas['PlannedCall'];
 export type PreviewWarning = Schemas['PreviewWarning'];
 export type Problem = Schemas['Problem'];
+export type Preset = Schemas['Preset'];
 export type ProblemItem = Schemas['ProblemItem'];
 export type RunEvent = Schemas['RunEvent'];
 export type RunFilter = Schemas['RunFilter'];
