@@ -33,6 +33,8 @@ test('a blank workflow asks for its trigger; Claim the event is a claim keyed by
   await expect(prompt).toContainText('How does this workflow start?');
   await expect(prompt.getByTestId('pick-trigger-manual_trigger')).toBeVisible();
   await expect(prompt.getByTestId('pick-trigger-schedule_trigger')).toBeVisible();
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: `${SHOTS}/blank-pick-a-trigger.png` });
   await prompt.getByTestId('pick-trigger-webhook_trigger').click();
   await expect(node(page, 'hook')).toBeVisible();
   await expect(page.locator('.react-flow__node')).toHaveCount(1);
@@ -66,7 +68,6 @@ test('a blank workflow asks for its trigger; Claim the event is a claim keyed by
   await expect(page.locator('#root_allow_overwrite')).not.toBeChecked();
   const ttl = page.getByTestId('duration-ttl_s');
   await expect(ttl).toHaveValue('4d');
-  mkdirSync(SHOTS, { recursive: true });
   await page.screenshot({ path: `${SHOTS}/claim-the-event.png` });
 
   // A bad duration: said at once, and by the engine's check, which names the forms.
