@@ -52,6 +52,7 @@ pub mod cli;
 pub mod clock;
 pub mod connections;
 pub mod connectors;
+pub mod duration;
 pub mod run;
 pub mod runtime;
 pub mod samples;

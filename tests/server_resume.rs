@@ -450,3 +450,192 @@ async fn resuming_a_resume_keeps_the_lineage_and_its_claim() {
     let status = |v: &Value| RunStatus::parse(v["status"].as_str().unwrap()).unwrap();
     assert_eq!(status(&second), RunStatus::Failed);
 }
+
+/// The preview's step ids under `field`.
+fn ids(preview: &Value, field: &str) -> Vec<String> {
+    preview[field]
+        .as_array()
+        .unwrap_or_else(|| panic!("{field} in {preview}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lineage_fixed_by_its_resume_says_so_and_offers_no_resume() {
+    // Issue 37 point 4: no compensation, so the failed run's claim stays; its resume succeeds.
+    let w = world(false, vec![Action::status(500)]).await;
+    let failed = start_run(&w.s, "INV-9").await;
+    let id = failed["id"].as_str().unwrap();
+    let (_, resumed) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
+    assert_eq!(resumed["status"], "succeeded", "{resumed}");
+    let resumed_id = resumed["id"].as_str().unwrap();
+
+    // The replay preview follows the lineage: fixed by the resume, nothing to resume.
+    let (status, preview) = post(&w.s, &format!("/runs/{id}/replay/preview"), json!({})).await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(preview["resume_instead"], false, "{preview}");
+    assert!(preview.get("resume_run_id").is_none(), "{preview}");
+    assert_eq!(
+        preview["fixed_by"],
+        json!({"run_id": resumed_id, "trigger": "resume"})
+    );
+    let warnings = preview["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{preview}");
+    assert_eq!(warnings[0]["code"], "lineage_fixed");
+    assert_eq!(
+        warnings[0]["step"], "seen",
+        "the claim that stops the replay"
+    );
+    let message = warnings[0]["message"].as_str().unwrap();
+    assert!(message.contains(resumed_id), "{message}");
+    assert!(message.contains("a resume"), "{message}");
+    assert!(!message.contains("did not finish"), "{message}");
+    assert!(!message.contains("Resume run"), "{message}");
+
+    // The resume preview answers why there is nothing to resume, naming the fix.
+    let (status, p) = post(&w.s, &format!("/runs/{id}/resume/preview"), json!({})).await;
+    assert_eq!((status, p["code"].as_str()), (409, Some("already_resumed")));
+    assert_eq!(p["resumed_by"], resumed_id);
+    assert_eq!(p["fixed_by"], resumed_id);
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the lineage is fixed"),
+        "{p}"
+    );
+    assert_eq!(w.crm.count(), 2, "previews send nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lineage_fixed_by_a_replay_says_so_in_both_previews() {
+    // The compensation released the claim; a replay took it and created the deal.
+    let w = world(true, vec![Action::status(500)]).await;
+    let failed = start_run(&w.s, "INV-10").await;
+    let id = failed["id"].as_str().unwrap();
+    let (_, replay) = post(&w.s, &format!("/runs/{id}/replay"), json!({})).await;
+    assert_eq!(replay["status"], "succeeded", "{replay}");
+    let replay_id = replay["id"].as_str().unwrap();
+    let fixed = json!({"run_id": replay_id, "trigger": "replay"});
+
+    let (_, preview) = post(&w.s, &format!("/runs/{id}/replay/preview"), json!({})).await;
+    assert_eq!(preview["fixed_by"], fixed, "{preview}");
+    assert_eq!(preview["resume_instead"], false);
+    assert_eq!(preview["warnings"][0]["code"], "lineage_fixed");
+    assert!(preview["warnings"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("run `{replay_id}` (a replay)")));
+
+    let (status, preview) = post(&w.s, &format!("/runs/{id}/resume/preview"), json!({})).await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(preview["fixed_by"], fixed, "{preview}");
+    assert_eq!(preview["warnings"][0]["code"], "lineage_fixed");
+    // The resume would find the claim taken by the replay: it takes the skip route.
+    assert_eq!(step(&preview["run"], "route")["ports"], json!(["skip"]));
+    assert_eq!(w.crm.count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_stopped_by_an_unfinished_resume_chain_offers_its_newest_run() {
+    let w = world(false, vec![Action::status(500), Action::status(503)]).await;
+    let first = start_run(&w.s, "INV-11").await;
+    let id = first["id"].as_str().unwrap();
+    let (_, second) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
+    assert_eq!(second["status"], "failed", "{second}");
+    let second_id = second["id"].as_str().unwrap();
+
+    let (_, preview) = post(&w.s, &format!("/runs/{id}/replay/preview"), json!({})).await;
+    assert!(preview.get("fixed_by").is_none(), "{preview}");
+    assert_eq!(preview["resume_instead"], true, "{preview}");
+    assert_eq!(
+        preview["resume_run_id"], second_id,
+        "the chain's newest run"
+    );
+    assert_eq!(preview["warnings"][0]["code"], "own_claim");
+    assert!(preview["warnings"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("Resume run `{second_id}` instead")));
+    // And that run can be resumed: the advice is alive.
+    let (status, p) = post(
+        &w.s,
+        &format!("/runs/{second_id}/resume/preview"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{p}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resume_preview_partitions_the_steps_as_the_resume_then_does() {
+    // Issue 37 point 5: the original fails and releases its claim; a replay of it takes the
+    // claim, fails and releases it; the original is resumed and re-takes the claim. A resume
+    // of the replay then cannot reuse its claim: the claim executes again (`exists`), and so
+    // does everything after it, though the plan alone would start at `create`.
+    let w = world(true, vec![Action::status(500), Action::status(500)]).await;
+    let original = start_run(&w.s, "INV-12").await;
+    let id = original["id"].as_str().unwrap();
+    let (_, replay) = post(&w.s, &format!("/runs/{id}/replay"), json!({})).await;
+    assert_eq!(replay["status"], "failed", "{replay}");
+    assert_eq!(replay["error"]["step"], "create");
+    let replay_id = replay["id"].as_str().unwrap();
+    let (_, resumed) = post(&w.s, &format!("/runs/{id}/resume"), json!({})).await;
+    assert_eq!(resumed["status"], "succeeded", "{resumed}");
+    assert_eq!(w.crm.count(), 3);
+
+    let (status, preview) = post(
+        &w.s,
+        &format!("/runs/{replay_id}/resume/preview"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{preview}");
+    let (reused, executed) = (ids(&preview, "reused"), ids(&preview, "executed"));
+    assert_eq!(reused, ["start", "fetch"], "{preview}");
+    assert_eq!(executed, ["seen", "route", "skipped"], "{preview}");
+    assert_eq!(preview["from_step"], "seen", "the first step that executes");
+    // A partition of the previewed run's steps.
+    let walked: Vec<String> = preview["run"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step_id"].as_str().unwrap().to_string())
+        .collect();
+    let mut both = [reused.clone(), executed.clone()].concat();
+    both.sort();
+    let mut all = walked.clone();
+    all.sort();
+    assert_eq!(both, all, "each step in exactly one list");
+    assert!(
+        preview["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["step_id"] != "create"),
+        "{preview}"
+    );
+
+    // The resume does what the preview said, record for record.
+    let (_, done) = post(&w.s, &format!("/runs/{replay_id}/resume"), json!({})).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let records: Vec<(String, bool)> = done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["step_id"].as_str().unwrap().to_string(),
+                s.get("reused_from").is_some(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, bool)> = walked
+        .iter()
+        .map(|id| (id.clone(), reused.contains(id)))
+        .collect();
+    assert_eq!(records, expected);
+    assert_eq!(step(&done, "seen")["output"]["claimed_by"], id);
+    assert_eq!(w.crm.count(), 3, "no call: the event was handled");
+}

@@ -317,8 +317,13 @@ pub fn resume_problem(e: ResumeFailure) -> AppError {
         ResumeFailure::Plan(ResumeError::InvalidFromStep(m)) => {
             AppError::bad_request("invalid_from_step", m)
         }
-        ResumeFailure::Plan(ResumeError::AlreadyResumed { message, by }) => {
-            AppError::conflict("already_resumed", message).with_extra(json!({"resumed_by": by}))
+        ResumeFailure::Plan(ResumeError::AlreadyResumed { message, by, fixed }) => {
+            let extra = if fixed {
+                json!({"resumed_by": by, "fixed_by": by})
+            } else {
+                json!({"resumed_by": by})
+            };
+            AppError::conflict("already_resumed", message).with_extra(extra)
         }
         ResumeFailure::SnapshotInvalid(problems) => AppError::conflict(
             "workflow_invalid",
@@ -865,14 +870,9 @@ fn stats_json(
 // Lineage outcome
 // ---------------------------------------------------------------------------------------------
 
-/// Most runs of a lineage read to find what fixed a failure.
-const LINEAGE_READS: usize = 64;
-
-/// The run that fixed `run`, if any: the first descendant (over `resumed_by` and
-/// `replayed_by`, breadth first, oldest first) that succeeded. A dry run fixes only a dry
-/// failure: a live failure is fixed by a live run. `None` for a run that did not fail
-/// (`failed`, `timed_out`, `interrupted`), has no descendants, or none of which succeeded
-/// (at most 64 of them are read).
+/// The run that fixed `run`, if any ([`crate::runtime::Engine::fixed_by`]): the first
+/// descendant (over `resumed_by` and `replayed_by`, breadth first, oldest first) that
+/// succeeded.
 pub async fn fixed_by(state: &AppState, run: &RunRecord) -> AppResult<Option<String>> {
     fixed_by_links(
         state,
@@ -891,25 +891,12 @@ async fn fixed_by_links(
     resumed_by: &[String],
     replayed_by: &[String],
 ) -> AppResult<Option<String>> {
-    if !crate::runtime::resume::is_resumable(status) {
-        return Ok(None);
-    }
-    let mut queue: std::collections::VecDeque<String> =
-        resumed_by.iter().chain(replayed_by).cloned().collect();
-    let mut seen = std::collections::HashSet::new();
-    while let Some(id) = queue.pop_front() {
-        if seen.len() >= LINEAGE_READS || !seen.insert(id.clone()) {
-            continue;
-        }
-        let Some(r) = state.store().get_run(&id).await.map_err(AppError::store)? else {
-            continue;
-        };
-        if r.status == RunStatus::Succeeded && (r.mode == Mode::Live || mode == Mode::Dry) {
-            return Ok(Some(r.id));
-        }
-        queue.extend(r.resumed_by.iter().chain(&r.replayed_by).cloned());
-    }
-    Ok(None)
+    Ok(state
+        .engine()
+        .fixed_by_links(status, mode, resumed_by, replayed_by)
+        .await
+        .map_err(AppError::store)?
+        .map(|f| f.run_id))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -600,8 +600,9 @@ impl Engine {
             &run_meta,
             self.env_view(&env, &wf.workflow.secrets),
         );
-        let deadline_ms = started
-            .saturating_add((wf.workflow.settings.run_timeout_s as i64).saturating_mul(1000));
+        let deadline_ms = started.saturating_add(
+            (wf.workflow.settings.run_timeout_s.secs() as i64).saturating_mul(1000),
+        );
         let t0 = Instant::now();
         let mut walk = Walk {
             engine: self,

@@ -11,7 +11,12 @@
 //! `error` port: an error branch needs the error that sent the walk there).
 //!
 //! The plan is a pure function of the original record and its compiled snapshot, so a queued
-//! resume computes it again when a worker takes it.
+//! resume computes it again when a worker takes it. It is where the walk starts, not the last
+//! word: the walk asks each reused step whether its reuse still holds
+//! ([`crate::steps::StepKind::confirm_reuse`]: a claim another run took meanwhile executes
+//! again, and so does everything after it). So what a resume reuses and executes is read from
+//! the walk's records, the resume's own or its preview's dry walk
+//! ([`super::preview::reused_and_executed`]), never from the plan alone.
 //!
 //! Here too: [`Engine::resume_run`] (the use case every adapter calls) and crash recovery's
 //! rule, [`Engine::recover_running`].
@@ -37,9 +42,13 @@ pub enum ResumeError {
     InvalidFromStep(String),
     /// The run was resumed already: `409 already_resumed`, `by` naming the newest run of its
     /// chain (resume that one if it failed: one resume per run keeps a lineage a chain, so
-    /// no two of its runs act at once).
+    /// no two of its runs act at once); `fixed` when that run succeeded.
     #[error("{message}")]
-    AlreadyResumed { message: String, by: String },
+    AlreadyResumed {
+        message: String,
+        by: String,
+        fixed: bool,
+    },
 }
 
 /// What a resume of one run reuses.
@@ -52,18 +61,6 @@ pub struct ResumePlan {
     /// The records reused, by step id, each with `reused_from` set to the run that executed
     /// the step.
     pub reuse: BTreeMap<String, StepRecord>,
-}
-
-impl ResumePlan {
-    /// The step ids reused, in the original run's record order.
-    pub fn reused_ids(&self, original: &RunRecord) -> Vec<String> {
-        original
-            .steps
-            .iter()
-            .filter(|s| self.reuse.contains_key(&s.step_id))
-            .map(|s| s.step_id.clone())
-            .collect()
-    }
 }
 
 /// True for the statuses a resume accepts: `failed`, `timed_out`, `interrupted`.
@@ -180,6 +177,37 @@ pub fn plan(
     })
 }
 
+/// The newest run of a run's resume chain (over `resumed_by`, newest last at each link).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeChainEnd {
+    pub run_id: String,
+    /// Its status; `None` when the record no longer exists.
+    pub status: Option<RunStatus>,
+}
+
+/// A later run of a failed run's lineage that succeeded: the run that fixed it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct LineageFix {
+    /// The run that succeeded.
+    pub run_id: String,
+    /// How it came: `resume` (it continued the failed run, or a run that did) or `replay`.
+    pub trigger: Trigger,
+}
+
+impl LineageFix {
+    /// `its resume` or `a replay`, for sentences.
+    pub fn how(&self) -> &'static str {
+        match self.trigger {
+            Trigger::Resume => "a resume",
+            Trigger::Replay => "a replay",
+            _ => "a later run",
+        }
+    }
+}
+
+/// Most runs of a lineage read to find what fixed a failure.
+const LINEAGE_READS: usize = 64;
+
 /// Why a resume cannot start.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ResumeFailure {
@@ -233,27 +261,18 @@ impl Engine {
         // One resume per run: a chain, never a fan (two resumes of one run would both own the
         // lineage's claims and repeat the same calls at once). Point at the chain's newest run.
         if let Some(first) = original.resumed_by.last() {
-            let mut newest = first.clone();
-            let mut status = None;
-            for _ in 0..10_000 {
-                match self
-                    .store()
-                    .get_run(&newest)
-                    .await
-                    .map_err(ResumeFailure::Store)?
-                {
-                    Some(r) => {
-                        status = Some(r.status);
-                        match r.resumed_by.last() {
-                            Some(next) => newest = next.clone(),
-                            None => break,
-                        }
-                    }
-                    None => break,
+            let newest = self
+                .newest_resume(original)
+                .await
+                .map_err(ResumeFailure::Store)?
+                .unwrap_or_else(|| ResumeChainEnd {
+                    run_id: first.clone(),
+                    status: None,
+                });
+            let state = match newest.status {
+                Some(RunStatus::Succeeded) => {
+                    "succeeded: the lineage is fixed, nothing is left to resume".to_string()
                 }
-            }
-            let state = match status {
-                Some(RunStatus::Succeeded) => "succeeded".to_string(),
                 Some(s) if is_resumable(s) => format!("{s}: resume that one"),
                 Some(s) => format!("is {s}: wait for it"),
                 None => "no longer exists".to_string(),
@@ -261,10 +280,11 @@ impl Engine {
             return Err(ResumeFailure::Plan(ResumeError::AlreadyResumed {
                 message: format!(
                     "run `{}` was already resumed by run `{first}`; the newest run of its \
-                     lineage is `{newest}`, which {state}",
-                    original.id
+                     lineage is `{}`, which {state}",
+                    original.id, newest.run_id
                 ),
-                by: newest,
+                fixed: newest.status == Some(RunStatus::Succeeded),
+                by: newest.run_id,
             }));
         }
         let mut req = RunRequest::new(original.input.clone(), Trigger::Resume, original.mode);
@@ -360,16 +380,7 @@ impl Engine {
             Some(step) => format!(" (step {step} in flight)"),
             None => String::new(),
         };
-        let in_flight = marked
-            .or_else(|| {
-                preview
-                    .run
-                    .steps
-                    .iter()
-                    .find(|s| s.reused_from.is_none())
-                    .map(|s| s.step_id.clone())
-            })
-            .unwrap_or_default();
+        let in_flight = marked.or(preview.from_step).unwrap_or_default();
         match self.resume_run(&orig, None).await {
             Ok((wf, resume, mut orig)) => {
                 let from = if in_flight.is_empty() || !at_step.is_empty() {
@@ -397,6 +408,81 @@ impl Engine {
             }
             Err(e) => interrupted(orig, in_flight, format!("it cannot be resumed: {e}")),
         }
+    }
+
+    /// The newest run of `run`'s resume chain (`None` when it was never resumed): one resume
+    /// per run keeps the chain a line, so this is the run to resume, or to wait for.
+    pub async fn newest_resume(
+        &self,
+        run: &RunRecord,
+    ) -> Result<Option<ResumeChainEnd>, StoreError> {
+        let Some(first) = run.resumed_by.last() else {
+            return Ok(None);
+        };
+        let mut end = ResumeChainEnd {
+            run_id: first.clone(),
+            status: None,
+        };
+        for _ in 0..10_000 {
+            let Some(r) = self.store().get_run(&end.run_id).await? else {
+                break;
+            };
+            end.status = Some(r.status);
+            match r.resumed_by.last() {
+                Some(next) => {
+                    end = ResumeChainEnd {
+                        run_id: next.clone(),
+                        status: None,
+                    }
+                }
+                None => break,
+            }
+        }
+        Ok(Some(end))
+    }
+
+    /// The run that fixed `run` (see [`Engine::fixed_by_links`]).
+    pub async fn fixed_by(&self, run: &RunRecord) -> Result<Option<LineageFix>, StoreError> {
+        self.fixed_by_links(run.status, run.mode, &run.resumed_by, &run.replayed_by)
+            .await
+    }
+
+    /// The run that fixed a run with this `status`, `mode` and these links: the first
+    /// descendant (over `resumed_by` and `replayed_by`, breadth first, oldest first) that
+    /// succeeded. A dry run fixes only a dry failure: a live failure is fixed by a live run.
+    /// `None` for a run that did not fail (`failed`, `timed_out`, `interrupted`), has no
+    /// descendants, or none of which succeeded (at most 64 of them are read).
+    pub async fn fixed_by_links(
+        &self,
+        status: RunStatus,
+        mode: crate::run::Mode,
+        resumed_by: &[String],
+        replayed_by: &[String],
+    ) -> Result<Option<LineageFix>, StoreError> {
+        if !is_resumable(status) {
+            return Ok(None);
+        }
+        let mut queue: std::collections::VecDeque<String> =
+            resumed_by.iter().chain(replayed_by).cloned().collect();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = queue.pop_front() {
+            if seen.len() >= LINEAGE_READS || !seen.insert(id.clone()) {
+                continue;
+            }
+            let Some(r) = self.store().get_run(&id).await? else {
+                continue;
+            };
+            if r.status == RunStatus::Succeeded
+                && (r.mode == crate::run::Mode::Live || mode == crate::run::Mode::Dry)
+            {
+                return Ok(Some(LineageFix {
+                    run_id: r.id,
+                    trigger: r.trigger,
+                }));
+            }
+            queue.extend(r.resumed_by.iter().chain(&r.replayed_by).cloned());
+        }
+        Ok(None)
     }
 
     /// Compile the definition a run recorded (`snapshot`), for a resume or an original-version

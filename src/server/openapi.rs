@@ -567,6 +567,9 @@ pub struct StepKind {
     pub ports: Vec<String>,
     /// JSON Schema of the kind's config.
     pub config_schema: Value,
+    /// Ready-made steps of this kind the palette offers beside it (Memory's "Claim the
+    /// event").
+    pub presets: Vec<crate::steps::Preset>,
 }
 
 /// A built-in workflow template.

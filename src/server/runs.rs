@@ -232,7 +232,7 @@ async fn start_run(
         }
     };
     let wf = runnable(&state, &id)?;
-    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let lease = (wf.workflow.settings.run_timeout_s.secs() as i64) * 1000;
     let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
     {
         Begin::Replay(resp) => return Ok(resp),
@@ -416,7 +416,7 @@ async fn replay(
         parsed.version.as_deref(),
     )
     .await?;
-    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let lease = (wf.workflow.settings.run_timeout_s.secs() as i64) * 1000;
     let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
     {
         Begin::Replay(resp) => return Ok(resp),
@@ -448,9 +448,12 @@ struct ReplayPreviewBody {
     summary = "Preview a replay (nothing is stored or sent)",
     description = "The dry walk of the replay a `POST /runs/{id}/replay` would start: the run \
         record it would produce (`mode: dry`, never stored), the calls it would send with \
-        their idempotency keys, and warnings. `own_claim`: a Memory claim held by the \
+        their idempotency keys, and warnings, following the replayed run's lineage. \
+        `lineage_fixed`: a later run of the lineage (a resume or a replay) succeeded, named in \
+        `fixed_by`; nothing is left to resume. `own_claim`: a Memory claim held by the \
         replayed run's own lineage, which did not finish, would send the replay down its \
-        \"already processed\" branch; `resume_instead` is then true: resume the run instead.",
+        \"already processed\" branch; `resume_instead` is then true: resume \
+        `resume_run_id` (the run, or the newest run of its resume chain) instead.",
     params(("id" = String, Path, description = "The run to replay.")),
     request_body(content = Option<ReplayPreviewBody>, content_type = "application/json"),
     responses(
@@ -575,7 +578,7 @@ async fn resume(
         .resume_run(&original, parsed.from_step.as_deref())
         .await
         .map_err(resume_problem)?;
-    let lease = (wf.workflow.settings.run_timeout_s as i64) * 1000;
+    let lease = (wf.workflow.settings.run_timeout_s.secs() as i64) * 1000;
     let guard = match idempotency::begin(&state, &headers, "POST", uri.path(), &body, lease).await?
     {
         Begin::Replay(resp) => return Ok(resp),
@@ -593,10 +596,14 @@ async fn resume(
     tag = "runs",
     summary = "Preview a resume (nothing is stored or sent)",
     description = "The dry walk of the resume a `POST /runs/{id}/resume` would start: the \
-        steps it reuses, the step it executes from, the calls it would send again with their \
-        idempotency keys and whether each is safe to repeat, and warnings (`not_transient`: \
-        the run failed with an answer retries do not fix, such as 409; `repeat_unsafe`: the \
-        step in flight may have acted and repeating it may duplicate that).",
+        steps it reuses and the steps it executes (read from the same walk the resume makes, \
+        so they partition its steps), the first step it executes, the calls it would send \
+        again with their idempotency keys and whether each is safe to repeat, and warnings \
+        (`lineage_fixed`: a replay of the run succeeded, named in `fixed_by`; \
+        `not_transient`: the run failed with an answer retries do not fix, such as 409; \
+        `repeat_unsafe`: the step in flight may have acted and repeating it may duplicate \
+        that). A run resumed already answers `409 already_resumed` with `resumed_by` (and \
+        `fixed_by` when that resume succeeded).",
     params(("id" = String, Path, description = "The run to resume.")),
     request_body(content = Option<ResumeBody>, content_type = "application/json"),
     responses(

@@ -41,10 +41,10 @@ pub struct Config {
     /// The id of the workflow to start per item; its trigger must be `manual_trigger`.
     #[schemars(title = "Workflow to start")]
     pub workflow: String,
-    /// How long an item's key is remembered, in **seconds** from its first claim (default
-    /// 2592000 = 30 days).
-    #[serde(default = "default_window")]
-    #[schemars(title = "Remember keys for (seconds)")]
+    /// How long an item's key is remembered from its first claim: `30d`, `12h`, or a number
+    /// of seconds (default 2592000 = 30 days).
+    #[serde(default = "default_window", deserialize_with = "crate::duration::secs")]
+    #[schemars(title = "Remember keys for", with = "crate::duration::Seconds")]
     pub window_s: u64,
     /// Most items one execution accepts (default 1000); a longer list fails the step, naming
     /// the count, before anything is started.

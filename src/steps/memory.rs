@@ -27,8 +27,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor,
-    StepContext, StepError, StepKind, StepOutput,
+    key_text, parse_config, parse_rendered, schema_of, Category, ConfigProblem, Descriptor, Preset,
+    PresetFill, StepContext, StepError, StepKind, StepOutput,
 };
 use crate::clock::rfc3339;
 use crate::store::{ClaimOwner, WriteOptions, WriteResult};
@@ -77,9 +77,10 @@ pub struct Config {
     #[serde(default = "yes")]
     #[schemars(title = "Overwrite an existing key")]
     pub allow_overwrite: bool,
-    /// Time to live in **seconds** from the write; absent = no expiry.
-    #[serde(default)]
-    #[schemars(title = "Expires after (seconds)")]
+    /// How long the key lives from the write: `4d`, `36h`, `90s`, or a number of seconds;
+    /// absent = no expiry.
+    #[serde(default, deserialize_with = "crate::duration::opt_secs")]
+    #[schemars(title = "Expires after", with = "Option<crate::duration::Seconds>")]
     pub ttl_s: Option<u64>,
     /// `persistent` (default) or `run`.
     #[serde(default)]
@@ -113,6 +114,30 @@ impl StepKind for Memory {
     }
     fn config_schema(&self) -> Value {
         schema_of::<Config>()
+    }
+    /// "Claim the event": a write that never overwrites (the atomic claim), keyed by the
+    /// event's id, kept four days (Stripe retries for three).
+    fn presets(&self) -> Vec<Preset> {
+        vec![Preset {
+            id: "claim",
+            title: "Claim the event",
+            description: "Claim the event's id in Memory, once: the first run gets written: \
+                          true, a duplicate gets written: false. Follow it with a router that \
+                          skips duplicates.",
+            config: json!({
+                "operation": "write",
+                "namespace": "processed-events",
+                "key": "{{ input.id }}",
+                "allow_overwrite": false,
+                "ttl_s": "4d",
+            }),
+            fill: [
+                ("key", PresetFill::EventId),
+                ("namespace", PresetFill::WorkflowNamespace),
+            ]
+            .into_iter()
+            .collect(),
+        }]
     }
     fn check(&self, config: &Value) -> Vec<ConfigProblem> {
         let c = match parse_config::<Config>(config) {

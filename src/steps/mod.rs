@@ -78,6 +78,33 @@ pub struct Descriptor {
     pub side_effects: bool,
 }
 
+/// A ready-made step the editor's palette offers beside its kind (Memory's "Claim the
+/// event"): a name and a config, some members of which the editor fills from the workflow
+/// ([`PresetFill`]).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Preset {
+    /// Stable id within the kind (`claim`).
+    pub id: &'static str,
+    /// The palette card's title, and the new step's name.
+    pub title: &'static str,
+    pub description: &'static str,
+    /// The new step's config.
+    pub config: Value,
+    /// Config members the editor fills from the workflow, by member name.
+    pub fill: std::collections::BTreeMap<&'static str, PresetFill>,
+}
+
+/// What the editor fills a [`Preset`] member with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PresetFill {
+    /// The template of the event's id: the webhook trigger's `dedupe_key` when it has one,
+    /// else `{{ input.id }}` (what the templates' claims use).
+    EventId,
+    /// A Memory namespace of the workflow's own: `processed-<workflow id>`.
+    WorkflowNamespace,
+}
+
 /// Whether a step may be executed again after a crash may have cut it mid-flight
 /// ([`StepKind::repeat_safety`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,6 +318,10 @@ pub trait StepKind: Send + Sync + 'static {
     fn config_schema(&self) -> Value;
     /// Every problem of a config as written (templates unrendered).
     fn check(&self, config: &Value) -> Vec<ConfigProblem>;
+    /// Ready-made steps of this kind for the palette. Default: none.
+    fn presets(&self) -> Vec<Preset> {
+        Vec::new()
+    }
     /// Output ports for this config. Default: `out`, `error`.
     fn ports(&self, _config: &Value) -> Vec<String> {
         vec![PORT_OUT.to_string(), PORT_ERROR.to_string()]
@@ -531,6 +562,7 @@ impl Registry {
                         let ports = k.ports(&Value::Object(Default::default()));
                         m.insert("ports".into(), serde_json::json!(ports));
                         m.insert("config_schema".into(), k.config_schema());
+                        m.insert("presets".into(), serde_json::json!(k.presets()));
                     }
                     v
                 })
@@ -572,6 +604,10 @@ mod tests {
                          "connection": "crm", "timeout_s": "soon"});
         let p = parse_config::<action::Config>(&bad).unwrap_err();
         assert_eq!(p[0].path, "timeout_s");
-        assert!(p[0].message.contains("expected f64"), "{}", p[0].message);
+        assert!(
+            p[0].message.contains("`soon` is not a duration"),
+            "{}",
+            p[0].message
+        );
     }
 }

@@ -46,9 +46,13 @@ pub enum RetryStrategy {
 /// [`RetryPolicy`] from it.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct CallPolicy {
-    /// Timeout of one attempt in **seconds** (default 10; more than 0, at most 3600).
-    #[serde(default = "default_timeout")]
-    #[schemars(title = "Timeout per attempt (seconds)")]
+    /// Timeout of one attempt: `10s`, `500ms`, or a number of seconds (default 10; more than
+    /// 0, at most 3600 seconds).
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "crate::duration::secs_f64"
+    )]
+    #[schemars(title = "Timeout per attempt", with = "crate::duration::Seconds")]
     pub timeout_s: f64,
     /// Retries after the first attempt (default 2, at most 20): timeouts, connection errors,
     /// 408, 429 and 5xx only.
@@ -59,14 +63,17 @@ pub struct CallPolicy {
     #[serde(default)]
     #[schemars(title = "Backoff")]
     pub retry_strategy: RetryStrategy,
-    /// Backoff base in **milliseconds** (default 500).
-    #[serde(default = "default_base")]
-    #[schemars(title = "First retry delay (ms)")]
+    /// Backoff base: `500ms`, `2s`, or a number of milliseconds (default 500).
+    #[serde(default = "default_base", deserialize_with = "crate::duration::millis")]
+    #[schemars(title = "First retry delay", with = "crate::duration::Millis")]
     pub retry_base_delay_ms: u64,
-    /// Cap of any single wait, backoff or `Retry-After`, in **seconds** (default 30, at most
-    /// 3600).
-    #[serde(default = "default_max_delay")]
-    #[schemars(title = "Longest retry delay (seconds)")]
+    /// Cap of any single wait, backoff or `Retry-After`: `30s`, `5m`, or a number of seconds
+    /// (default 30, at most 3600 seconds).
+    #[serde(
+        default = "default_max_delay",
+        deserialize_with = "crate::duration::secs_f64"
+    )]
+    #[schemars(title = "Longest retry delay", with = "crate::duration::Seconds")]
     pub max_retry_delay_s: f64,
 }
 

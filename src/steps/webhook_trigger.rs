@@ -23,10 +23,10 @@ pub const SIGNED_DEDUPE_KEY: &str = "{{ input.id }}";
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Dedupe window in **seconds**, measured from the first delivery of a key and never
-    /// extended by repeats (default 86400 = 24 h).
-    #[serde(default = "default_window")]
-    #[schemars(title = "Dedupe window (seconds)")]
+    /// Dedupe window, measured from the first delivery of a key and never extended by
+    /// repeats: `24h`, `7d`, or a number of seconds (default 86400 = 24 h).
+    #[serde(default = "default_window", deserialize_with = "crate::duration::secs")]
+    #[schemars(title = "Dedupe window", with = "crate::duration::Seconds")]
     pub dedupe_window_s: u64,
     /// Template over the body used as the key when no `Idempotency-Key` or `X-Fluxo-Event-Id`
     /// header comes, e.g. `{{ input.id }}`. With a `signing_secret` it is always the key

@@ -183,7 +183,7 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
         .find(|s| s.kind == "webhook_trigger")
         .and_then(|s| serde_json::from_value(s.config.clone()).ok());
     let trigger_dedupes = webhook.as_ref().is_some_and(|c| c.dedupe_key.is_some());
-    let deadline_ms = wf.settings.run_timeout_s.saturating_mul(1000);
+    let deadline_ms = wf.settings.run_timeout_s.secs().saturating_mul(1000);
 
     let is_claim = |i: usize| -> bool {
         let s = &wf.steps[i];
@@ -345,14 +345,17 @@ pub fn lint(wf: &Workflow, registry: &Registry) -> Vec<Problem> {
                 };
                 if let Some(ttl) = c.ttl_s {
                     if ttl < w.dedupe_window_s {
+                        let window = crate::duration::human_secs(w.dedupe_window_s);
                         out.push(Problem::warning(
                             "lint_claim_ttl_short",
                             format!("{path}.config.ttl_s"),
                             sid,
                             format!(
-                                "the claim expires after {ttl} s but the trigger's dedupe window is {} s: \
-                                 a redelivery between the two passes the claim. Make ttl_s at least {}.",
-                                w.dedupe_window_s, w.dedupe_window_s
+                                "the claim expires after {} ({ttl} s) but the trigger's dedupe \
+                                 window is {window} ({} s): a redelivery between the two passes \
+                                 the claim. Make ttl_s at least {window}.",
+                                crate::duration::human_secs(ttl),
+                                w.dedupe_window_s
                             ),
                         ));
                     }

@@ -43,9 +43,10 @@ pub struct Workflow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
-    /// Run time limit in **seconds**, backoff waits included (default 50).
+    /// Run time limit, backoff waits included: `50s`, `5m`, or a number of seconds (default
+    /// 50).
     #[serde(default = "default_run_timeout_s")]
-    pub run_timeout_s: u64,
+    pub run_timeout_s: crate::duration::Secs,
     /// The sender's own retries (e.g. Stripe retries for days): informs the linter only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_retries: Option<u32>,
@@ -56,14 +57,14 @@ pub struct Settings {
     pub sample: Option<String>,
 }
 
-fn default_run_timeout_s() -> u64 {
-    DEFAULT_RUN_TIMEOUT_S
+fn default_run_timeout_s() -> crate::duration::Secs {
+    crate::duration::Secs::new(DEFAULT_RUN_TIMEOUT_S)
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            run_timeout_s: DEFAULT_RUN_TIMEOUT_S,
+            run_timeout_s: default_run_timeout_s(),
             sender_retries: None,
             sample: None,
         }

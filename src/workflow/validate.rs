@@ -229,7 +229,7 @@ pub fn check_value(v: &Value, registry: &Registry) -> (Option<Compiled>, Vec<Pro
         None => Settings::default(),
         Some(s) => match serde_path_to_error::deserialize::<_, Settings>(s) {
             Ok(s) => {
-                if s.run_timeout_s == 0 || s.run_timeout_s > 86_400 {
+                if s.run_timeout_s.secs() == 0 || s.run_timeout_s.secs() > 86_400 {
                     problems.push(Problem::error(
                         "bad_settings",
                         "settings.run_timeout_s",

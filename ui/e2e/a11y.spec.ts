@@ -118,7 +118,7 @@ test.describe('keyboard and screen reader', () => {
   test("the workflow's fields have labels; the bottom and left panels' tabs are tabs and switch with the arrow keys", async ({ page }) => {
     await openEditor(page);
     const form = page.getByTestId('inspector-workflow');
-    for (const name of ['Workflow id (file name)', 'Name', 'Description', 'Run time limit (s)']) await expect(form.getByLabel(name, { exact: true })).toBeVisible();
+    for (const name of ['Workflow id (file name)', 'Name', 'Description', 'Run time limit']) await expect(form.getByLabel(name, { exact: true })).toBeVisible();
 
     const tabs = page.getByRole('tablist', { name: /Problems/ });
     await expect(tabs.getByRole('tab')).toHaveText([/Problems/, /Run results/, /Run input/, /Check/]);

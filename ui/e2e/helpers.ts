@@ -102,14 +102,15 @@ export async function openWorkflow(page: Page, id: string): Promise<void> {
   await fitDone(page);
 }
 
-/** A new blank workflow (a manual trigger `start`). */
-export async function newBlank(page: Page): Promise<void> {
+/** A new blank workflow with the trigger picked on its empty canvas (default: a manual trigger `start`). */
+export async function newBlank(page: Page, trigger = 'manual_trigger'): Promise<void> {
   await page.getByTestId('tab-workflows').click();
   await page.getByTestId('new-workflow').click();
   await page.getByTestId('new-blank').click();
   const dialog = page.getByTestId('confirm-dialog');
   if (await dialog.isVisible()) await page.getByTestId('confirm-ok').click();
-  await expect(page.getByTestId('node-start')).toBeVisible();
+  await page.getByTestId(`pick-trigger-${trigger}`).click();
+  if (trigger === 'manual_trigger') await expect(page.getByTestId('node-start')).toBeVisible();
   await fitDone(page);
   await page.getByTestId('tab-steps').click();
 }

@@ -578,7 +578,7 @@ export interface paths {
         put?: never;
         /**
          * Preview a replay (nothing is stored or sent)
-         * @description The dry walk of the replay a `POST /runs/{id}/replay` would start: the run record it would produce (`mode: dry`, never stored), the calls it would send with their idempotency keys, and warnings. `own_claim`: a Memory claim held by the replayed run's own lineage, which did not finish, would send the replay down its "already processed" branch; `resume_instead` is then true: resume the run instead.
+         * @description The dry walk of the replay a `POST /runs/{id}/replay` would start: the run record it would produce (`mode: dry`, never stored), the calls it would send with their idempotency keys, and warnings, following the replayed run's lineage. `lineage_fixed`: a later run of the lineage (a resume or a replay) succeeded, named in `fixed_by`; nothing is left to resume. `own_claim`: a Memory claim held by the replayed run's own lineage, which did not finish, would send the replay down its "already processed" branch; `resume_instead` is then true: resume `resume_run_id` (the run, or the newest run of its resume chain) instead.
          */
         post: operations["preview_replay"];
         delete?: never;
@@ -618,7 +618,7 @@ export interface paths {
         put?: never;
         /**
          * Preview a resume (nothing is stored or sent)
-         * @description The dry walk of the resume a `POST /runs/{id}/resume` would start: the steps it reuses, the step it executes from, the calls it would send again with their idempotency keys and whether each is safe to repeat, and warnings (`not_transient`: the run failed with an answer retries do not fix, such as 409; `repeat_unsafe`: the step in flight may have acted and repeating it may duplicate that).
+         * @description The dry walk of the resume a `POST /runs/{id}/resume` would start: the steps it reuses and the steps it executes (read from the same walk the resume makes, so they partition its steps), the first step it executes, the calls it would send again with their idempotency keys and whether each is safe to repeat, and warnings (`lineage_fixed`: a replay of the run succeeded, named in `fixed_by`; `not_transient`: the run failed with an answer retries do not fix, such as 409; `repeat_unsafe`: the step in flight may have acted and repeating it may duplicate that). A run resumed already answers `409 already_resumed` with `resumed_by` (and `fixed_by` when that resume succeeded).
          */
         post: operations["preview_resume"];
         delete?: never;
@@ -1413,6 +1413,13 @@ export interface components {
             /** @description The server's version. */
             version: string;
         };
+        /** @description A later run of a failed run's lineage that succeeded: the run that fixed it. */
+        LineageFix: {
+            /** @description The run that succeeded. */
+            run_id: string;
+            /** @description How it came: `resume` (it continued the failed run, or a run that did) or `replay`. */
+            trigger: components["schemas"]["Trigger"];
+        };
         /** @description One live Memory key. */
         MemoryEntry: {
             namespace: string;
@@ -1539,6 +1546,29 @@ export interface components {
             dedupe?: string;
         };
         /**
+         * @description A ready-made step the editor's palette offers beside its kind (Memory's "Claim the
+         *     event"): a name and a config, some members of which the editor fills from the workflow
+         *     ([`PresetFill`]).
+         */
+        Preset: {
+            /** @description Stable id within the kind (`claim`). */
+            id: string;
+            /** @description The palette card's title, and the new step's name. */
+            title: string;
+            description: string;
+            /** @description The new step's config. */
+            config: unknown;
+            /** @description Config members the editor fills from the workflow, by member name. */
+            fill: {
+                [key: string]: components["schemas"]["PresetFill"];
+            };
+        };
+        /**
+         * @description What the editor fills a [`Preset`] member with.
+         * @enum {string}
+         */
+        PresetFill: "event_id" | "workflow_namespace";
+        /**
          * @description Where a previewed field sits ([`TemplatePreview::place`]).
          * @enum {string}
          */
@@ -1546,10 +1576,12 @@ export interface components {
         /** @description Something a person should know before acting. */
         PreviewWarning: {
             /**
-             * @description `own_claim` (a replay would be stopped by the original lineage's own Memory claim:
-             *     resume instead), `not_transient` (the resume point failed with an answer retries do not
-             *     fix, e.g. 409), `repeat_unsafe` (the step in flight when the run stopped may have acted
-             *     and repeating it may duplicate that).
+             * @description `own_claim` (a replay would be stopped by the original lineage's own Memory claim, and
+             *     the lineage did not finish: resume instead, or wait for its running run),
+             *     `lineage_fixed` (a later run of the lineage, a resume or a replay, succeeded: the event
+             *     is handled, the message names that run), `not_transient` (the resume point failed with
+             *     an answer retries do not fix, e.g. 409), `repeat_unsafe` (the step in flight when the
+             *     run stopped may have acted and repeating it may duplicate that).
              */
             code: string;
             step?: string;
@@ -1687,18 +1719,35 @@ export interface components {
              *     resumed dry); absent for a replay, whose mode the request chooses.
              */
             mode?: components["schemas"]["Mode"];
-            /** @description For a resume: the step it executes from (absent: the first step without a record). */
+            /**
+             * @description For a resume: the first step it executes (absent when it executes none), where it
+             *     really starts: a reused claim that another run holds now
+             *     executes again, before a chosen `from_step`.
+             */
             from_step?: string;
-            /** @description For a resume: the steps reused, not executed again. */
+            /** @description For a resume: the steps reused, not executed again, in walk order. */
             reused: string[];
+            /**
+             * @description The steps the previewed run executes, in walk order. With `reused` they partition the
+             *     previewed run's steps: both come from its records ([`reused_and_executed`]), which the
+             *     same walk as the action's own makes.
+             */
+            executed: string[];
             /** @description Steps with side effects the run would execute, in walk order. */
             calls: components["schemas"]["PlannedCall"][];
             warnings: components["schemas"]["PreviewWarning"][];
             /**
-             * @description For a replay: the replayed run can be resumed instead (it did not finish, and the
-             *     replay would be stopped by its own claim).
+             * @description For a replay: the replayed run can be resumed instead (its lineage did not finish, and
+             *     the replay would be stopped by its own claim): resume `resume_run_id`.
              */
             resume_instead: boolean;
+            /** @description The run to resume instead: the replayed run, or the newest run of its resume chain. */
+            resume_run_id?: string;
+            /**
+             * @description The run that fixed the previewed run's lineage (a resume or a replay that succeeded),
+             *     when it was fixed: nothing is left to resume, and a replay acts on a handled event.
+             */
+            fixed_by?: components["schemas"]["LineageFix"];
         };
         /** @description One execution of a workflow (SPEC §4). */
         RunRecord: {
@@ -1967,6 +2016,11 @@ export interface components {
             ports: string[];
             /** @description JSON Schema of the kind's config. */
             config_schema: unknown;
+            /**
+             * @description Ready-made steps of this kind the palette offers beside it (Memory's "Claim the
+             *     event").
+             */
+            presets: components["schemas"]["Preset"][];
         };
         /** @description What one step did in a run. */
         StepRecord: {

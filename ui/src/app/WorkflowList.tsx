@@ -134,7 +134,7 @@ export function NewWorkflowDialog({ onClose }: { onClose(): void }) {
         <div className="fx-template-grid">
           <button className="fx-template" onClick={() => void pick()} data-testid="new-blank">
             <strong>Blank</strong>
-            <span className="fx-muted">A manual trigger, ready for steps.</span>
+            <span className="fx-muted">An empty canvas: pick how it starts (webhook, schedule, manual), then add steps.</span>
           </button>
           {templates.map((t) => (
             <button key={t.id} className="fx-template" onClick={() => void pick(t)} data-testid={`new-from-${t.id}`}>

@@ -19,6 +19,7 @@ import { StepNodeView } from './StepNodeView';
 import { PortEdgeView } from './PortEdgeView';
 import { StepPickerView } from './StepPicker';
 import { fitWhole, MIN_ZOOM, useFitOnRequest, useLevelOfDetail } from './fit';
+import { CategoryIcon } from './icons';
 
 // Module scope: React Flow re-creates every node when these objects change identity.
 const nodeTypes = { step: StepNodeView };
@@ -210,6 +211,33 @@ export function Canvas() {
         </Controls>
       </ReactFlow>
       {picker && <StepPickerView />}
+      <TriggerPrompt />
+    </div>
+  );
+}
+
+/**
+ * A workflow without a trigger (a blank one starts so): ask how it starts, one button per
+ * trigger kind of the catalog. Picking one adds it; the prompt goes once a trigger is there.
+ */
+function TriggerPrompt() {
+  const catalog = useEditor((s) => s.catalog);
+  const hasTrigger = useEditor((s) => s.nodes.some((n) => s.kinds[n.data.kind]?.trigger));
+  const empty = useEditor((s) => s.nodes.length === 0);
+  const addTrigger = useEditor((s) => s.addTrigger);
+  const triggers = catalog.filter((k) => k.trigger);
+  if (hasTrigger || !triggers.length) return null;
+  return (
+    <div className={`fx-trigger-prompt ${empty ? 'is-empty' : ''}`} role="group" aria-label="Pick a trigger" data-testid="trigger-prompt">
+      <strong>How does this workflow start?</strong>
+      <span className="fx-muted">Pick a trigger; then add steps from the palette.</span>
+      <div className="fx-trigger-choices">
+        {triggers.map((k) => (
+          <button key={k.kind} type="button" className="fx-btn" onClick={() => addTrigger(k.kind)} title={k.description} data-testid={`pick-trigger-${k.kind}`}>
+            <CategoryIcon category={k.category} /> {k.title}
+          </button>
+        ))}
+      </div>
     </div>
   );
 }

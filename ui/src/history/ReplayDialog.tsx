@@ -5,7 +5,7 @@ import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { forecastReplay, useReplayDialog, type Prediction, type ReplayForecast } from './replay';
 import { useResumeDialog } from './resume';
-import { PreviewWarnings } from './ResumeDialog';
+import { FixedBox, PreviewWarnings } from './ResumeDialog';
 import { summaryOf, useHistory } from './store';
 import { shortId } from './format';
 
@@ -199,8 +199,17 @@ export function ReplayDialog() {
   const preview = pred?.forecast?.preview;
   const result = pred?.forecast?.prediction ?? null;
   const ownClaim = preview?.warnings.filter((w) => w.code === 'own_claim') ?? [];
-  const otherWarnings = preview?.warnings.filter((w) => w.code !== 'own_claim') ?? [];
-  const resumeInstead = !!preview?.resume_instead;
+  const otherWarnings = preview?.warnings.filter((w) => w.code !== 'own_claim' && w.code !== 'lineage_fixed') ?? [];
+  // The lineage was fixed (a resume or a replay succeeded): say so, name that run, offer to open it.
+  const fixed = preview?.fixed_by;
+  // The claim that sends this replay down its "already processed" branch, if one does.
+  const fixedClaim = preview?.warnings.find((w) => w.code === 'lineage_fixed')?.step;
+  const fixedDetail = `The event is handled: nothing is left to resume.${
+    fixedClaim ? ` Step ${fixedClaim} would find the event's claim taken: this replay would take the "already processed" branch and do nothing.` : ''
+  }`;
+  // The run to resume instead: this one, or the newest run of its resume chain.
+  const resumeTarget = preview?.resume_instead ? (preview.resume_run_id ?? target.id) : null;
+  const resumeInstead = !!resumeTarget;
 
   const start = async () => {
     setBusy(true);
@@ -219,7 +228,11 @@ export function ReplayDialog() {
   };
   const resume = () => {
     close();
-    useResumeDialog.getState().open({ id: target.id, mode: target.mode });
+    useResumeDialog.getState().open({ id: resumeTarget ?? target.id, mode: target.mode });
+  };
+  const openFixer = (id: string) => {
+    close();
+    useNav.getState().openRun(id);
   };
 
   return (
@@ -274,15 +287,16 @@ export function ReplayDialog() {
           </button>
         </div>
         {editing && <InputEditor runId={target.id} onEdited={onEdited} />}
+        {fixed && mode === 'live' && <FixedBox fix={fixed} detail={fixedDetail} testId="replay-fixed" onOpen={openFixer} />}
         {ownClaim.length > 0 && (
           <div className="fx-claim-box" data-testid="replay-own-claim">
             <strong>This replay would do nothing.</strong>
             {ownClaim.map((w, i) => (
               <div key={i}>{w.message}</div>
             ))}
-            {resumeInstead && (
-              <button className="fx-btn fx-btn-primary fx-btn-small" onClick={resume} data-testid="replay-resume-instead">
-                <Play size={12} aria-hidden /> Resume run {shortId(target.id)} instead
+            {resumeTarget && (
+              <button className="fx-btn fx-btn-primary fx-btn-small" onClick={resume} data-testid="replay-resume-instead" data-run-id={resumeTarget}>
+                <Play size={12} aria-hidden /> Resume run {shortId(resumeTarget)} instead
               </button>
             )}
           </div>
@@ -310,11 +324,11 @@ export function ReplayDialog() {
             Cancel
           </button>
           <button
-            className={`fx-btn ${resumeInstead ? '' : 'fx-btn-primary'}`}
+            className={`fx-btn ${resumeInstead || fixed ? '' : 'fx-btn-primary'}`}
             onClick={() => void start()}
             disabled={busy || invalid}
             data-testid="replay-confirm"
-            autoFocus={!resumeInstead}
+            autoFocus={!resumeInstead && !fixed}
           >
             {busy ? 'Starting…' : `${mode === 'live' ? 'Replay live' : 'Replay dry'}${edited ? ' with edited input' : ''}`}
           </button>

@@ -1,9 +1,10 @@
 import { Check, TriangleAlert } from 'lucide-react';
 import { useEffect, useRef, useState } from 'react';
-import { ApiError, type PlannedCall, type PreviewWarning, type RunPreview } from '../api';
+import { ApiError, type LineageFix, type PlannedCall, type PreviewWarning, type RunPreview } from '../api';
 import { useEditor } from '../store/editor';
 import { useNav } from '../app/nav';
 import { plural, shortId } from './format';
+import { predict } from './replay';
 import { resumedByOf, resumePoint, useResumeDialog } from './resume';
 import { summaryOf, useHistory } from './store';
 
@@ -22,9 +23,33 @@ export function PreviewWarnings({ warnings, testId }: { warnings: PreviewWarning
 
 const WARNING_TITLE: Record<string, string> = {
   own_claim: 'Held by this run’s own claim.',
+  lineage_fixed: 'Already fixed.',
   not_transient: 'The failure is not transient.',
   repeat_unsafe: 'Not safe to repeat.',
 };
+
+/** How the run that fixed a lineage came: for sentences. */
+export function fixHow(fix: LineageFix): string {
+  return fix.trigger === 'resume' ? 'a resume' : fix.trigger === 'replay' ? 'a replay' : 'a later run';
+}
+
+/**
+ * A lineage a later run fixed (a resume or a replay that succeeded): says so, names that run,
+ * and offers to open it, the only thing left to do.
+ */
+export function FixedBox({ fix, detail, testId, onOpen }: { fix: LineageFix; detail: string; testId: string; onOpen(id: string): void }) {
+  return (
+    <div className="fx-fixed-box" data-testid={testId} data-run-id={fix.run_id} data-trigger={fix.trigger}>
+      <strong>
+        <Check size={14} aria-hidden /> Already fixed by run <code>{shortId(fix.run_id)}</code> ({fixHow(fix)}), which succeeded.
+      </strong>
+      <div data-testid={`${testId}-detail`}>{detail}</div>
+      <button className="fx-btn fx-btn-primary fx-btn-small" onClick={() => onOpen(fix.run_id)} data-testid={`${testId}-open`}>
+        Open run {shortId(fix.run_id)}
+      </button>
+    </div>
+  );
+}
 
 /** The calls a previewed run would send: request, Idempotency-Key, sent again or not, safe to repeat. */
 export function CallTable({ calls }: { calls: PlannedCall[] }) {
@@ -99,17 +124,26 @@ function StepChips({ ids, cls, testId }: { ids: string[]; cls: string; testId: s
 
 /** One sentence: what the resume will do. */
 function headline(p: RunPreview, from: string | null): string {
-  const executed = p.run.steps.filter((s) => !s.reused_from).length;
+  const executed = p.executed.length;
   const again = p.calls.filter((c) => c.again).length;
   const parts = [`reuses ${plural(p.reused.length, 'step')}`, `executes ${plural(executed, 'step')}${from ? ` from ${from}` : ''}`];
   if (again) parts.push(`sends ${plural(again, 'call')} again${p.calls.every((c) => !c.again || c.idempotency_key) ? ' with the same Idempotency-Key' : ''}`);
   return `This resume ${parts.join(', ')}.`;
 }
 
-/** The dry prediction of a resume: reused steps, steps executed, calls sent again, warnings. */
+/**
+ * The dry prediction of a resume: reused steps, steps executed (the two lists partition the
+ * previewed run's steps: both are read from the server's dry walk, the same walk the resume
+ * makes), calls sent again, warnings.
+ */
 function ResumePlan({ preview }: { preview: RunPreview }) {
   const from = resumePoint(preview);
-  const executed = preview.run.steps.filter((s) => !s.reused_from).map((s) => s.step_id);
+  const executed = preview.executed;
+  // What the executed Memory steps and routers will find and take (the calls have their table).
+  const facts = predict({
+    ...preview.run,
+    steps: preview.run.steps.filter((s) => !s.reused_from && s.kind !== 'http_request' && s.kind !== 'publish_output'),
+  }).lines;
   return (
     <div className="fx-prediction" data-testid="resume-preview" data-from-step={from ?? ''}>
       <div className="fx-prediction-title">What it will do (a dry walk: nothing stored or sent)</div>
@@ -126,8 +160,17 @@ function ResumePlan({ preview }: { preview: RunPreview }) {
           <StepChips ids={executed} cls="is-executed" testId="resume-executed-step" />
         </span>
       </div>
+      {facts.length > 0 && (
+        <ul className="fx-prediction-lines" data-testid="resume-facts">
+          {facts.map((l, i) => (
+            <li key={i} className={`is-${l.tone}`}>
+              {l.text}
+            </li>
+          ))}
+        </ul>
+      )}
       <CallTable calls={preview.calls} />
-      <PreviewWarnings warnings={preview.warnings} testId="resume-warning" />
+      <PreviewWarnings warnings={preview.warnings.filter((w) => w.code !== 'lineage_fixed')} testId="resume-warning" />
     </div>
   );
 }
@@ -184,9 +227,14 @@ export function ResumeDialog() {
 
   if (!target) return null;
   const result = preview?.result;
-  const from = target.fromStep ?? (result ? resumePoint(result) : null);
+  // The step the resume really starts at (a reused claim another run holds now executes
+  // again, before a chosen step): the preview's, once it answered.
+  const from = result ? resumePoint(result) : (target.fromStep ?? null);
   const dry = target.mode === 'dry';
   const problem = error ?? preview?.error ?? null;
+  const fixed = result?.fixed_by;
+  // Resumed already, and that resume succeeded: the lineage is fixed.
+  const fixedByResume = problem && resumedBy && problem.extra.fixed_by === resumedBy;
 
   const start = async () => {
     setBusy(true);
@@ -235,15 +283,35 @@ export function ResumeDialog() {
           {dry ? 'This run was a dry run: it is resumed dry, nothing is sent.' : 'From the resume point on, steps execute for real.'}
         </p>
         {preview?.loading && <div className="fx-muted">Predicting the resume…</div>}
+        {fixed && (
+          <FixedBox
+            fix={fixed}
+            detail="The event is handled: nothing is left to resume. Resuming this run would act on the event again; open the run that fixed it instead."
+            testId="resume-fixed"
+            onOpen={openRun}
+          />
+        )}
         {result && <ResumePlan preview={result} />}
         {problem &&
           (resumedBy ? (
-            <div className="fx-warn-box" data-testid="resume-already">
-              Already resumed by run{' '}
-              <button className="fx-link fx-mono" onClick={() => openRun(resumedBy)} data-testid="resume-already-link" data-run-id={resumedBy}>
-                {shortId(resumedBy)}
-              </button>
-              : {problem.message}
+            <div className={fixedByResume ? 'fx-fixed-box' : 'fx-warn-box'} data-testid="resume-already" data-fixed={String(!!fixedByResume)}>
+              {fixedByResume ? (
+                <strong>
+                  <Check size={14} aria-hidden /> Already fixed: run{' '}
+                  <button className="fx-link fx-mono" onClick={() => openRun(resumedBy)} data-testid="resume-already-link" data-run-id={resumedBy}>
+                    {shortId(resumedBy)}
+                  </button>{' '}
+                  resumed it and succeeded. Nothing is left to resume.
+                </strong>
+              ) : (
+                <span>
+                  Already resumed by run{' '}
+                  <button className="fx-link fx-mono" onClick={() => openRun(resumedBy)} data-testid="resume-already-link" data-run-id={resumedBy}>
+                    {shortId(resumedBy)}
+                  </button>
+                  : {problem.message}
+                </span>
+              )}
             </div>
           ) : (
             <div className="fx-field-errors" data-testid="resume-error" data-code={problem.code}>
@@ -260,7 +328,7 @@ export function ResumeDialog() {
             </button>
           ) : (
             <button
-              className="fx-btn fx-btn-primary"
+              className={`fx-btn ${fixed ? '' : 'fx-btn-primary'}`}
               onClick={() => void start()}
               disabled={busy || !result}
               data-testid="resume-confirm"

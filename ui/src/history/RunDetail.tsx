@@ -403,7 +403,7 @@ export function RunDetail({ id }: { id: string }) {
             {run.resume_of && (
               <span className="fx-muted" data-testid="detail-resume-from">
                 {' '}
-                · executed from <code>{run.resume_from ?? run.steps.find((st) => !st.reused_from)?.step_id ?? '–'}</code>
+                · executed from <code>{run.steps.find((st) => !st.reused_from)?.step_id ?? run.resume_from ?? '–'}</code>
               </span>
             )}
           </dd>

@@ -33,9 +33,9 @@ export const useResumeDialog = create<ResumeDialogState>()((set) => ({
   close: () => set({ target: null }),
 }));
 
-/** The step a resume executes from: the preview's `from_step`, else the first step it executes. */
+/** The step a resume executes from: the first step of the preview's dry walk it executes. */
 export function resumePoint(p: RunPreview): string | null {
-  return p.from_step ?? p.run.steps.find((s) => !s.reused_from)?.step_id ?? null;
+  return p.from_step ?? p.executed[0] ?? null;
 }
 
 /** The most recent run that resumed `run` (its `resumed_by` is newest last). */

@@ -339,24 +339,25 @@ function WorkflowForm() {
         />
       </div>
       <div className="form-group">
-        <label className="control-label" htmlFor="workflow-timeout">
-          Run time limit (s)
+        <label className="control-label" htmlFor="workflow-run-timeout">
+          Run time limit
         </label>
         <input
-          id="workflow-timeout"
+          id="workflow-run-timeout"
           className="fx-input"
-          type="number"
-          min={1}
+          spellCheck={false}
           value={meta.settings?.run_timeout_s ?? ''}
-          placeholder="50 (default)"
-          onChange={(e) =>
+          placeholder="50s (default)"
+          data-testid="workflow-run-timeout"
+          onChange={(e) => {
+            const t = e.target.value.trim();
             setMeta(
-              { settings: { ...meta.settings, run_timeout_s: e.target.value === '' ? undefined : Number(e.target.value) } },
+              { settings: { ...meta.settings, run_timeout_s: t === '' ? undefined : /^\d+$/.test(t) ? Number(t) : e.target.value } },
               'meta:timeout',
-            )
-          }
+            );
+          }}
         />
-        <div className="field-description">Backoff waits count; no retry is scheduled past it.</div>
+        <div className="field-description">Backoff waits count; no retry is scheduled past it. Seconds, or units: 90s, 2m.</div>
       </div>
       <SecretsField secrets={meta.secrets} onChange={(secrets) => setMeta({ secrets }, 'meta:secrets')} />
       {hasWebhook && (

@@ -27,6 +27,8 @@ function uiFor(name: string, raw: JsonSchema, root: JsonSchema, required = false
   const title = typeof raw.title === 'string' && raw.title ? raw.title : humanize(name);
   const ui: UiSchema = { 'ui:title': title };
   const hasChoices = Array.isArray(s.enum) || Array.isArray(s.oneOf) || Array.isArray(s.anyOf);
+  // A time: one text field that takes units (`4d`, `36h`) or a plain number in the field's unit.
+  if (s['x-fluxo-duration']) return { ...ui, 'ui:field': 'duration' };
   if (!types.length && !hasChoices && !s.properties) {
     // Any JSON (a body, a stored value, a dry-run sample): edited as JSON text.
     return { ...ui, 'ui:field': 'json' };

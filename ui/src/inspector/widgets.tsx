@@ -261,6 +261,80 @@ function JsonField(props: FieldProps) {
   );
 }
 
+/** Units the engine's duration parser (humantime) reads, for a hint before the server answers. */
+const DURATION_RE =
+  /^(\s*\d+\s*(nsec|ns|usec|us|µs|msec|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w|months?|M|years?|y)\s*)+$/;
+const PLAIN_NUMBER_RE = /^\s*\d+(\.\d+)?\s*$/;
+
+/** A duration in words: `345600 s` → `4 days`, for the hint under a plain number. */
+function spelled(n: number, unit: 's' | 'ms'): string {
+  let ms = unit === 'ms' ? n : n * 1000;
+  const parts: string[] = [];
+  for (const [size, name] of [
+    [86_400_000, 'd'],
+    [3_600_000, 'h'],
+    [60_000, 'm'],
+    [1000, 's'],
+    [1, 'ms'],
+  ] as const) {
+    const k = Math.floor(ms / size);
+    if (k) parts.push(`${k}${name}`);
+    ms -= k * size;
+  }
+  return parts.join(' ') || '0s';
+}
+
+/**
+ * A time (`"x-fluxo-duration"` in the config schema): one text field that takes units (`4d`,
+ * `36h`, `90s`, `500ms`) or a plain number in the field's unit (kept a number in the file, as
+ * before). Says what a plain number means, and hints when the text is not a duration yet; the
+ * engine's check names the field and the accepted forms.
+ */
+function DurationField(props: FieldProps) {
+  const { formData, onChange, fieldPathId, uiSchema, schema, name, required } = props;
+  const unit = (schema as Record<string, unknown>)['x-fluxo-duration'] === 'ms' ? 'ms' : 's';
+  const toText = (v: unknown) => (v === undefined || v === null ? '' : String(v));
+  const [text, setText] = useState(() => toText(formData));
+  const external = toText(formData);
+  useEffect(() => {
+    if (external !== text.trim()) setText(external);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [external]);
+  const base = pathKey(fieldPathId.path);
+  const title = (uiSchema?.['ui:title'] as string) ?? humanize(name);
+  const dflt = schema.default;
+  const t = text.trim();
+  const plain = PLAIN_NUMBER_RE.test(t);
+  const bad = t !== '' && !plain && !DURATION_RE.test(t);
+  return (
+    <div className="form-group field fx-duration">
+      <FieldHead title={title} description={schema.description} required={required} />
+      <input
+        id={fieldPathId.$id}
+        className={`form-control ${bad ? 'is-invalid' : ''}`}
+        value={text}
+        spellCheck={false}
+        placeholder={dflt !== undefined && dflt !== null ? `${String(dflt)}${unit === 'ms' ? ' ms' : ' s'} (default)` : 'e.g. 4d, 36h, 90s'}
+        aria-invalid={bad}
+        data-testid={`duration-${base}`}
+        onChange={(e) => {
+          const v = e.target.value;
+          setText(v);
+          const s = v.trim();
+          onChange(s === '' ? undefined : PLAIN_NUMBER_RE.test(s) ? Number(s) : s, fieldPathId.path);
+        }}
+      />
+      <div className={bad ? 'fx-field-errors' : 'fx-duration-hint fx-muted'} data-testid={`duration-hint-${base}`}>
+        {bad
+          ? `Not a duration yet: write a number of ${unit === 'ms' ? 'milliseconds' : 'seconds'}, or use units: 4d, 36h, 90s, 500ms.`
+          : plain
+            ? `${t} ${unit === 'ms' ? 'milliseconds' : 'seconds'} = ${spelled(Number(t), unit)}. Units work too: 4d, 36h, 90s, 500ms.`
+            : 'Units: ms, s, m, h, d, w (e.g. 4d, 36h, 1h 30m), or a plain number of ' + (unit === 'ms' ? 'milliseconds.' : 'seconds.')}
+      </div>
+    </div>
+  );
+}
+
 function AddButton({ onClick, disabled, className }: IconButtonProps) {
   return (
     <button type="button" className={`fx-btn fx-btn-small ${className ?? ''}`} onClick={onClick} disabled={disabled} data-testid="array-add">
@@ -289,7 +363,7 @@ function iconButton(Icon: LucideIcon, label: string, danger = false) {
 }
 
 export const widgets: RegistryWidgetsType = { template: TemplateWidget, bool: BoolWidget };
-export const fields: RegistryFieldsType = { map: MapField, json: JsonField };
+export const fields: RegistryFieldsType = { map: MapField, json: JsonField, duration: DurationField };
 export const templates = {
   DescriptionFieldTemplate: DescriptionField,
   ButtonTemplates: {

@@ -1,4 +1,4 @@
-import { useMemo, useState, type DragEvent } from 'react';
+import { Fragment, useMemo, useState, type DragEvent } from 'react';
 import { useEditor } from '../store/editor';
 import { CategoryIcon } from '../canvas/icons';
 import { DRAG_MIME } from '../canvas/Canvas';
@@ -22,13 +22,18 @@ export function Palette() {
   const connectors = useEditor((s) => s.connectors);
   const addStepAfter = useEditor((s) => s.addStepAfter);
   const addAppStep = useEditor((s) => s.addAppStep);
+  const addPresetStep = useEditor((s) => s.addPresetStep);
   const selected = useEditor((s) => (s.selectedIds.length === 1 ? s.selectedIds[0] : null));
   const [q, setQ] = useState('');
 
   const groups = useMemo(() => {
     const needle = q.trim().toLowerCase();
     const list = catalog.filter(
-      (k) => !needle || `${k.title} ${k.kind} ${k.description}`.toLowerCase().includes(needle),
+      (k) =>
+        !needle ||
+        `${k.title} ${k.kind} ${k.description} ${(k.presets ?? []).map((p) => `${p.title} ${p.description}`).join(' ')}`
+          .toLowerCase()
+          .includes(needle),
     );
     const by = new Map<string, StepKind[]>();
     for (const k of list) by.set(k.category, [...(by.get(k.category) ?? []), k]);
@@ -79,22 +84,39 @@ export function Palette() {
         <section key={cat} className="fx-palette-group">
           <h2>{CATEGORY_TITLE[cat] ?? cat}</h2>
           {kinds.map((k) => (
-            <button
-              type="button"
-              key={k.kind}
-              className={`fx-palette-item fx-cat-${k.category}`}
-              draggable
-              onDragStart={(e) => onDragStart(e, k.kind)}
-              onClick={() => addStepAfter(k.kind)}
-              title={`${k.description}\n\nOutput: ${k.output}\n\nClick to add${selected ? ` after ${selected}` : ''}, or drag onto the canvas.`}
-              data-testid={`palette-${k.kind}`}
-            >
-              <CategoryIcon category={k.category} />
-              <div>
-                <div className="fx-palette-title">{k.title}</div>
-                <div className="fx-palette-desc">{k.description}</div>
-              </div>
-            </button>
+            <Fragment key={k.kind}>
+              <button
+                type="button"
+                className={`fx-palette-item fx-cat-${k.category}`}
+                draggable
+                onDragStart={(e) => onDragStart(e, k.kind)}
+                onClick={() => addStepAfter(k.kind)}
+                title={`${k.description}\n\nOutput: ${k.output}\n\nClick to add${selected ? ` after ${selected}` : ''}, or drag onto the canvas.`}
+                data-testid={`palette-${k.kind}`}
+              >
+                <CategoryIcon category={k.category} />
+                <div>
+                  <div className="fx-palette-title">{k.title}</div>
+                  <div className="fx-palette-desc">{k.description}</div>
+                </div>
+              </button>
+              {(k.presets ?? []).map((p) => (
+                <button
+                  type="button"
+                  key={`${k.kind}/${p.id}`}
+                  className={`fx-palette-item fx-palette-preset fx-cat-${k.category}`}
+                  onClick={() => addPresetStep(k.kind, p.id)}
+                  title={`${p.description}\n\nA ${k.title} step, ready-made. Click to add${selected ? ` after ${selected}` : ''}.`}
+                  data-testid={`palette-preset-${k.kind}-${p.id}`}
+                >
+                  <CategoryIcon category={k.category} />
+                  <div>
+                    <div className="fx-palette-title">{p.title}</div>
+                    <div className="fx-palette-desc">{p.description}</div>
+                  </div>
+                </button>
+              ))}
+            </Fragment>
           ))}
         </section>
       ))}

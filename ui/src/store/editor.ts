@@ -228,6 +228,14 @@ export interface EditorState {
   addStepAfter(kind: string): string;
   /** Add an `action` step for `operation` of connector `app`, as {@link addStepAfter} does. */
   addAppStep(app: string, operation: string): string;
+  /**
+   * Add a ready-made step of `kind` (a catalog preset, e.g. Memory's "Claim the event"), as
+   * {@link addStepAfter} does: named after it, its config filled from the workflow (the event's
+   * id template, a namespace of the workflow's own).
+   */
+  addPresetStep(kind: string, presetId: string): string | null;
+  /** Add the workflow's trigger (a blank workflow has none), left of any step. */
+  addTrigger(kind: string): string;
   /** Add a step where the picker was opened and wire the picker's source port to it. */
   pickStep(kind: string): string | null;
   openPicker(p: StepPicker | null): void;
@@ -303,15 +311,30 @@ function defaultInputFor(wf: Workflow, samples: SamplePayload[]): string {
   return '{}';
 }
 
+/**
+ * A blank workflow: no step, not even a trigger. The canvas asks how it starts (webhook,
+ * schedule, manual), so a webhook flow does not begin by deleting a manual trigger.
+ */
 function blankWorkflow(id: string): Workflow {
   return {
     id,
     name: 'Untitled workflow',
     version: 0,
     settings: { run_timeout_s: 50 },
-    steps: [{ id: 'start', kind: 'manual_trigger', position: { x: 0, y: 0 }, config: {} }],
+    steps: [],
     edges: [],
   };
+}
+
+/**
+ * The template of the event's id, for a claim's key: the webhook trigger's `dedupe_key` when it
+ * has one (what its deliveries are deduplicated by), else `{{ input.id }}` (Stripe's, GitHub's
+ * delivery and most senders' event id, as the templates' claims use).
+ */
+function eventIdTemplate(nodes: StepNode[], kinds: Record<string, StepKind>): string {
+  const trigger = nodes.find((n) => kinds[n.data.kind]?.trigger);
+  const key = (trigger?.data.config as { dedupe_key?: unknown } | undefined)?.dedupe_key;
+  return typeof key === 'string' && key.trim() ? key : '{{ input.id }}';
 }
 
 function uniqueWorkflowId(base: string, taken: Set<string>): string {
@@ -752,6 +775,33 @@ export const useEditor = create<EditorState>()((set, get) => {
       return id;
     },
 
+    addPresetStep(kind, presetId) {
+      const preset = get().kinds[kind]?.presets?.find((p) => p.id === presetId);
+      if (!preset) return null;
+      const id = get().addStepAfter(kind);
+      const st = get();
+      const config = { ...((preset.config ?? {}) as Record<string, unknown>) };
+      for (const [member, fill] of Object.entries(preset.fill ?? {})) {
+        if (fill === 'event_id') config[member] = eventIdTemplate(st.nodes, st.kinds);
+        else if (fill === 'workflow_namespace') config[member] = `processed-${st.meta.id}`.slice(0, 128);
+      }
+      set((x) => ({ nodes: x.nodes.map((n) => (n.id === id ? { ...n, data: { ...n.data, config, name: preset.title } } : n)) }));
+      changed();
+      return id;
+    },
+
+    addTrigger(kind) {
+      const s = get();
+      const left = s.nodes.length ? Math.min(...s.nodes.map((n) => n.position.x)) - (NODE_W + GAP_X) : 0;
+      const top = s.nodes.length ? Math.min(...s.nodes.map((n) => n.position.y)) : 0;
+      const id = get().addStep(kind, { x: left, y: top });
+      // The first step of a blank canvas: fit it as an opened workflow is (the view the steps
+      // added next are placed in); else bring the new trigger into view.
+      if (!s.nodes.length) set((st) => ({ fitRequest: st.fitRequest + 1 }));
+      else set((st) => ({ focus: { id, n: (st.focus?.n ?? 0) + 1, keepZoom: true } }));
+      return id;
+    },
+
     addAppStep(app, operation) {
       const id = get().addStepAfter('action');
       const node = get().nodes.find((n) => n.id === id);
@@ -1050,7 +1100,9 @@ export const useEditor = create<EditorState>()((set, get) => {
         const hasErrors = res.problems.some((p) => p.severity === 'error');
         set({ problems: res.problems, problemsByStep: byStep, problemEdges: edgeMarks, validation: 'done', validatedRev: rev });
         // Errors appearing are something to show: open the panel on them (once; closing it sticks).
-        if (hasErrors && !hadErrors && !get().bottomOpen) set({ bottomOpen: true, bottomTab: 'problems' });
+        // Not on an empty canvas: its only problem is the missing trigger, which the canvas's
+        // "How does this workflow start?" prompt asks for.
+        if (hasErrors && !hadErrors && !get().bottomOpen && wf.steps.length > 0) set({ bottomOpen: true, bottomTab: 'problems' });
       } catch (e) {
         if (get().validateSeq !== seq) return;
         set({ validation: 'failed' });

@@ -26,7 +26,8 @@ export interface EdgeDef {
 }
 
 export interface WorkflowSettings {
-  run_timeout_s?: number;
+  /** Seconds, or a duration with units (`2m`, `90s`). */
+  run_timeout_s?: number | string;
   sender_retries?: number;
   /** The built-in sample payload the editor preselects as the run input (`stripe/invoice.paid.json`). */
   sample?: string;
