@@ -2008,6 +2008,16 @@ pub fn print_check(report: &crate::check::CheckReport) {
         ]);
     }
     println!("{t}");
+    // Each failed row: why, in one sentence, and what to change.
+    for r in report.failures() {
+        println!("FAIL {}", r.check);
+        if let Some(why) = &r.why {
+            println!("  why: {why}");
+        }
+        if let Some(fix) = &r.fix {
+            println!("  fix: {fix}");
+        }
+    }
     for w in &report.warnings {
         println!("lint: {w}");
     }

@@ -107,8 +107,13 @@ fn table(r: &CheckReport) -> String {
         .iter()
         .map(|c| {
             format!(
-                "{:?} | {} | expected: {} | seen: {}",
-                c.verdict, c.check, c.expected, c.seen
+                "{:?} | {} | expected: {} | seen: {} | why: {} | fix: {}",
+                c.verdict,
+                c.check,
+                c.expected,
+                c.seen,
+                c.why.as_deref().unwrap_or(""),
+                c.fix.as_deref().unwrap_or("")
             )
         })
         .collect::<Vec<_>>()
@@ -405,6 +410,26 @@ async fn a_poll_whose_fan_out_key_changes_per_run_fails_the_overlap_rows() {
     assert_eq!(overlap.verdict, Verdict::Fail);
     // Both polls started the new item (and the old ones again).
     assert!(overlap.seen.contains("4 started"), "{}", overlap.seen);
+    // Each failed row says why and names the fan-out's key as what to change.
+    assert_eq!(
+        again.why.as_deref(),
+        Some(
+            "a poll with nothing new started the items the first poll had started: their keys \
+             changed between polls"
+        )
+    );
+    for failed in [again, overlap] {
+        let fix = failed.fix.as_deref().unwrap_or_default();
+        assert!(fix.contains("fan-out's `key`"), "{fix}");
+    }
+    assert!(
+        overlap
+            .why
+            .as_deref()
+            .is_some_and(|w| w.contains("started 8 item runs where the one new item needs 1")),
+        "{:?}",
+        overlap.why
+    );
     // The item workflow's own claim still kept the records to one per payment; the item rows
     // pass: the failure is the poll's.
     assert!(r
@@ -597,6 +622,47 @@ async fn unsafe_variant_without_any_guard_duplicates_and_fails() {
     assert_eq!(timeout.expected, "1 deal in all; the redelivery succeeds");
     // The retry after the lost answer wrote again, and so did the redelivery.
     assert!(timeout.seen.starts_with("3 deals;"), "{}", timeout.seen);
+    // Why, in one sentence, and the fix: the linter's hint for the unguarded write.
+    assert_eq!(
+        twice.why.as_deref(),
+        Some(
+            "the redelivery wrote again (+1 deal): nothing in the workflow recognised the event \
+             as already handled"
+        )
+    );
+    let fix = twice.fix.as_deref().unwrap();
+    assert!(
+        fix.starts_with("on `create`: POST retries (2) without an Idempotency-Key header"),
+        "{fix}"
+    );
+    assert!(
+        fix.contains("Add an Idempotency-Key header from business data"),
+        "{fix}"
+    );
+    assert!(
+        timeout
+            .why
+            .as_deref()
+            .unwrap()
+            .starts_with("after the answer of POST /deals was lost, it was written again: 3 deals"),
+        "{:?}",
+        timeout.why
+    );
+    assert_eq!(timeout.fix, twice.fix);
+    let crash = row(&r, "engine killed during POST /deals");
+    assert_eq!(crash.verdict, Verdict::Fail);
+    assert!(
+        crash.why.as_deref().unwrap().contains("not safe to repeat"),
+        "{:?}",
+        crash.why
+    );
+    assert_eq!(crash.fix, twice.fix);
+    // Every failed row says why and what to change; a passing one neither.
+    for c in &r.checks {
+        let failed = c.verdict == Verdict::Fail;
+        assert_eq!(c.why.is_some(), failed, "{}", table(&r));
+        assert_eq!(c.fix.is_some(), failed, "{}", table(&r));
+    }
     // A new event and a failure replayed are not where this variant goes wrong.
     assert_eq!(row(&r, "new event").verdict, Verdict::Pass);
     assert_eq!(row(&r, "replay of the run failed").verdict, Verdict::Pass);
@@ -657,9 +723,34 @@ async fn a_claim_without_compensation_loses_the_event() {
         "{}",
         failure.seen
     );
+    assert_eq!(
+        failure.why.as_deref(),
+        Some(
+            "the claim processed-invoices/evt_1Pgc76B7WZ01zgkWwyRHS12y was still held after the \
+             run failed, so the sender's retry and a replay are skipped as duplicates"
+        )
+    );
+    assert!(
+        failure
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("then a Memory delete of the same namespace and key"),
+        "{:?}",
+        failure.fix
+    );
     let replay = row(&r, "replay of the run failed on POST /deals");
     assert_eq!(replay.verdict, Verdict::Fail);
     assert_eq!(replay.seen, "replay succeeded (skip); no records");
+    assert!(
+        replay
+            .why
+            .as_deref()
+            .unwrap()
+            .contains("it was stopped as a duplicate of the failed run"),
+        "{:?}",
+        replay.why
+    );
     assert_eq!(row(&r, "same event twice").verdict, Verdict::Pass);
 }
 
@@ -687,6 +778,132 @@ fn cli_fails_the_unsafe_variant_with_a_clear_row() {
         stdout.contains("3 of 7 checks failed: invoice-paid-once is not safe to re-run"),
         "{stdout}"
     );
+    // Under the table, each failed row: why, and what to change.
+    assert!(
+        stdout.contains(
+            "FAIL same event twice\n  why: the redelivery wrote again (+1 deal): nothing in \
+             the workflow recognised the event as already handled\n  fix: on `create`: POST \
+             retries (2)"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("\n  why: ").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("\n  fix: ").count(), 3, "{stdout}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expected effects on the failure path
+
+/// Issue 37's flow: `invoice-paid-once` whose failure path (Error Handler in rethrow → delete
+/// the claim) then posts a notification with its own key; `declared`: the notification is
+/// declared an expected effect on the failure path.
+fn notify_on_failure(declared: bool) -> Value {
+    let mut wf = read_json("workflows/invoice-paid-once.json");
+    let mut config = json!({
+        "method": "POST",
+        "url": "{{ env.CRM_URL }}/notifications",
+        "headers": {"Idempotency-Key": "notify-{{ input.id }}"},
+        "body": {"text": "invoice {{ input.data.object.id }} failed: {{ error.message }}"}
+    });
+    if declared {
+        config["expected_on_failure"] = json!(true);
+    }
+    wf["steps"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "notify", "kind": "http_request", "config": config}));
+    wf["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "undo", "to": "notify"}));
+    wf
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_notification_declared_expected_passes_and_is_explained() {
+    let r = check_value(&notify_on_failure(true)).await;
+    println!("{}", table(&r));
+    assert!(r.passed, "{}", table(&r));
+    let failure = row(&r, "forced failure on POST /deals");
+    assert!(
+        failure.seen.ends_with(
+            "; the failure path wrote 1 notification, expected: `notify` is declared an \
+             expected effect on the failure path"
+        ),
+        "{}",
+        failure.seen
+    );
+    let replay = row(&r, "replay of the run failed on POST /deals");
+    assert_eq!(replay.verdict, Verdict::Pass);
+    assert_eq!(
+        replay.expected,
+        "the replay succeeds; 1 deal in all, besides 1 notification the failure path is \
+         declared to write"
+    );
+    assert_eq!(
+        replay.seen,
+        "replay succeeded; 1 deal, 1 notification (1 notification expected: `notify` is \
+         declared an expected effect on the failure path)"
+    );
+    assert!(r.checks.iter().all(|c| c.why.is_none() && c.fix.is_none()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undeclared_failure_notification_fails_with_why_and_the_declaration_as_fix() {
+    let r = check_value(&notify_on_failure(false)).await;
+    println!("{}", table(&r));
+    assert!(!r.passed);
+    assert_eq!(r.failures().count(), 1, "{}", table(&r));
+    let failure = row(&r, "forced failure on POST /deals");
+    assert_eq!(failure.verdict, Verdict::Pass);
+    assert!(
+        failure.seen.ends_with(
+            "; the failure path wrote 1 notification (`notify` not declared an expected effect)"
+        ),
+        "{}",
+        failure.seen
+    );
+    let replay = row(&r, "replay of the run failed on POST /deals");
+    assert_eq!(replay.verdict, Verdict::Fail);
+    assert_eq!(replay.seen, "replay succeeded; 1 deal, 1 notification");
+    assert_eq!(
+        replay.why.as_deref(),
+        Some(
+            "`notify` wrote 1 notification on the failure path and is not declared an expected \
+             effect, so a failure and its replay leave 1 deal, 1 notification where one \
+             delivery leaves 1 deal"
+        )
+    );
+    let fix = replay.fix.as_deref().unwrap();
+    assert!(
+        fix.starts_with(
+            "if `notify` is meant to run when the flow fails (an alert, an audit log), declare \
+             it: tick \"Expected effect on the failure path\" in its inspector \
+             (`\"expected_on_failure\": true` in its config)"
+        ),
+        "{fix}"
+    );
+}
+
+#[test]
+fn expected_on_failure_is_a_member_of_every_kind_that_calls_a_destination() {
+    let registry = Registry::builtin();
+    for kind in ["http_request", "publish_output", "find_or_create", "action"] {
+        let schema = registry.get(kind).unwrap().config_schema();
+        let member = &schema["properties"]["expected_on_failure"];
+        assert_eq!(member["type"], "boolean", "{kind}: {schema}");
+        assert_eq!(
+            member["title"], "Expected effect on the failure path",
+            "{kind}"
+        );
+    }
+    for kind in ["memory", "transform", "router", "error_handler"] {
+        let schema = registry.get(kind).unwrap().config_schema();
+        assert!(
+            schema["properties"].get("expected_on_failure").is_none(),
+            "{kind}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -201,12 +201,41 @@ fn all_succeeded(items: &[RunRecord]) -> bool {
     items.iter().all(|r| r.status == RunStatus::Succeeded)
 }
 
+/// Why a first poll (or delivery) that fans out failed: the run, the item runs, or no record.
+fn first_poll_why(
+    first: &Result<RunRecord, String>,
+    items: &[RunRecord],
+    want: u64,
+    written: &std::collections::BTreeMap<String, i64>,
+) -> String {
+    match first {
+        Err(e) => format!("the check could not record the run: {e}"),
+        Ok(r) if r.status != RunStatus::Succeeded => {
+            format!("the run did not succeed: {}", run_summary(r))
+        }
+        Ok(r) if fanned(r).0 != want => format!(
+            "it started {} item runs where {want} were expected",
+            fanned(r).0
+        ),
+        Ok(_) => match items.iter().find(|r| r.status != RunStatus::Succeeded) {
+            Some(bad) => format!("an item run did not succeed: {}", run_summary(bad)),
+            None if written.values().all(|n| *n <= 0) => {
+                "the item runs wrote no record at the sandbox, so there is nothing to count"
+                    .to_string()
+            }
+            None => "the item runs did not all run".to_string(),
+        },
+    }
+}
+
 fn not_run(check: impl Into<String>, why: &str) -> CheckRow {
     CheckRow {
         check: check.into(),
         expected: String::new(),
         seen: why.to_string(),
         verdict: Verdict::NotRun,
+        why: None,
+        fix: None,
     }
 }
 
@@ -313,12 +342,18 @@ async fn scheduled(
     let source = match source {
         Ok(s) => s,
         Err(e) => {
-            rows.push(row(
-                first_name,
-                "the poll succeeds and starts one item run per item",
-                e,
-                false,
-            ));
+            rows.push(
+                row(
+                    first_name,
+                    "the poll succeeds and starts one item run per item",
+                    e.clone(),
+                    false,
+                )
+                .because(
+                    format!("the check could not find what the poll lists: {e}"),
+                    "make the poll list its source with a `GET {{ env.NAME }}/<collection>` (the check points env variables at its sandbox and seeds that collection)",
+                ),
+            );
             skip_rest(&mut rows, "not run: the first poll must succeed");
             return (rows, None);
         }
@@ -349,17 +384,25 @@ async fn scheduled(
         && items.len() == SEEDED_ITEMS
         && all_succeeded(&items)
         && baseline.values().any(|n| *n > 0);
-    rows.push(row(
-        first_name,
-        format!("the poll succeeds and starts {SEEDED_ITEMS} item runs; each succeeds and writes"),
-        format!(
-            "poll {}; {}; {}",
-            poll_summary(&first),
-            items_summary(&items),
-            fmt_diff(&baseline)
+    rows.push(
+        row(
+            first_name,
+            format!(
+                "the poll succeeds and starts {SEEDED_ITEMS} item runs; each succeeds and writes"
+            ),
+            format!(
+                "poll {}; {}; {}",
+                poll_summary(&first),
+                items_summary(&items),
+                fmt_diff(&baseline)
+            ),
+            ok,
+        )
+        .because(
+            first_poll_why(&first, &items, SEEDED_ITEMS as u64, &baseline),
+            "dry-run the poll and an item run in the editor: the fan-out's `items` must render the list the source answers, and each item run must succeed and write at `{{ env.NAME }}/path`",
         ),
-        ok,
-    ));
+    );
     let first_item = items.first().map(|r| r.input.value().clone());
     if !ok {
         skip_rest(&mut rows, "not run: the first poll must succeed");
@@ -377,12 +420,37 @@ async fn scheduled(
             "; items the first poll started were started again: {RESTART_HINT}"
         ));
     }
-    rows.push(row(
-        nothing_new,
-        format!("it starts nothing ({SEEDED_ITEMS} duplicates); no record more"),
-        seen,
-        ok_with(&again, 0, Some(SEEDED_ITEMS as u64)) && items.is_empty() && added.is_empty(),
-    ));
+    let restarted = again.as_ref().is_ok_and(|r| fanned(r).0 > 0);
+    rows.push(
+        row(
+            nothing_new,
+            format!("it starts nothing ({SEEDED_ITEMS} duplicates); no record more"),
+            seen,
+            ok_with(&again, 0, Some(SEEDED_ITEMS as u64)) && items.is_empty() && added.is_empty(),
+        )
+        .because(
+            if restarted {
+                "a poll with nothing new started the items the first poll had started: their keys changed between polls"
+                    .to_string()
+            } else if !added.is_empty() {
+                format!(
+                    "a poll with nothing new wrote records ({})",
+                    fmt_diff(&added)
+                )
+            } else {
+                format!(
+                    "a poll with nothing new did not succeed: {}",
+                    poll_summary(&again)
+                )
+            },
+            if restarted || added.is_empty() {
+                RESTART_HINT.to_string()
+            } else {
+                "a poll itself must not write at a destination: write in the item workflow, behind the fan-out's key"
+                    .to_string()
+            },
+        ),
+    );
 
     // A new item, then two polls before either's item runs run.
     let new = ctx
@@ -407,28 +475,43 @@ async fn scheduled(
     let both_ok = [&a, &b]
         .iter()
         .all(|r| matches!(r, Ok(r) if r.status == RunStatus::Succeeded));
-    rows.push(row(
-        overlap,
-        "1 item run in all; it succeeds and writes one item's records".to_string(),
-        if new.is_err() {
-            format!("could not add an item to `{source}`")
-        } else {
-            format!(
-                "polls {}, then {}; {}; {}",
-                poll_summary(&a),
-                poll_summary(&b),
-                items_summary(&items),
-                fmt_diff(&added)
-            )
-        },
-        new.is_ok()
-            && both_ok
-            && started == 1
-            && items.len() == 1
-            && all_succeeded(&items)
-            && !added.is_empty()
-            && within,
-    ));
+    let overlap_why = if new.is_err() {
+        format!("the check could not add an item to `{source}`")
+    } else if started != 1 {
+        format!("two overlapping polls started {started} item runs where the one new item needs 1")
+    } else if !both_ok {
+        "an overlapping poll did not succeed".to_string()
+    } else {
+        format!(
+            "the new item's run did not succeed or wrote other than one item's records ({})",
+            fmt_diff(&added)
+        )
+    };
+    rows.push(
+        row(
+            overlap,
+            "1 item run in all; it succeeds and writes one item's records".to_string(),
+            if new.is_err() {
+                format!("could not add an item to `{source}`")
+            } else {
+                format!(
+                    "polls {}, then {}; {}; {}",
+                    poll_summary(&a),
+                    poll_summary(&b),
+                    items_summary(&items),
+                    fmt_diff(&added)
+                )
+            },
+            new.is_ok()
+                && both_ok
+                && started == 1
+                && items.len() == 1
+                && all_succeeded(&items)
+                && !added.is_empty()
+                && within,
+        )
+        .because(overlap_why, RESTART_HINT),
+    );
     (rows, first_item)
 }
 
@@ -454,17 +537,23 @@ async fn event_driven(ctx: &mut Ctx<'_>, event: &Value) -> (Vec<CheckRow>, Optio
         && items.len() as u64 == started
         && all_succeeded(&items)
         && total(&baseline) > 0;
-    rows.push(row(
-        first_name,
-        "the run succeeds and starts one item run per item; each succeeds and writes",
-        format!(
-            "run {}; {}; {}",
-            poll_summary(&first),
-            items_summary(&items),
-            fmt_counts(&baseline)
+    rows.push(
+        row(
+            first_name,
+            "the run succeeds and starts one item run per item; each succeeds and writes",
+            format!(
+                "run {}; {}; {}",
+                poll_summary(&first),
+                items_summary(&items),
+                fmt_counts(&baseline)
+            ),
+            ok,
+        )
+        .because(
+            first_poll_why(&first, &items, started.max(1), &diff(&Counts::new(), &baseline)),
+            "dry-run this event and an item run in the editor: the fan-out's `items` must render the event's list, and each item run must succeed and write at `{{ env.NAME }}/path`",
         ),
-        ok,
-    ));
+    );
     let first_item = items.first().map(|r| r.input.value().clone());
     if !ok {
         rows.push(not_run(twice, "not run: the first delivery must succeed"));
@@ -493,15 +582,21 @@ async fn event_driven(ctx: &mut Ctx<'_>, event: &Value) -> (Vec<CheckRow>, Optio
         }
         Err(e) => (format!("could not open a store: {e}"), false),
     };
-    rows.push(row(
-        twice,
-        format!(
-            "the second starts nothing ({started} duplicates); {} in all",
-            fmt_counts(&baseline)
+    rows.push(
+        row(
+            twice,
+            format!(
+                "the second starts nothing ({started} duplicates); {} in all",
+                fmt_counts(&baseline)
+            ),
+            seen.0,
+            seen.1,
+        )
+        .because(
+            "the same event, delivered again while its item runs were queued, started items again or wrote more than once",
+            RESTART_HINT,
         ),
-        seen.0,
-        seen.1,
-    ));
+    );
     (rows, first_item)
 }
 
@@ -532,7 +627,10 @@ async fn item_rows(
         Ok(v) => v,
         Err(e) => {
             return (
-                vec![row(label("new event"), "", e.to_string(), false)],
+                vec![row(label("new event"), "", e.to_string(), false).because(
+                    format!("the check could not make a new item from the first one: {e}"),
+                    "give the id path of the item's business id (CLI `--id-path`, the Check tab's id paths)",
+                )],
                 id_paths,
             )
         }
@@ -554,6 +652,8 @@ async fn item_rows(
         seed: ctx.seed.clone(),
         connections: ctx.connections.clone(),
         progress: ctx.progress,
+        failure_path: ctx.failure_path.clone(),
+        expected: ctx.expected.clone(),
     };
     let mut rows = item.run_all(&input, &variant, &id_paths).await;
     for r in &mut rows {

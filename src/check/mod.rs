@@ -11,7 +11,19 @@
 //! | timeout after write on `R`, then redelivery | per write route `R`: the sandbox writes, then withholds the answer once; then the event again | exactly the first delivery's records; the redelivery succeeds |
 //! | engine killed during `R` | per write route `R`: the sandbox writes, then withholds the answer while the engine "dies" (the run's task is dropped; its stored record is what a crash leaves); crash recovery runs on that record as a restart does | the run is resumed automatically and succeeds; exactly the first delivery's records (a write without an `Idempotency-Key` is left `interrupted` for a person: the row fails) |
 //! | forced failure on `R` | per write route `R`: every call answers 500 before writing | the run does not succeed, and every Memory claim it took is released (compensation) |
-//! | replay of the failed run | the fault cleared, [`Engine::replay`] of that run | it succeeds; exactly the first delivery's records, besides what the failed run's error path wrote of kinds the first delivery never writes (an alert), which the replay must not add to |
+//! | replay of the failed run | the fault cleared, [`Engine::replay`] of that run | it succeeds; exactly the first delivery's records, besides what steps declared an expected effect on the failure path wrote (an alert) |
+//!
+//! **Why and fix.** Every failed row says why in one sentence ([`CheckRow::why`]) and what
+//! to change ([`CheckRow::fix`]): for an unguarded write, the linter's `lint_unguarded_write`
+//! hint for the step that wrote (the check's transport attributes each call, and the records
+//! it created, to the step that made it); for a claim still held, the compensation.
+//!
+//! **Expected effects on the failure path.** A step whose config says `expected_on_failure:
+//! true` ([`crate::steps::StepKind::expected_on_failure`]; every kind that calls a
+//! destination accepts it) and that is reachable from an `error` port writes what the failure
+//! rows expect: its records are counted apart and named (`1 notification expected: `notify` is
+//! declared an expected effect on the failure path`). An undeclared step on a failure path that
+//! writes fails the replay row, the declaration being its fix.
 //!
 //! Each scenario starts clean (a fresh sled store in the throw-away dir, the sandbox reset),
 //! so one scenario's claims and records never mask another's. The write routes are those the
@@ -121,9 +133,30 @@ pub struct CheckRow {
     pub check: String,
     /// What a workflow safe to re-run does.
     pub expected: String,
-    /// What this one did.
+    /// What this one did. What steps declared an expected effect on the failure path wrote
+    /// is said to be expected, naming those steps.
     pub seen: String,
     pub verdict: Verdict,
+    /// Why the row failed, in one sentence (failed rows only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub why: Option<String>,
+    /// What to change so that it passes (failed rows only): the step and the guard, claim or
+    /// declaration to add.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub fix: Option<String>,
+}
+
+impl CheckRow {
+    /// This row with its `why` and `fix`, when it failed (a passing row keeps none).
+    pub fn because(mut self, why: impl Into<String>, fix: impl Into<String>) -> Self {
+        if self.verdict == Verdict::Fail {
+            self.why = Some(why.into());
+            self.fix = Some(fix.into());
+        }
+        self
+    }
 }
 
 /// The result of [`check`]: every row, and whether all passed.
@@ -277,6 +310,12 @@ pub async fn check_with_progress(
         "schedule_trigger" if !targets.is_empty() => Trigger::Schedule,
         _ => Trigger::Manual,
     };
+    let (mut failure_path, mut expected) = failure_paths(&wf.workflow, &registry);
+    for t in targets.values() {
+        let (f, e) = failure_paths(&t.workflow, &registry);
+        failure_path.extend(f);
+        expected.extend(e);
+    }
     let mut ctx = Ctx {
         wf: &wf,
         sandbox: &sandbox,
@@ -292,6 +331,8 @@ pub async fn check_with_progress(
             &sandbox.url(),
         ),
         progress: &progress,
+        failure_path,
+        expected,
     };
     let (rows, id_paths, extra_notes) = match plan {
         Plan::Single { id_paths, variant } => {
@@ -300,6 +341,19 @@ pub async fn check_with_progress(
         }
         Plan::FanOut => fan_out::run(&mut ctx, event, options).await,
     };
+    let mut rows = rows;
+    // Every failed row says why and what to change; the rows above name both, this is the
+    // net under a row that does not.
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.verdict == Verdict::Fail && r.why.is_none())
+    {
+        r.why = Some(format!(
+            "it saw {} where a workflow safe to re-run shows {}",
+            r.seen, r.expected
+        ));
+        r.fix = Some("dry-run the event in the editor and compare each step's output".into());
+    }
     let connection_ids: Vec<String> = ctx.connections.iter().map(|c| c.id.clone()).collect();
     let connections: Vec<String> = connection_ids.iter().map(|c| format!("`{c}`")).collect();
     drop(ctx);
@@ -370,7 +424,15 @@ struct Ctx<'a> {
     /// The connections `action` steps name, pointed at the sandbox's app fakes.
     connections: Vec<crate::connections::Connection>,
     progress: &'a Progress<'a>,
+    /// Steps on a failure path (reachable from an `error` port), as `(workflow, step)`.
+    failure_path: StepSet,
+    /// Those of them declared an expected effect there: what they write is expected on the
+    /// failure rows.
+    expected: StepSet,
 }
+
+/// Steps, as `(workflow id, step id)`.
+type StepSet = BTreeSet<(String, String)>;
 
 /// How [`check`] proceeds: the single-workflow rows, or a fan-out's ([`fan_out::run`]).
 enum Plan {
@@ -415,13 +477,7 @@ impl Ctx<'_> {
         config.cache_capacity_bytes = 8 * 1024 * 1024;
         config.flush_every_ms = None;
         let store = Arc::new(SledStore::open(&config).map_err(|e| e.to_string())?);
-        let http = Arc::new(CheckHttp {
-            live: LiveHttp::new(),
-            sandbox: self.state().clone(),
-            base: self.sandbox.url(),
-            crash_on_hold: Default::default(),
-            crashed: Default::default(),
-        });
+        let http = Arc::new(CheckHttp::new(self.sandbox));
         let engine = Engine::new(
             store.clone() as Arc<dyn Store>,
             Arc::new(CheckClock::default()) as Arc<dyn Clock>,
@@ -519,15 +575,15 @@ impl Ctx<'_> {
 
     /// Deliver `event` with `route` writing and then withholding its answer, "kill" the engine
     /// there (the run's task is dropped; its stored record is what a crash leaves), then run
-    /// crash recovery on that record as a restart does. Answers what was seen and whether the
-    /// run was resumed to success with exactly the first delivery's records.
+    /// crash recovery on that record as a restart does. Answers what was seen, whether the
+    /// run was resumed to success with exactly the first delivery's records, and why not.
     async fn crash_during(
         &self,
         lane: &Lane,
         route: &str,
         event: &Value,
         baseline: &Counts,
-    ) -> Result<(String, bool), String> {
+    ) -> Result<(String, bool, String), String> {
         self.add_fault(route, Fault::TimeoutAfterWrite, Some(1))?;
         lane.http.crash_on_hold.store(true, Ordering::SeqCst);
         let run = lane.engine.new_run(
@@ -564,7 +620,14 @@ impl Ctx<'_> {
         {
             crate::runtime::Recovery::Interrupted(r) => {
                 let why = r.error.map(|e| e.message).unwrap_or_default();
-                return Ok((format!("left interrupted for a person: {why}"), false));
+                return Ok((
+                    format!("left interrupted for a person: {why}"),
+                    false,
+                    format!(
+                        "the write on {route} is not safe to repeat, so after a crash Fluxo \
+                         cannot tell whether it happened and leaves the run for a person"
+                    ),
+                ));
             }
             crate::runtime::Recovery::Resumed {
                 original,
@@ -582,11 +645,94 @@ impl Ctx<'_> {
             }
         };
         let after = self.counts();
-        let baseline_ok = after == *baseline;
+        let expected = self.expected_by_step(&lane.http.calls_since(0));
+        let baseline_ok = minus(&after, &sum(&expected)) == *baseline;
+        let why = if !succeeded(&outcome) {
+            format!("the resumed run did not succeed ({})", summary(&outcome))
+        } else {
+            format!(
+                "the resumed run wrote {route} again: {} where one delivery leaves {}",
+                fmt_counts(&after),
+                fmt_counts(baseline)
+            )
+        };
         Ok((
-            format!("resumed: {}; {}", summary(&outcome), fmt_counts(&after)),
+            format!(
+                "resumed: {}; {}",
+                summary(&outcome),
+                with_expected(&after, &expected)
+            ),
             succeeded(&outcome) && baseline_ok,
+            why,
         ))
+    }
+
+    /// What the calls of steps declared an expected effect on the failure path (and on one)
+    /// wrote, by step, in first-call order.
+    fn expected_by_step(&self, calls: &[Call]) -> Vec<(String, Counts)> {
+        by_step(calls, |c| {
+            self.expected
+                .contains(&(c.workflow.clone(), c.step.clone()))
+        })
+    }
+
+    /// What the calls of steps on a failure path that are not declared expected wrote, by step.
+    fn undeclared_failure_writes(&self, calls: &[Call]) -> Vec<(String, Counts)> {
+        by_step(calls, |c| {
+            let k = (c.workflow.clone(), c.step.clone());
+            self.failure_path.contains(&k) && !self.expected.contains(&k)
+        })
+    }
+
+    /// The steps whose calls on `route` (any route: `None`) wrote, or, without one, that
+    /// called it.
+    fn steps_on(&self, calls: &[Call], route: Option<&str>) -> Vec<String> {
+        let on: Vec<&Call> = calls
+            .iter()
+            .filter(|c| !c.step.is_empty() && route.is_none_or(|r| c.route == r))
+            .collect();
+        let mut out: Vec<String> = Vec::new();
+        let wrote: Vec<&&Call> = on.iter().filter(|c| total(&c.wrote) > 0).collect();
+        let pick: Vec<&Call> = if wrote.is_empty() {
+            on.clone()
+        } else {
+            wrote.into_iter().copied().collect()
+        };
+        for c in pick {
+            if !out.contains(&c.step) {
+                out.push(c.step.clone());
+            }
+        }
+        out
+    }
+
+    /// What to change so that a write is recognised when it comes again: the linter's hint
+    /// (`lint_unguarded_write`) for each of `steps` that has one, else a key or a claim.
+    fn guard_fix(&self, steps: &[String]) -> String {
+        let hints: Vec<String> = steps
+            .iter()
+            .filter_map(|s| {
+                self.wf
+                    .warnings
+                    .iter()
+                    .find(|p| p.code == "lint_unguarded_write" && p.step.as_deref() == Some(s))
+                    .map(|p| format!("on `{s}`: {}", p.message))
+            })
+            .collect();
+        if !hints.is_empty() {
+            return hints.join(" ");
+        }
+        let names = if steps.is_empty() {
+            "the write".to_string()
+        } else {
+            ticks(steps)
+        };
+        format!(
+            "give {names} an Idempotency-Key header (an `idempotency_key`) made from the event's \
+             business id, e.g. `{{{{ input.id }}}}`, so the destination answers a repeat with its \
+             first answer; or claim the event in Memory before it (a write with \
+             allow_overwrite off, then a router that skips when it was not written)"
+        )
     }
 
     async fn run_all(
@@ -608,13 +754,51 @@ impl Ctx<'_> {
         let first = self.deliver(&lane, event).await;
         let baseline = self.counts();
         let routes = self.write_routes();
+        let first_calls = lane.http.calls_since(0);
         let ok =
             matches!(&first, Ok(r) if r.status == RunStatus::Succeeded) && total(&baseline) > 0;
         let seen = match &first {
             Ok(r) => format!("{}; {}", run_summary(r), fmt_counts(&baseline)),
             Err(e) => e.clone(),
         };
-        rows.push(row(first_name, first_expected, seen, ok));
+        let first_row = row(first_name, first_expected, seen, ok);
+        rows.push(match &first {
+            Err(e) => first_row.because(
+                format!("the check could not record the first run ({e})"),
+                "make room in the temp dir and run the check again",
+            ),
+            Ok(r) if r.status != RunStatus::Succeeded => {
+                let step = r.error.as_ref().map(|e| e.step.clone()).unwrap_or_default();
+                first_row.because(
+                    format!(
+                        "one delivery of this event does not succeed ({}), so there is nothing \
+                         to compare a re-run with",
+                        run_summary(r)
+                    ),
+                    format!(
+                        "dry-run this event in the editor and fix `{step}` first (its URL must \
+                         be `{{{{ env.NAME }}}}/path`: the check points every env variable at \
+                         its sandbox)"
+                    ),
+                )
+            }
+            Ok(r) => first_row.because(
+                format!(
+                    "the run {} but wrote no record at the sandbox, so there is nothing to count",
+                    run_summary(r)
+                ),
+                if first_calls.is_empty() {
+                    "send the workflow's writes to `{{ env.NAME }}/path` URLs (the check points \
+                     every env variable at its sandbox), or check it with an event that takes \
+                     the path that writes"
+                        .to_string()
+                } else {
+                    "check it with an event that takes the path that writes (this one wrote \
+                     nothing new)"
+                        .to_string()
+                },
+            ),
+        });
         if !ok {
             let why = "not run: the first delivery must succeed and write a record";
             for name in [
@@ -629,22 +813,54 @@ impl Ctx<'_> {
                     expected: String::new(),
                     seen: why.to_string(),
                     verdict: Verdict::NotRun,
+                    why: None,
+                    fix: None,
                 });
             }
             return rows;
         }
         let n = fmt_counts(&baseline);
+        let write_steps = self.steps_on(&first_calls, None);
 
         // Same event twice.
+        let mark = lane.http.mark();
         let again = self.deliver(&lane, event).await;
         let after = self.counts();
-        let ok = after == baseline && succeeded(&again);
-        rows.push(row(
+        let calls = lane.http.calls_since(mark);
+        let expected = self.expected_by_step(&calls);
+        let counted = minus(&after, &sum(&expected));
+        let ok = counted == baseline && succeeded(&again);
+        let r = row(
             "same event twice",
             format!("{n} in all; the redelivery succeeds"),
-            format!("{}; redelivery {}", fmt_counts(&after), summary(&again)),
+            format!(
+                "{}; redelivery {}",
+                with_expected(&after, &expected),
+                summary(&again)
+            ),
             ok,
-        ));
+        );
+        rows.push(if counted != baseline {
+            let extra = fmt_diff(&diff(&baseline, &counted));
+            let steps = self.steps_on(&calls, None);
+            r.because(
+                format!(
+                    "the redelivery wrote again ({extra}): nothing in the workflow recognised \
+                     the event as already handled"
+                ),
+                self.guard_fix(&steps),
+            )
+        } else {
+            let step = failed_step(&again);
+            r.because(
+                format!(
+                    "the redelivery failed ({}): the workflow does not recognise a repeat \
+                     before writing, so every retry of the sender fails",
+                    summary(&again)
+                ),
+                self.guard_fix(&step.map_or(write_steps.clone(), |s| vec![s])),
+            )
+        });
 
         // A new event.
         let before = self.counts();
@@ -655,12 +871,42 @@ impl Ctx<'_> {
             .iter()
             .all(|(c, k)| *k <= baseline.get(c).copied().unwrap_or(0) as i64);
         let grew = added.values().any(|k| *k > 0) && added.values().all(|k| *k >= 0);
-        rows.push(row(
-            format!("new event ({} changed)", id_paths.join(", ")),
+        let paths = id_paths.join(", ");
+        let r = row(
+            format!("new event ({paths} changed)"),
             format!("the run succeeds and writes new records (at most {n} more)"),
             format!("{}; {}", summary(&new), fmt_diff(&added)),
             succeeded(&new) && grew && within,
-        ));
+        );
+        rows.push(if !succeeded(&new) {
+            r.because(
+                format!(
+                    "a new event (its {paths} changed) failed: {}",
+                    summary(&new)
+                ),
+                "dry-run the event with its ids changed; if the workflow reads the business id \
+                 at another path, give that id path (CLI `--id-path`, the Check tab's id paths)",
+            )
+        } else if !grew {
+            r.because(
+                format!(
+                    "the new event wrote no record: the workflow took it for a repeat of the \
+                     first, so its claim or key does not change with {paths}"
+                ),
+                "make the claim, the dedupe key and the Idempotency-Key from the event's \
+                 business id (e.g. `{{ input.id }}`), or give the id paths they read",
+            )
+        } else {
+            r.because(
+                format!(
+                    "the new event wrote more than one delivery does ({} where one delivery \
+                     wrote {n})",
+                    fmt_diff(&added)
+                ),
+                "find the step that writes more than once per event (a retry without an \
+                 Idempotency-Key, a loop) and give it a key from the event's business id",
+            )
+        });
         drop(lane);
 
         // Timeout after write, per write route, then the same event again.
@@ -675,12 +921,7 @@ impl Ctx<'_> {
                 }
             };
             if let Err(e) = self.add_fault(route, Fault::TimeoutAfterWrite, Some(1)) {
-                rows.push(row(
-                    name,
-                    expected,
-                    format!("could not set the fault: {e}"),
-                    false,
-                ));
+                rows.push(fault_not_set(name, expected, &e));
                 continue;
             }
             let a = self.deliver(&lane, event).await;
@@ -688,11 +929,14 @@ impl Ctx<'_> {
             self.state().clear_faults();
             let b = self.deliver(&lane, event).await;
             let after = self.counts();
+            let calls = lane.http.calls_since(0);
+            let exp = self.expected_by_step(&calls);
+            let counted = minus(&after, &sum(&exp));
             let replayed = self.state().log().iter().filter(|e| e.replayed).count();
             let seen = if hit {
                 let mut s = format!(
                     "{}; first run {}, redelivery {}",
-                    fmt_counts(&after),
+                    with_expected(&after, &exp),
                     summary(&a),
                     summary(&b)
                 );
@@ -705,12 +949,37 @@ impl Ctx<'_> {
             } else {
                 format!("the fault never struck: this delivery did not call {route}")
             };
-            rows.push(row(
+            let r = row(
                 name,
                 expected,
                 seen,
-                hit && after == baseline && succeeded(&b),
-            ));
+                hit && counted == baseline && succeeded(&b),
+            );
+            let steps = self.steps_on(&calls, Some(route));
+            rows.push(if !hit {
+                r.because(
+                    format!("this delivery never called {route}, so the fault could not strike"),
+                    "check with an event that takes the same path as the first delivery",
+                )
+            } else if counted != baseline {
+                r.because(
+                    format!(
+                        "after the answer of {route} was lost, it was written again: {} where \
+                         one delivery leaves {n}",
+                        fmt_counts(&counted)
+                    ),
+                    self.guard_fix(&steps),
+                )
+            } else {
+                r.because(
+                    format!(
+                        "the redelivery failed ({}) after the first run's answer from {route} \
+                         was lost",
+                        summary(&b)
+                    ),
+                    self.guard_fix(&steps),
+                )
+            });
         }
 
         // The engine dies during the write, per write route; restarted, recovery resumes the
@@ -718,17 +987,31 @@ impl Ctx<'_> {
         for route in &routes {
             let name = format!("engine killed during {route} (after the write), restart");
             let expected = format!("resumed automatically; {n} in all");
-            let seen = match self.lane() {
+            let route_steps = self.steps_on(&first_calls, Some(route));
+            let (seen, why) = match self.lane() {
                 Ok(lane) => match self.crash_during(&lane, route, event, &baseline).await {
-                    Ok((seen, pass)) => {
-                        rows.push(row(name, expected, seen, pass));
+                    Ok((seen, pass, why)) => {
+                        rows.push(
+                            row(name, expected, seen, pass)
+                                .because(why, self.guard_fix(&route_steps)),
+                        );
                         continue;
                     }
-                    Err(e) => e,
+                    Err(e) => {
+                        let why = format!("the crash could not be staged on {route}: {e}");
+                        (e, why)
+                    }
                 },
-                Err(e) => format!("could not open a store: {e}"),
+                Err(e) => (
+                    format!("could not open a store: {e}"),
+                    "the check could not open its throw-away store".to_string(),
+                ),
             };
-            rows.push(row(name, expected, seen, false));
+            rows.push(row(name, expected, seen, false).because(
+                why,
+                "check with an event that takes the same path as the first delivery, with room \
+                 in the temp dir",
+            ));
         }
 
         // Forced failure, per write route; then the replay of the failed run.
@@ -745,12 +1028,7 @@ impl Ctx<'_> {
                 }
             };
             if let Err(e) = self.add_fault(route, Fault::Error500BeforeWrite, None) {
-                rows.push(row(
-                    name,
-                    expected,
-                    format!("could not set the fault: {e}"),
-                    false,
-                ));
+                rows.push(fault_not_set(name, expected, &e));
                 continue;
             }
             let failed = self.deliver(&lane, event).await;
@@ -758,10 +1036,14 @@ impl Ctx<'_> {
             let failed = match failed {
                 Ok(r) => r,
                 Err(e) => {
-                    rows.push(row(name, expected, e, false));
+                    rows.push(row(name, expected, e.clone(), false).because(
+                        format!("the check could not record the failed run ({e})"),
+                        "make room in the temp dir and run the check again",
+                    ));
                     continue;
                 }
             };
+            let failed_calls = lane.http.calls_since(0);
             let held = held_claims(&lane, &failed).await;
             let taken = claims_taken(&failed);
             let ended_failed = matches!(failed.status, RunStatus::Failed | RunStatus::TimedOut);
@@ -779,45 +1061,275 @@ impl Ctx<'_> {
             if failed.status == RunStatus::Succeeded {
                 seen.push_str("; the failure was swallowed, the event is lost");
             }
-            // What the failure path wrote (an alert): kinds the first delivery never writes.
-            let on_failure: Counts = self
-                .counts()
-                .into_iter()
-                .filter(|(c, _)| !baseline.contains_key(c))
-                .collect();
-            if !on_failure.is_empty() {
+            // What the failure path wrote: declared expected effects (an alert, an audit
+            // log), and the writes of steps on it that are not declared.
+            let expected_writes = self.expected_by_step(&failed_calls);
+            let undeclared = self.undeclared_failure_writes(&failed_calls);
+            if !expected_writes.is_empty() {
                 seen.push_str(&format!(
-                    "; the failure path wrote {}",
-                    fmt_counts(&on_failure)
+                    "; the failure path wrote {}, expected: {}",
+                    fmt_counts(&sum(&expected_writes)),
+                    declared(&expected_writes)
                 ));
             }
-            rows.push(row(name, expected, seen, ended_failed && held.is_empty()));
+            if !undeclared.is_empty() {
+                seen.push_str(&format!(
+                    "; the failure path wrote {} ({} not declared an expected effect)",
+                    fmt_counts(&sum(&undeclared)),
+                    ticks(
+                        &undeclared
+                            .iter()
+                            .map(|(s, _)| s.clone())
+                            .collect::<Vec<_>>()
+                    )
+                ));
+            }
+            let failing = failed
+                .error
+                .as_ref()
+                .map(|e| e.step.clone())
+                .unwrap_or_default();
+            let r = row(name, expected, seen, ended_failed && held.is_empty());
+            rows.push(if !ended_failed {
+                r.because(
+                    format!(
+                        "the failure on {route} was swallowed: the run {}, so the sender never \
+                         retries and the event is lost",
+                        failed.status
+                    ),
+                    "end the error path with an Error Handler in `rethrow` mode (not `log` or \
+                     `fallback`), so the run fails after its compensation",
+                )
+            } else {
+                r.because(
+                    format!(
+                        "the claim {} was still held after the run failed, so the sender's \
+                         retry and a replay are skipped as duplicates",
+                        held.join(", ")
+                    ),
+                    format!(
+                        "wire `{failing}`'s error port to an Error Handler in `rethrow` mode, \
+                         then a Memory delete of the same namespace and key (the compensation)"
+                    ),
+                )
+            });
 
+            let replay_mark = lane.http.mark();
             let replay = lane
                 .engine
                 .replay(&failed, self.wf, Mode::Live)
                 .await
                 .map_err(|e| format!("the replay could not be stored: {e}"));
             let after = self.counts();
-            let mut want = baseline.clone();
-            want.extend(on_failure.clone());
-            let replay_expected = if on_failure.is_empty() {
+            let all_calls = lane.http.calls_since(0);
+            let expected_all = self.expected_by_step(&all_calls);
+            let want = plus(&baseline, &sum(&expected_all));
+            let replay_expected = if expected_all.is_empty() {
                 replay_expected
             } else {
                 format!(
-                    "{replay_expected}, besides the failed run's {}",
-                    fmt_counts(&on_failure)
+                    "{replay_expected}, besides {} the failure path is declared to write",
+                    fmt_counts(&sum(&expected_all))
                 )
             };
-            rows.push(row(
+            let r = row(
                 replay_name,
                 replay_expected,
-                format!("replay {}; {}", summary(&replay), fmt_counts(&after)),
+                format!(
+                    "replay {}; {}",
+                    summary(&replay),
+                    with_expected(&after, &expected_all)
+                ),
                 succeeded(&replay) && after == want,
-            ));
+            );
+            let replay_calls = lane.http.calls_since(replay_mark);
+            rows.push(if !succeeded(&replay) {
+                r.because(
+                    format!("the replay of the failed run failed: {}", summary(&replay)),
+                    "open the failed run in Runs and dry-run its replay to see which step fails",
+                )
+            } else if !undeclared.is_empty() && after != want {
+                let steps: Vec<String> = undeclared.iter().map(|(s, _)| s.clone()).collect();
+                let (one, verb) = if steps.len() == 1 {
+                    (ticks(&steps), "is")
+                } else {
+                    (ticks(&steps), "are")
+                };
+                r.because(
+                    format!(
+                        "{one} wrote {} on the failure path and {verb} not declared an expected \
+                         effect, so a failure and its replay leave {} where one delivery leaves {n}",
+                        fmt_counts(&sum(&undeclared)),
+                        fmt_counts(&after)
+                    ),
+                    format!(
+                        "if {one} is meant to run when the flow fails (an alert, an audit log), \
+                         declare it: tick \"Expected effect on the failure path\" in its \
+                         inspector (`\"expected_on_failure\": true` in its config); if not, take \
+                         it off the error path"
+                    ),
+                )
+            } else if total(&minus(&after, &want)) > 0 {
+                let extra = minus(&after, &want);
+                r.because(
+                    format!(
+                        "the replay wrote again what the failed run had written ({}): {} where \
+                         one delivery leaves {n}",
+                        fmt_counts(&extra),
+                        fmt_counts(&after)
+                    ),
+                    self.guard_fix(&self.steps_on(&replay_calls, None)),
+                )
+            } else {
+                r.because(
+                    format!(
+                        "the replay wrote less than one delivery does ({} where one delivery \
+                         leaves {n}): it was stopped as a duplicate of the failed run",
+                        fmt_counts(&after)
+                    ),
+                    format!(
+                        "release the claim when `{failing}` fails: its error port to an Error \
+                         Handler in `rethrow` mode, then a Memory delete of the claim's key"
+                    ),
+                )
+            });
         }
         rows
     }
+}
+
+/// A row whose fault could not be set in the sandbox.
+fn fault_not_set(check: String, expected: String, e: &str) -> CheckRow {
+    row(
+        check,
+        expected,
+        format!("could not set the fault: {e}"),
+        false,
+    )
+    .because(
+        format!("the sandbox refused the fault ({e})"),
+        "report this: the check could not stage its scenario",
+    )
+}
+
+/// The step a failed run failed at.
+fn failed_step(r: &Result<RunRecord, String>) -> Option<String> {
+    r.as_ref().ok()?.error.as_ref().map(|e| e.step.clone())
+}
+
+/// `` `a`, `b` ``.
+fn ticks(steps: &[String]) -> String {
+    steps
+        .iter()
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What `calls` that `pick` selects wrote, by step, in first-call order (steps that wrote
+/// nothing left out).
+fn by_step(calls: &[Call], pick: impl Fn(&Call) -> bool) -> Vec<(String, Counts)> {
+    let mut out: Vec<(String, Counts)> = Vec::new();
+    for c in calls.iter().filter(|c| pick(c) && total(&c.wrote) > 0) {
+        let i = match out.iter().position(|(s, _)| *s == c.step) {
+            Some(i) => i,
+            None => {
+                out.push((c.step.clone(), Counts::new()));
+                out.len() - 1
+            }
+        };
+        for (k, n) in &c.wrote {
+            *out[i].1.entry(k.clone()).or_default() += n;
+        }
+    }
+    out
+}
+
+fn sum(by_step: &[(String, Counts)]) -> Counts {
+    let mut out = Counts::new();
+    for (_, c) in by_step {
+        out = plus(&out, c);
+    }
+    out
+}
+
+fn plus(a: &Counts, b: &Counts) -> Counts {
+    let mut out = a.clone();
+    for (k, n) in b {
+        *out.entry(k.clone()).or_default() += n;
+    }
+    out
+}
+
+/// `a` less `b`, per collection (collections left with none dropped).
+fn minus(a: &Counts, b: &Counts) -> Counts {
+    a.iter()
+        .map(|(k, n)| (k.clone(), n.saturating_sub(b.get(k).copied().unwrap_or(0))))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// `1 deal, 1 notification`, and, when steps declared an expected effect on the failure path
+/// wrote some of them, ` (1 notification expected: `notify` is declared an expected effect on
+/// the failure path)`.
+fn with_expected(counts: &Counts, expected: &[(String, Counts)]) -> String {
+    let mut s = fmt_counts(counts);
+    if expected.is_empty() {
+        return s;
+    }
+    s.push_str(&format!(
+        " ({} expected: {})",
+        fmt_counts(&sum(expected)),
+        declared(expected)
+    ));
+    s
+}
+
+/// `` `notify` is declared an expected effect on the failure path ``.
+fn declared(expected: &[(String, Counts)]) -> String {
+    let steps: Vec<String> = expected.iter().map(|(s, _)| s.clone()).collect();
+    let what = if steps.len() == 1 {
+        "is declared an expected effect"
+    } else {
+        "are declared expected effects"
+    };
+    format!("{} {what} on the failure path", ticks(&steps))
+}
+
+/// The steps of `wf` reachable from an `error` port (the failure paths), and those of them
+/// declared an expected effect there ([`crate::steps::StepKind::expected_on_failure`]), as
+/// `(workflow id, step id)`.
+fn failure_paths(wf: &Workflow, registry: &Registry) -> (StepSet, StepSet) {
+    let mut on: BTreeSet<String> = BTreeSet::new();
+    let mut stack: Vec<&str> = wf
+        .edges
+        .iter()
+        .filter(|e| e.port() == crate::workflow::model::PORT_ERROR)
+        .map(|e| e.to.as_str())
+        .collect();
+    while let Some(s) = stack.pop() {
+        if on.insert(s.to_string()) {
+            stack.extend(
+                wf.edges
+                    .iter()
+                    .filter(|e| e.from == s)
+                    .map(|e| e.to.as_str()),
+            );
+        }
+    }
+    let key = |s: &str| (wf.id.clone(), s.to_string());
+    let expected = wf
+        .steps
+        .iter()
+        .filter(|s| on.contains(&s.id))
+        .filter(|s| {
+            registry
+                .get(&s.kind)
+                .is_some_and(|k| k.expected_on_failure(&s.config))
+        })
+        .map(|s| key(&s.id))
+        .collect();
+    (on.iter().map(|s| key(s)).collect(), expected)
 }
 
 fn row(
@@ -831,6 +1343,8 @@ fn row(
         expected: expected.into(),
         seen: seen.into(),
         verdict: if pass { Verdict::Pass } else { Verdict::Fail },
+        why: None,
+        fix: None,
     }
 }
 
@@ -841,6 +1355,12 @@ fn no_store(check: impl Into<String>, expected: impl Into<String>, why: &str) ->
         expected,
         format!("could not open a store: {why}"),
         false,
+    )
+    .because(
+        format!(
+            "the check could not open its throw-away store ({why}), so this scenario did not run"
+        ),
+        "make room in the temp dir (or set TMPDIR to a roomier one) and run the check again",
     )
 }
 
@@ -1262,9 +1782,73 @@ struct CheckHttp {
     /// crash-during-write rows), instead of being reported as a timeout.
     crash_on_hold: std::sync::atomic::AtomicBool,
     crashed: tokio::sync::Notify,
+    /// Every call carried, in order, with the step that made it and what it wrote.
+    calls: std::sync::Mutex<Vec<Call>>,
+}
+
+/// One call the check's transport carried: the step that made it (read from the executor,
+/// [`crate::runtime::executor::current_step`]), its route and the records it created.
+#[derive(Debug, Clone, Default)]
+struct Call {
+    workflow: String,
+    step: String,
+    /// `POST /deals`.
+    route: String,
+    wrote: Counts,
 }
 
 impl CheckHttp {
+    fn new(sandbox: &SandboxHandle) -> Self {
+        CheckHttp {
+            live: LiveHttp::new(),
+            sandbox: sandbox.state().clone(),
+            base: sandbox.url(),
+            crash_on_hold: Default::default(),
+            crashed: Default::default(),
+            calls: Default::default(),
+        }
+    }
+
+    /// How many calls so far (for [`CheckHttp::calls_since`]).
+    fn mark(&self) -> usize {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// The calls made since `mark`.
+    fn calls_since(&self, mark: usize) -> Vec<Call> {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls.get(mark..).map(<[Call]>::to_vec).unwrap_or_default()
+    }
+
+    fn record(&self, call: &HttpCall, before: &Counts) {
+        let (workflow, step) = crate::runtime::executor::current_step().unwrap_or_default();
+        let after = self.sandbox.counts();
+        let wrote: Counts = after
+            .into_iter()
+            .filter_map(|(c, n)| {
+                let b = before.get(&c).copied().unwrap_or(0);
+                (n > b).then(|| (c, n - b))
+            })
+            .collect();
+        let path = call
+            .url
+            .strip_prefix(&self.base)
+            .unwrap_or(&call.url)
+            .split('?')
+            .next()
+            .unwrap_or_default();
+        let path = if path.is_empty() { "/" } else { path };
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Call {
+                workflow,
+                step,
+                route: format!("{} {path}", call.method),
+                wrote,
+            });
+    }
+
     fn held(&self) -> usize {
         self.sandbox
             .log()
@@ -1294,6 +1878,7 @@ impl HttpTransport for CheckHttp {
             )));
         }
         let held_before = self.held();
+        let before = self.sandbox.counts();
         let send = self.live.send(call, timeout, dry_sample);
         tokio::pin!(send);
         let withheld = async {
@@ -1304,16 +1889,19 @@ impl HttpTransport for CheckHttp {
                 }
             }
         };
-        tokio::select! {
+        let answer = tokio::select! {
             answer = &mut send => answer,
             _ = withheld => {
                 if self.crash_on_hold.load(Ordering::SeqCst) {
+                    self.record(call, &before);
                     self.crashed.notify_one();
                     std::future::pending::<()>().await;
                 }
                 Err(TransportError::Timeout)
             }
-        }
+        };
+        self.record(call, &before);
+        answer
     }
 }
 

@@ -36,6 +36,18 @@ use crate::workflow::model::{PORT_ERROR, PORT_OUT};
 use crate::workflow::template::Scope;
 use crate::workflow::Compiled;
 
+tokio::task_local! {
+    /// The step whose kind is running (`(workflow id, step id)`), for [`current_step`].
+    static CURRENT_STEP: (String, String);
+}
+
+/// The step whose kind is running on this task, as `(workflow id, step id)`: what a transport
+/// reads to tell which step a call comes from (`fluxo check` attributes each record the
+/// sandbox writes to its step). `None` outside a step.
+pub fn current_step() -> Option<(String, String)> {
+    CURRENT_STEP.try_with(Clone::clone).ok()
+}
+
 /// Prefix of process variables visible to templates as `env.NAME` (SPEC §2).
 pub const ENV_PREFIX: &str = "FLUXO_ENV_";
 
@@ -1260,9 +1272,15 @@ impl Walk<'_> {
                     kind = %def.kind,
                     otel.status_code = tracing::field::Empty,
                 );
-                let result =
-                    tracing::Instrument::instrument(kind.run(&cx, resolved.clone()), span.clone())
-                        .await;
+                let result = CURRENT_STEP
+                    .scope(
+                        (run.workflow_id.clone(), def.id.clone()),
+                        tracing::Instrument::instrument(
+                            kind.run(&cx, resolved.clone()),
+                            span.clone(),
+                        ),
+                    )
+                    .await;
                 if result.is_err() {
                     span.record("otel.status_code", "ERROR");
                 }

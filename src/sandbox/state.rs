@@ -279,6 +279,19 @@ impl SandboxState {
         super::vendors::counts(&self.lock().vendors)
     }
 
+    /// Records per collection and per vendor-fake kind (`deals` → 1, `hubspot contacts` → 2),
+    /// without copying them: what `fluxo check` compares before and after each call.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        let state = self.lock();
+        let mut out: BTreeMap<String, usize> = state
+            .collections
+            .iter()
+            .map(|(name, c)| (name.clone(), c.records.len()))
+            .collect();
+        out.extend(super::vendors::counts(&state.vendors));
+        out
+    }
+
     /// One record by id.
     pub fn record(&self, collection: &str, id: &str) -> Option<Value> {
         self.lock()

@@ -344,6 +344,15 @@ pub trait StepKind: Send + Sync + 'static {
     fn repeat_safety(&self, _config: &Value) -> RepeatSafety {
         RepeatSafety::Safe
     }
+    /// The step is declared an expected effect on the failure path (`expected_on_failure:
+    /// true`, a member of every config that flattens [`retry::CallPolicy`]: the kinds that
+    /// call a destination): `fluxo check` counts what it writes while it runs after an error
+    /// port as expected (an alert, an audit log), not as an effect a re-run must not leave.
+    /// Default: the config's `expected_on_failure` member (validation refuses it on kinds
+    /// whose config does not name it).
+    fn expected_on_failure(&self, config: &Value) -> bool {
+        config.get("expected_on_failure").and_then(Value::as_bool) == Some(true)
+    }
     /// The URLs this step sends to, as written in `config` (kinds that send HTTP). Validation
     /// refuses one whose host is rendered from run data unless it allows it, and the linter
     /// flags those that do (SPEC §5). Default: none.

@@ -75,6 +75,11 @@ pub struct CallPolicy {
     )]
     #[schemars(title = "Longest retry delay", with = "crate::duration::Seconds")]
     pub max_retry_delay_s: f64,
+    /// An alert or audit log meant to run when the flow fails: Check counts what it writes
+    /// there as expected. Runs are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(title = "Expected effect on the failure path")]
+    pub expected_on_failure: bool,
 }
 
 impl Default for CallPolicy {
@@ -85,6 +90,7 @@ impl Default for CallPolicy {
             retry_strategy: RetryStrategy::default(),
             retry_base_delay_ms: default_base(),
             max_retry_delay_s: default_max_delay(),
+            expected_on_failure: false,
         }
     }
 }

@@ -76,6 +76,63 @@ test.describe('Check: is the workflow safe to re-run?', () => {
     });
   });
 
+  test('a failure alert: why and fix until the builder ticks it as an expected effect, then a passing row that says so', async ({ page }) => {
+    await openEditor(page);
+    await openWorkflow(page, 'invoice-paid-to-hubspot');
+    await pickSample(page, 'stripe/invoice.paid.json', /"type": "invoice.paid"/);
+
+    // The Slack alert after the error handler: the inspector offers the declaration with a
+    // line of help. The template declares it; a builder who has not gets why and fix.
+    await select(page, 'notify');
+    const declared = page.getByLabel('Expected effect on the failure path');
+    await expect(declared).toBeChecked();
+    await expect(page.getByTestId('inspector-step')).toContainText('An alert or audit log meant to run when the flow fails: Check counts what it writes there as expected.');
+    await declared.uncheck();
+    await expect(declared).not.toBeChecked();
+    // A step that is not a call (the Memory-free trigger here) does not offer it.
+    await select(page, 'hook');
+    await expect(page.getByLabel('Expected effect on the failure path')).toHaveCount(0);
+
+    await page.getByTestId('check').click();
+    const report = page.getByTestId('check-report');
+    await expect(report).toHaveAttribute('data-passed', 'false');
+    const replay = page.locator('[data-testid=check-row][data-check^="replay of the run failed"]');
+    await expect(replay).toHaveAttribute('data-verdict', 'fail');
+    const explain = page.locator('[data-testid=check-explain][data-check^="replay of the run failed"]');
+    await expect(explain.getByTestId('check-why')).toHaveText(
+      'Why notify wrote 1 slack message on the failure path and is not declared an expected effect, so a failure and its replay leave 1 hubspot deal, 1 slack message where one delivery leaves 1 hubspot deal',
+    );
+    await expect(explain.getByTestId('check-fix')).toContainText(
+      'if notify is meant to run when the flow fails (an alert, an audit log), declare it: tick "Expected effect on the failure path" in its inspector',
+    );
+    // Only failed rows say why.
+    await expect(page.getByTestId('check-why')).toHaveCount(1);
+    await expect(page.getByTestId('check-fix')).toHaveCount(1);
+    const shots = process.env.FLUXO_SHOTS_DIR;
+    if (shots) {
+      await explain.scrollIntoViewIfNeeded();
+      await page.screenshot({ path: `${shots}/check-why-fix.png` });
+    }
+
+    // Ticked: Check passes, and the row says why the alert is no duplicate.
+    await select(page, 'notify');
+    await page.getByLabel('Expected effect on the failure path').check();
+    await page.getByTestId('check').click();
+    await expect(report).toHaveAttribute('data-passed', 'true');
+    await expect(replay).toHaveAttribute('data-verdict', 'pass');
+    await expect(replay.getByTestId('check-seen')).toHaveText(
+      'replay succeeded; 1 hubspot deal, 1 slack message (1 slack message expected: notify is declared an expected effect on the failure path)',
+    );
+    await expect(page.locator('[data-testid=check-row][data-check^="forced failure"]')).toContainText(
+      'the failure path wrote 1 slack message, expected: notify is declared an expected effect on the failure path',
+    );
+    await expect(page.getByTestId('check-why')).toHaveCount(0);
+    if (shots) {
+      await replay.scrollIntoViewIfNeeded();
+      await page.screenshot({ path: `${shots}/check-expected-effect.png` });
+    }
+  });
+
   test('names a bad id path and a workflow with errors instead of a report', async ({ page }) => {
     await openEditor(page);
     await openWorkflow(page, 'invoice-paid-once');

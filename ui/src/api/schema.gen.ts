@@ -1036,9 +1036,19 @@ export interface components {
             check: string;
             /** @description What a workflow safe to re-run does. */
             expected: string;
-            /** @description What this one did. */
+            /**
+             * @description What this one did. What steps declared an expected effect on the failure path wrote
+             *     is said to be expected, naming those steps.
+             */
             seen: string;
             verdict: components["schemas"]["Verdict"];
+            /** @description Why the row failed, in one sentence (failed rows only). */
+            why?: string;
+            /**
+             * @description What to change so that it passes (failed rows only): the step and the guard, claim or
+             *     declaration to add.
+             */
+            fix?: string;
         };
         /**
          * @description The writer of a Memory entry: a run lineage's root run id and the step that wrote it.

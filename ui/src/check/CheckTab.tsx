@@ -1,5 +1,6 @@
 import { ShieldCheck } from 'lucide-react';
-import { useEffect, useState } from 'react';
+import { Fragment, useEffect, useState } from 'react';
+import { Markdownish } from '../inspector/widgets';
 import { useEditor } from '../store/editor';
 import { formatMs } from '../app/format';
 import type { Verdict } from '../api';
@@ -190,16 +191,37 @@ export function CheckTab() {
           </thead>
           <tbody>
             {r.checks.map((row, i) => (
-              <tr key={i} className={`is-${row.verdict}`} data-testid="check-row" data-check={row.check} data-verdict={row.verdict}>
-                <td className="fx-check-name">{row.check}</td>
-                <td className="fx-muted">{row.expected}</td>
-                <td>{row.seen}</td>
-                <td>
-                  <span className={`fx-check-badge is-${row.verdict}`} data-testid="check-verdict">
-                    {VERDICT_LABEL[row.verdict] ?? row.verdict}
-                  </span>
-                </td>
-              </tr>
+              <Fragment key={i}>
+                <tr className={`is-${row.verdict}`} data-testid="check-row" data-check={row.check} data-verdict={row.verdict}>
+                  <td className="fx-check-name">{row.check}</td>
+                  <td className="fx-muted">{row.expected}</td>
+                  <td data-testid="check-seen">
+                    <Markdownish text={row.seen} />
+                  </td>
+                  <td>
+                    <span className={`fx-check-badge is-${row.verdict}`} data-testid="check-verdict">
+                      {VERDICT_LABEL[row.verdict] ?? row.verdict}
+                    </span>
+                  </td>
+                </tr>
+                {(row.why || row.fix) && (
+                  // Why it failed and what to change, across the whole table's width.
+                  <tr className="fx-check-explain" data-testid="check-explain" data-check={row.check}>
+                    <td colSpan={4}>
+                      {row.why && (
+                        <div data-testid="check-why">
+                          <span className="fx-check-label is-why">Why</span> <Markdownish text={row.why} />
+                        </div>
+                      )}
+                      {row.fix && (
+                        <div data-testid="check-fix">
+                          <span className="fx-check-label is-fix">Fix</span> <Markdownish text={row.fix} />
+                        </div>
+                      )}
+                    </td>
+                  </tr>
+                )}
+              </Fragment>
             ))}
           </tbody>
         </table>
