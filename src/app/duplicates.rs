@@ -411,30 +411,54 @@ pub fn spawn_flusher(
     })
 }
 
+/// Read this namespace's records under `prefix` in key order, after `after` (exclusive),
+/// at most [`MAX_SCANNED`]: `visit` gets each and answers whether to go on. `true` when the
+/// read ended (every record read, or `visit` stopped it), `false` when the cap cut it.
+async fn scan(
+    state: &AppState,
+    prefix: &str,
+    mut after: Option<String>,
+    mut visit: impl FnMut(crate::store::MemoryEntry) -> bool,
+) -> AppResult<bool> {
+    let now = state.clock().now_ms();
+    let mut scanned = 0;
+    loop {
+        let page = state
+            .store()
+            .list(NAMESPACE, prefix, after.as_deref(), 1_000, now)
+            .await
+            .map_err(AppError::store)?;
+        let Some(last) = page.last().map(|e| e.key.clone()) else {
+            return Ok(true);
+        };
+        for e in page {
+            scanned += 1;
+            if !visit(e) {
+                return Ok(true);
+            }
+        }
+        if scanned >= MAX_SCANNED {
+            return Ok(false);
+        }
+        after = Some(last);
+    }
+}
+
+/// Whether a record's value is of `workflow` (any, without one).
+fn of_workflow(value: &Value, workflow: Option<&str>) -> bool {
+    workflow.is_none_or(|w| value.get("workflow_id").and_then(Value::as_str) == Some(w))
+}
+
 /// Records of `run_id` (this process's tallies written first), oldest first, at most
 /// [`MAX_LISTED`] (the newest), and the sum of all of them.
 pub async fn stopped_for(state: &AppState, run_id: &str) -> AppResult<(u64, Vec<Stopped>)> {
     flush_for_read(state).await;
-    let prefix = format!("r/{run_id}/");
-    let now = state.clock().now_ms();
     let mut all: Vec<Stopped> = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let page = state
-            .store()
-            .list(NAMESPACE, &prefix, after.as_deref(), 500, now)
-            .await
-            .map_err(AppError::store)?;
-        let last = page.last().map(|e| e.key.clone());
-        all.extend(
-            page.into_iter()
-                .filter_map(|e| serde_json::from_value(e.value).ok()),
-        );
-        match last {
-            Some(k) if all.len() < MAX_SCANNED => after = Some(k),
-            _ => break,
-        }
-    }
+    scan(state, &format!("r/{run_id}/"), None, |e| {
+        all.extend(serde_json::from_value::<Stopped>(e.value).ok());
+        true
+    })
+    .await?;
     let total = all.iter().map(|s| s.count).sum();
     all.sort_by_key(|s| (s.first_at.0, s.last_at.0));
     if all.len() > MAX_LISTED {
@@ -477,43 +501,25 @@ pub async fn over_time(
     drawn_since: i64,
 ) -> AppResult<(u64, std::collections::BTreeMap<i64, u64>, bool)> {
     flush_for_read(state).await;
-    let now = state.clock().now_ms();
     let end = format!("t/{:013}", until.max(0));
-    let mut after = Some(format!("t/{:013}", since.max(0)));
     let mut total = 0;
     let mut bars = std::collections::BTreeMap::new();
-    let mut scanned = 0;
-    loop {
-        let page = state
-            .store()
-            .list(NAMESPACE, "t/", after.as_deref(), 1_000, now)
-            .await
-            .map_err(AppError::store)?;
-        let Some(last) = page.last().map(|e| e.key.clone()) else {
-            return Ok((total, bars, true));
-        };
-        for e in page {
-            if e.key.as_str() >= end.as_str() {
-                return Ok((total, bars, true));
-            }
-            scanned += 1;
-            if workflow
-                .is_some_and(|w| e.value.get("workflow_id").and_then(Value::as_str) != Some(w))
-            {
-                continue;
-            }
-            let at: i64 = e.key[2..15].parse().unwrap_or(0);
+    let complete = scan(state, "t/", Some(format!("t/{:013}", since.max(0))), |e| {
+        if e.key >= end {
+            return false;
+        }
+        if of_workflow(&e.value, workflow) {
+            let at: i64 = e.key.get(2..15).and_then(|t| t.parse().ok()).unwrap_or(0);
             let n = e.value.get("count").and_then(Value::as_u64).unwrap_or(0);
             total += n;
             if at >= drawn_since && bucket_ms > 0 {
                 *bars.entry(at - at.rem_euclid(bucket_ms)).or_default() += n;
             }
         }
-        if scanned >= MAX_SCANNED {
-            return Ok((total, bars, false));
-        }
-        after = Some(last);
-    }
+        true
+    })
+    .await?;
+    Ok((total, bars, complete))
 }
 
 /// The ids of runs with duplicates stopped (of `workflow`, when given), at most
@@ -523,35 +529,16 @@ pub async fn run_ids(
     workflow: Option<&str>,
 ) -> AppResult<std::collections::HashSet<String>> {
     flush_for_read(state).await;
-    let now = state.clock().now_ms();
     let mut ids = std::collections::HashSet::new();
-    let mut after: Option<String> = None;
-    let mut scanned = 0;
-    loop {
-        let page = state
-            .store()
-            .list(NAMESPACE, "r/", after.as_deref(), 1_000, now)
-            .await
-            .map_err(AppError::store)?;
-        let Some(last) = page.last().map(|e| e.key.clone()) else {
-            break;
-        };
-        scanned += page.len();
-        for e in page {
-            if workflow
-                .is_some_and(|w| e.value.get("workflow_id").and_then(Value::as_str) != Some(w))
-            {
-                continue;
-            }
+    scan(state, "r/", None, |e| {
+        if of_workflow(&e.value, workflow) {
             if let Some(id) = e.value.get("run_id").and_then(Value::as_str) {
                 ids.insert(id.to_string());
             }
         }
-        if scanned >= MAX_SCANNED {
-            break;
-        }
-        after = Some(last);
-    }
+        true
+    })
+    .await?;
     Ok(ids)
 }
 

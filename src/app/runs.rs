@@ -672,18 +672,50 @@ pub async fn stats_for(state: &AppState, p: &StatsParams) -> AppResult<Value> {
                 .or_default() += 1;
         }
     }
-    let order = step_order(state, query.workflow.as_deref());
-    let dups = duplicates_json(
-        state,
-        query.workflow.as_deref(),
+    let range = StatsRange {
         since,
         until,
         bucket_ms,
         drawn_since,
+    };
+    stats_answer(state, query.workflow.as_deref(), range, counted, complete).await
+}
+
+/// The range of a stats answer: `[since, until)`, bars of `bucket_ms` drawn from `drawn_since`.
+struct StatsRange {
+    since: i64,
+    until: i64,
+    bucket_ms: i64,
+    drawn_since: i64,
+}
+
+/// The answer of `GET /runs/stats` from the counted runs: with the step order of `workflow`
+/// and the duplicates stopped in the range ([`duplicates_json`]).
+async fn stats_answer(
+    state: &AppState,
+    workflow: Option<&str>,
+    r: StatsRange,
+    counted: crate::store::RunCounts,
+    complete: bool,
+) -> AppResult<Value> {
+    let order = step_order(state, workflow);
+    let dups = duplicates_json(
+        state,
+        workflow,
+        r.since,
+        r.until,
+        r.bucket_ms,
+        r.drawn_since,
     )
     .await?;
     Ok(stats_json(
-        bucket_ms, since, until, counted, complete, &order, dups,
+        r.bucket_ms,
+        r.since,
+        r.until,
+        counted,
+        complete,
+        &order,
+        dups,
     ))
 }
 
@@ -791,19 +823,13 @@ async fn stats_from_counts(
             .await
             .map_err(AppError::store)?
     };
-    let order = step_order(state, query.workflow.as_deref());
-    let dups = duplicates_json(
-        state,
-        query.workflow.as_deref(),
+    let range = StatsRange {
         since,
         until,
         bucket_ms,
         drawn_since,
-    )
-    .await?;
-    Ok(stats_json(
-        bucket_ms, since, until, counted, true, &order, dups,
-    ))
+    };
+    stats_answer(state, query.workflow.as_deref(), range, counted, true).await
 }
 
 /// The JSON of `GET /runs/stats` ([`stats_for`]); `step_order`: the workflow's step ids in
