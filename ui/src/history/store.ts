@@ -273,8 +273,7 @@ export const useHistory = create<HistoryState>()((set, get) => {
         const i = runs.findIndex((x) => x.id === r.id);
         if (i >= 0 && runs[i] !== r) {
           if (runs === s.runs) runs = runs.slice();
-          // A summary made from a full record (the open run) knows no `fixed_by`: a fix is never undone, keep it.
-          runs[i] = runs[i].fixed_by && !r.fixed_by && runs[i].status === r.status ? { ...r, fixed_by: runs[i].fixed_by } : r;
+          runs[i] = keepListed(runs[i], r);
         }
       } else if (matches(r, s.query)) {
         fresh.push(r);
@@ -632,6 +631,17 @@ export const useHistory = create<HistoryState>()((set, get) => {
     },
   };
 });
+
+/**
+ * `next`, keeping what only a listing computes (`app::runs::list`) when `next` was made from a
+ * full record (the open run: `summaryOf`) and lacks it: `fixed_by` (a fix is never undone; kept
+ * while the status is the same) and `duplicates_stopped` (a count only grows).
+ */
+function keepListed(prev: RunSummary, next: RunSummary): RunSummary {
+  const fixed = prev.fixed_by && !next.fixed_by && prev.status === next.status ? { fixed_by: prev.fixed_by } : {};
+  const dups = prev.duplicates_stopped && !next.duplicates_stopped ? { duplicates_stopped: prev.duplicates_stopped } : {};
+  return Object.keys(fixed).length || Object.keys(dups).length ? { ...next, ...fixed, ...dups } : next;
+}
 
 /** The summary of a full run record, as the server makes one (`impl From<&RunRecord> for RunSummary`). */
 export function summaryOf(r: import('../api').RunRecord): RunSummary {
